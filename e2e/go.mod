@@ -1,0 +1,10 @@
+module github.com/receiptflow/receiptflow/e2e
+
+go 1.26.0
+
+require github.com/receiptflow/receiptflow/pkg v0.0.0
+
+replace (
+	github.com/receiptflow/receiptflow/pkg => ../pkg
+	github.com/receiptflow/receiptflow/schemas => ../schemas
+)

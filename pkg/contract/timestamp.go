@@ -1,0 +1,114 @@
+package contract
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// MinEventTime is the earliest accepted event time; an event that occurred
+// before it is rejected bad_timestamp.
+var MinEventTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// minEventMinute is MinEventTime in minutes since the Unix epoch (the v1
+// schema's minimum of occurred_minute).
+const minEventMinute = 946684800 / 60
+
+// maxSafeInt is 2^53, the largest integer every JSON reader holds exactly.
+const maxSafeInt = 1 << 53
+
+// parseTimestamp parses an RFC 3339 date-time: YYYY-MM-DDTHH:MM:SS, an
+// optional fraction of any length (kept to the nanosecond), then Z or an
+// offset ±HH:MM. 't' and 'z' may be lower case (RFC 3339 section 5.6). With
+// utcOnly the offset must be zero (Z, +00:00 or -00:00). A leap second
+// (:60) is refused: Go time cannot hold it, and moving it would move the
+// event into the next window. The result is in UTC.
+func parseTimestamp(s string, utcOnly bool) (time.Time, error) {
+	if len(s) < 20 {
+		return time.Time{}, errors.New("too short for an RFC 3339 date-time")
+	}
+	num := func(i, n int) (int, bool) {
+		v := 0
+		for _, c := range []byte(s[i : i+n]) {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			v = v*10 + int(c-'0')
+		}
+		return v, true
+	}
+	year, ok1 := num(0, 4)
+	month, ok2 := num(5, 2)
+	day, ok3 := num(8, 2)
+	hour, ok4 := num(11, 2)
+	minute, ok5 := num(14, 2)
+	sec, ok6 := num(17, 2)
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || s[4] != '-' || s[7] != '-' ||
+		(s[10] != 'T' && s[10] != 't') || s[13] != ':' || s[16] != ':' {
+		return time.Time{}, errors.New("not in the form YYYY-MM-DDTHH:MM:SS")
+	}
+	if month < 1 || month > 12 || day < 1 || day > daysIn(year, month) {
+		return time.Time{}, errors.New("no such date")
+	}
+	if hour > 23 || minute > 59 || sec > 60 {
+		return time.Time{}, errors.New("no such time of day")
+	}
+	if sec == 60 {
+		return time.Time{}, errors.New("leap seconds are not supported")
+	}
+	i := 19
+	nsec := 0
+	if i < len(s) && s[i] == '.' {
+		i++
+		digits := 0
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			if digits < 9 {
+				nsec = nsec*10 + int(s[i]-'0')
+			}
+			digits++
+			i++
+		}
+		if digits == 0 {
+			return time.Time{}, errors.New("no digits after the decimal point")
+		}
+		for d := digits; d < 9; d++ {
+			nsec *= 10
+		}
+	}
+	offset := 0
+	switch {
+	case i == len(s)-1 && (s[i] == 'Z' || s[i] == 'z'):
+	case i == len(s)-6 && (s[i] == '+' || s[i] == '-') && s[i+3] == ':':
+		oh, ok1 := num(i+1, 2)
+		om, ok2 := num(i+4, 2)
+		if !ok1 || !ok2 || oh > 23 || om > 59 {
+			return time.Time{}, errors.New("bad UTC offset")
+		}
+		offset = (oh*60 + om) * 60
+		if s[i] == '-' {
+			offset = -offset
+		}
+		if utcOnly && offset != 0 {
+			return time.Time{}, fmt.Errorf("offset %s is not UTC; write Z", s[i:])
+		}
+	default:
+		return time.Time{}, errors.New("want Z or an offset ±HH:MM after the time")
+	}
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC)
+	return t.Add(-time.Duration(offset) * time.Second), nil
+}
+
+// daysIn is the number of days of month in year (proleptic Gregorian).
+func daysIn(year, month int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	default:
+		return 31
+	}
+}

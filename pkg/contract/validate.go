@@ -1,0 +1,461 @@
+package contract
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+
+	"github.com/receiptflow/receiptflow/schemas"
+)
+
+// Top-level field names of an event record.
+const (
+	fieldSchemaVersion   = "schema_version"
+	fieldEventID         = "event_id"
+	fieldReceiptID       = "receipt_id"
+	fieldType            = "type"
+	fieldOccurredMinute  = "occurred_minute"
+	fieldOccurredAt      = "occurred_at"
+	fieldIngestedAt      = "ingested_at"
+	fieldPartitionKey    = "partition_key"
+	fieldProducerVersion = "producer_version"
+	fieldPayload         = "payload"
+)
+
+// knownFields are the fields of every version, in SPEC order.
+var knownFields = [...]string{
+	fieldSchemaVersion, fieldEventID, fieldReceiptID, fieldType, fieldOccurredMinute,
+	fieldOccurredAt, fieldIngestedAt, fieldPartitionKey, fieldProducerVersion, fieldPayload,
+}
+
+func isKnownField(k string) bool {
+	switch k {
+	case fieldSchemaVersion, fieldEventID, fieldReceiptID, fieldType, fieldOccurredMinute,
+		fieldOccurredAt, fieldIngestedAt, fieldPartitionKey, fieldProducerVersion, fieldPayload:
+		return true
+	}
+	return false
+}
+
+// Validator checks raw records against the event contract (SPEC section 2)
+// and turns valid ones into canonical events. It is safe for concurrent use.
+type Validator struct {
+	opts   Options
+	v1, v2 *jsonschema.Schema
+}
+
+// eventSchemas compiles the two event schemas once per process.
+var eventSchemas = sync.OnceValues(func() ([]*jsonschema.Schema, error) {
+	return compileSchemas(schemas.EventV1, schemas.EventV2)
+})
+
+// compileSchemas compiles the named schemas of the schemas package
+// (draft 2020-12, format asserted).
+func compileSchemas(names ...string) ([]*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
+	ids := make([]string, len(names))
+	for i, name := range names {
+		data, err := schemas.FS.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("contract: read schema %s: %w", name, err)
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+		if err != nil {
+			return nil, fmt.Errorf("contract: parse schema %s: %w", name, err)
+		}
+		obj, _ := doc.(map[string]any)
+		id, _ := obj["$id"].(string)
+		if id == "" {
+			return nil, fmt.Errorf("contract: schema %s has no $id", name)
+		}
+		if err := c.AddResource(id, doc); err != nil {
+			return nil, fmt.Errorf("contract: add schema %s: %w", name, err)
+		}
+		ids[i] = id
+	}
+	out := make([]*jsonschema.Schema, len(names))
+	for i, id := range ids {
+		s, err := c.Compile(id)
+		if err != nil {
+			return nil, fmt.Errorf("contract: compile schema %s: %w", names[i], err)
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+// NewValidator returns a Validator with opts (zero fields take their
+// defaults). The event schemas are compiled from the schemas package once
+// per process; the error is a bad option or a schema that does not compile.
+func NewValidator(opts Options) (*Validator, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s, err := eventSchemas()
+	if err != nil {
+		return nil, err
+	}
+	return &Validator{opts: opts, v1: s[0], v2: s[1]}, nil
+}
+
+// Options returns the options in effect (defaults filled in).
+func (v *Validator) Options() Options { return v.opts }
+
+// Validate checks one raw record and returns its canonical event, with
+// OccurredAt and IngestedAt in UTC, Payload a copy of the record's payload
+// text and Fingerprint set. A v1 record is upcast (occurred_minute × 60 s
+// becomes OccurredAt); SchemaVersion keeps the version the record was
+// written in. ingested_at comes from the record when present, else from
+// defaultIngestedAt (the time ingest accepted the record).
+//
+// A record that breaks the contract returns a *RejectError (matched by the
+// reason's sentinel with errors.Is) whose Detail names the field and whose
+// EventID is set whenever a well-formed event_id could be read. The checks
+// run in this order, the first failure deciding the reason:
+//
+//  1. more than MaxSize bytes: too_large;
+//  2. not one well-formed JSON object: malformed_json;
+//  3. a repeated key at any depth, or a key that differs from a contract
+//     field only by case: invalid_field;
+//  4. schema_version absent: missing_field; a plain integer beyond 2^53:
+//     invalid_field; anything but 1 or 2: unsupported_schema;
+//  5. (v1) occurred_minute a number with fraction or exponent, or beyond
+//     2^53: invalid_field (checked before the schema, which would otherwise
+//     expand huge exponents);
+//  6. the schema of that version: a required field absent: missing_field;
+//     type not in the enum: unknown_type; a time field of the wrong type or
+//     not a date-time, or occurred_minute before 2000: bad_timestamp; any
+//     other violation: invalid_field. When several apply, that order
+//     decides;
+//  7. event time before 2000-01-01T00:00:00Z, occurred_at not UTC, or a
+//     date-time Go cannot hold (a leap second): bad_timestamp;
+//  8. event time more than MaxFutureSkew after ingested_at:
+//     future_timestamp.
+//
+// Validate decodes the record once and does not keep raw. It is safe for
+// concurrent use.
+func (v *Validator) Validate(raw []byte, defaultIngestedAt time.Time) (Event, error) {
+	if len(raw) > v.opts.MaxSize {
+		return Event{}, Reject(ReasonTooLarge, PeekEventID(raw),
+			"record is %d bytes, more than the limit of %d", len(raw), v.opts.MaxSize)
+	}
+	rec, err := decodeRecord(raw)
+	if err != nil {
+		if _, deep := err.(*depthError); deep {
+			return Event{}, Reject(ReasonInvalidField, PeekEventID(raw), "record is %v", err)
+		}
+		return Event{}, Reject(ReasonMalformedJSON, PeekEventID(raw), "%v", err)
+	}
+	f := rec.fields
+	id, _ := f[fieldEventID].(string)
+	if !isID(id) {
+		id = ""
+	}
+	if rej := checkKeys(&rec, id); rej != nil {
+		return Event{}, rej
+	}
+	version, rej := schemaVersion(f, id)
+	if rej != nil {
+		return Event{}, rej
+	}
+	sch := v.v2
+	if version == 1 {
+		sch = v.v1
+		if n, ok := f[fieldOccurredMinute].(json.Number); ok {
+			if _, rej := safeInt(fieldOccurredMinute, n, id); rej != nil {
+				return Event{}, rej
+			}
+		}
+	}
+	if err := sch.Validate(f); err != nil {
+		return Event{}, schemaReject(err, f, id)
+	}
+	return v.build(&rec, version, id, defaultIngestedAt)
+}
+
+// checkKeys rejects repeated keys and case variants of contract fields.
+func checkKeys(rec *record, id string) *RejectError {
+	if rec.dupKey != "" {
+		if rec.dupIn == "" {
+			if rec.dupKey == fieldEventID {
+				id = ""
+			}
+			return Reject(ReasonInvalidField, id, "key %q appears more than once", rec.dupKey)
+		}
+		return Reject(ReasonInvalidField, id, "key %q appears more than once inside %q", rec.dupKey, rec.dupIn)
+	}
+	var variant, field string
+	for k := range rec.fields {
+		if isKnownField(k) {
+			continue
+		}
+		for _, known := range knownFields {
+			// Pick the smallest offending key so the detail is stable.
+			if strings.EqualFold(k, known) && (variant == "" || k < variant) {
+				variant, field = k, known
+			}
+		}
+	}
+	if variant == "" {
+		return nil
+	}
+	if field == fieldEventID {
+		id = ""
+	}
+	return Reject(ReasonInvalidField, id, "key %q differs from the field %q only by case", variant, field)
+}
+
+// schemaVersion reads schema_version: 1 or 2, or a rejection.
+func schemaVersion(f map[string]any, id string) (int, *RejectError) {
+	sv, ok := f[fieldSchemaVersion]
+	if !ok {
+		return 0, Reject(ReasonMissingField, id, "schema_version is required")
+	}
+	if n, ok := sv.(json.Number); ok && isPlainInt(string(n)) {
+		if _, rej := safeInt(fieldSchemaVersion, n, id); rej != nil {
+			return 0, rej
+		}
+		switch n {
+		case "1":
+			return 1, nil
+		case "2":
+			return 2, nil
+		}
+	}
+	return 0, Reject(ReasonUnsupportedSchema, id, "schema_version %s is not supported (want 1 or 2)", describe(sv))
+}
+
+// safeInt reads n as an integer literal of at most 2^53 in magnitude.
+func safeInt(field string, n json.Number, id string) (int64, *RejectError) {
+	s := string(n)
+	if !isPlainInt(s) {
+		return 0, Reject(ReasonInvalidField, id, "%s %s must be an integer without fraction or exponent", field, short(s))
+	}
+	i, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || i > maxSafeInt || i < -maxSafeInt {
+		return 0, Reject(ReasonInvalidField, id, "%s %s is beyond ±2^53", field, short(s))
+	}
+	return i, nil
+}
+
+// isPlainInt reports whether a JSON number literal has no fraction and no
+// exponent.
+func isPlainInt(s string) bool {
+	return !strings.ContainsAny(s, ".eE")
+}
+
+// build reads a schema-valid record into an Event and applies the checks
+// the schema cannot express.
+func (v *Validator) build(rec *record, version int, id string, defaultIngestedAt time.Time) (Event, error) {
+	f := rec.fields
+	e := Event{
+		SchemaVersion: version,
+		EventID:       id,
+		ReceiptID:     f[fieldReceiptID].(string),
+		Type:          f[fieldType].(string),
+		PartitionKey:  f[fieldPartitionKey].(string),
+	}
+	e.ProducerVersion, _ = f[fieldProducerVersion].(string)
+	if version == 1 {
+		n, rej := safeInt(fieldOccurredMinute, f[fieldOccurredMinute].(json.Number), id)
+		if rej != nil {
+			return Event{}, rej
+		}
+		if n < minEventMinute {
+			return Event{}, Reject(ReasonBadTimestamp, id, "occurred_minute %d is before %s", n, MinEventTime.Format(time.RFC3339))
+		}
+		e.OccurredAt = time.Unix(n*60, 0).UTC()
+	} else {
+		s := f[fieldOccurredAt].(string)
+		t, err := parseTimestamp(s, true)
+		if err != nil {
+			return Event{}, Reject(ReasonBadTimestamp, id, "occurred_at %s: %v", short(s), err)
+		}
+		if t.Before(MinEventTime) {
+			return Event{}, Reject(ReasonBadTimestamp, id, "occurred_at %s is before %s", short(s), MinEventTime.Format(time.RFC3339))
+		}
+		e.OccurredAt = t
+	}
+	e.IngestedAt = defaultIngestedAt.UTC()
+	if s, ok := f[fieldIngestedAt].(string); ok {
+		t, err := parseTimestamp(s, false)
+		if err != nil {
+			return Event{}, Reject(ReasonBadTimestamp, id, "ingested_at %s: %v", short(s), err)
+		}
+		e.IngestedAt = t
+	}
+	if skew := e.OccurredAt.Sub(e.IngestedAt); skew > v.opts.MaxFutureSkew {
+		return Event{}, Reject(ReasonFutureTimestamp, id, "event time %s is %v after ingested_at %s (limit %v)",
+			e.OccurredAt.Format(time.RFC3339Nano), skew, e.IngestedAt.Format(time.RFC3339Nano), v.opts.MaxFutureSkew)
+	}
+	payload := f[fieldPayload]
+	if rec.payload != nil {
+		e.Payload = bytes.Clone(rec.payload)
+	}
+	e.Fingerprint = fingerprint(&e, payload)
+	return e, nil
+}
+
+// schemaFinding is one schema violation mapped to a reason.
+type schemaFinding struct {
+	reason Reason
+	field  string
+	detail string
+}
+
+// reasonRank orders the reasons a schema violation can map to: when a
+// record breaks several rules, the lowest rank is reported.
+var reasonRank = map[Reason]int{
+	ReasonMissingField: 0,
+	ReasonUnknownType:  1,
+	ReasonBadTimestamp: 2,
+	ReasonInvalidField: 3,
+}
+
+// schemaReject maps a schema validation error to a *RejectError. The
+// library reports properties in map order, so the finding is chosen by
+// rank, then field, then detail, to be deterministic.
+func schemaReject(err error, f map[string]any, id string) *RejectError {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return Reject(ReasonInvalidField, id, "%v", err)
+	}
+	var findings []schemaFinding
+	var walk func(*jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			findings = append(findings, classify(e, f))
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	best := slices.MinFunc(findings, func(a, b schemaFinding) int {
+		return cmp.Or(
+			cmp.Compare(reasonRank[a.reason], reasonRank[b.reason]),
+			cmp.Compare(a.field, b.field),
+			cmp.Compare(a.detail, b.detail),
+		)
+	})
+	return Reject(best.reason, id, "%s", best.detail)
+}
+
+// classify maps one leaf validation error to a reason and a detail.
+func classify(e *jsonschema.ValidationError, f map[string]any) schemaFinding {
+	field := ""
+	if len(e.InstanceLocation) > 0 {
+		field = e.InstanceLocation[0]
+	}
+	path := "/" + strings.Join(e.InstanceLocation, "/")
+	where := field
+	if len(e.InstanceLocation) != 1 {
+		where = path
+	}
+	value := f[field]
+	find := func(r Reason, format string, args ...any) schemaFinding {
+		return schemaFinding{reason: r, field: path, detail: fmt.Sprintf(format, args...)}
+	}
+	switch k := e.ErrorKind.(type) {
+	case *kind.Required:
+		missing := slices.Sorted(slices.Values(k.Missing))
+		return find(ReasonMissingField, "missing required field %s", strings.Join(missing, ", "))
+	case *kind.AdditionalProperties:
+		props := slices.Sorted(slices.Values(k.Properties))
+		return find(ReasonInvalidField, "unknown field %s", strings.Join(quoteAll(props), ", "))
+	}
+	if len(e.InstanceLocation) == 1 {
+		switch field {
+		case fieldType:
+			switch e.ErrorKind.(type) {
+			case *kind.Enum, *kind.Type:
+				return find(ReasonUnknownType, "type %s is not one of %s, %s, %s",
+					describe(value), TypeSubmitted, TypeDraftSaved, TypeViewed)
+			}
+		case fieldOccurredAt, fieldIngestedAt:
+			switch e.ErrorKind.(type) {
+			case *kind.Format:
+				return find(ReasonBadTimestamp, "%s %s is not an RFC 3339 date-time", field, describe(value))
+			case *kind.Type:
+				return find(ReasonBadTimestamp, "%s must be an RFC 3339 date-time string, got %s", field, describe(value))
+			}
+		case fieldOccurredMinute:
+			switch e.ErrorKind.(type) {
+			case *kind.Type:
+				if _, isNum := value.(json.Number); isNum {
+					return find(ReasonInvalidField, "occurred_minute %s must be an integer", describe(value))
+				}
+				return find(ReasonBadTimestamp, "occurred_minute must be an integer number of minutes, got %s", describe(value))
+			case *kind.Minimum:
+				return find(ReasonBadTimestamp, "occurred_minute %s is before %s", describe(value), MinEventTime.Format(time.RFC3339))
+			case *kind.Maximum:
+				return find(ReasonInvalidField, "occurred_minute %s is beyond 2^53", describe(value))
+			}
+		}
+	}
+	switch k := e.ErrorKind.(type) {
+	case *kind.Pattern:
+		return find(ReasonInvalidField, "%s %s does not match %s", where, short(strconv.Quote(k.Got)), k.Want)
+	case *kind.MinLength:
+		return find(ReasonInvalidField, "%s is %d characters, want at least %d", where, k.Got, k.Want)
+	case *kind.MaxLength:
+		return find(ReasonInvalidField, "%s is %d characters, want at most %d", where, k.Got, k.Want)
+	case *kind.Type:
+		return find(ReasonInvalidField, "%s must be %s, got %s", where, strings.Join(k.Want, " or "), k.Got)
+	}
+	return find(ReasonInvalidField, "%v", e)
+}
+
+// describe renders a decoded JSON value for a detail, shortened.
+func describe(v any) string {
+	switch v := v.(type) {
+	case string:
+		return short(strconv.Quote(v))
+	case json.Number:
+		return short(string(v))
+	case nil:
+		return "null"
+	case bool:
+		return strconv.FormatBool(v)
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// short cuts s to at most 64 bytes for a detail.
+func short(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && s[cut]&0xC0 == 0x80 { // keep UTF-8 sequences whole
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = short(strconv.Quote(s))
+	}
+	return out
+}

@@ -1,0 +1,154 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// DefaultNATSHost is the interface StartNATS listens on when
+// NATSOptions.Host is empty.
+const DefaultNATSHost = "127.0.0.1"
+
+// DefaultNATSReadyTimeout is how long StartNATS waits for the server to accept
+// clients when NATSOptions.ReadyTimeout is zero.
+const DefaultNATSReadyTimeout = 10 * time.Second
+
+// NATSOptions configures StartNATS.
+type NATSOptions struct {
+	// StoreDir is the JetStream file store directory. Required; it is
+	// created if missing. A server started again on the same StoreDir finds
+	// its streams, consumers and KV buckets again.
+	StoreDir string
+	// Host is the interface to listen on; empty means DefaultNATSHost.
+	Host string
+	// Port is the client port; 0 (or server.RANDOM_PORT) picks a free port.
+	// Read the chosen one back with ClientURL.
+	Port int
+	// SyncAlways makes JetStream fsync every write before acknowledging it,
+	// like `jetstream { sync_interval: always }` in a server config file.
+	// Slower, but no acknowledged message is lost if the machine dies.
+	SyncAlways bool
+	// Logger receives the server's notices, warnings and errors. Nil means
+	// no logging. Fatal server errors are logged at error level and never
+	// exit the process.
+	Logger *slog.Logger
+	// ReadyTimeout bounds the wait for the server to accept clients; zero
+	// means DefaultNATSReadyTimeout.
+	ReadyTimeout time.Duration
+}
+
+// StartNATS starts an in-process nats-server with JetStream on a file store
+// in opts.StoreDir and waits until it accepts clients. It returns the running
+// server, which the caller stops with Shutdown (and WaitForShutdown to wait
+// until the store is closed). It returns an error, after releasing anything it
+// started, if StoreDir is empty or cannot be created, if the options are
+// rejected, or if the server is not ready within the timeout (port in use,
+// store not writable, ...); the error carries the server's own message when
+// there is one. StartNATS is safe to call concurrently for different store
+// directories; two servers must never share one StoreDir.
+func StartNATS(opts NATSOptions) (*server.Server, error) {
+	if opts.StoreDir == "" {
+		return nil, errors.New("embedded: start nats: StoreDir is required")
+	}
+	if err := os.MkdirAll(opts.StoreDir, 0o750); err != nil {
+		return nil, fmt.Errorf("embedded: start nats: create store dir: %w", err)
+	}
+	host := opts.Host
+	if host == "" {
+		host = DefaultNATSHost
+	}
+	port := opts.Port
+	if port == 0 {
+		// Port 0 means 4222 to nats-server; here it means "any free port".
+		port = server.RANDOM_PORT
+	}
+	wait := opts.ReadyTimeout
+	if wait <= 0 {
+		wait = DefaultNATSReadyTimeout
+	}
+
+	sopts := &server.Options{
+		ServerName: "receiptflow-embedded",
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   opts.StoreDir,
+		SyncAlways: opts.SyncAlways,
+		NoLog:      true, // logging goes only through the adapter below
+		NoSigs:     true, // signals belong to the host process
+	}
+	s, err := server.NewServer(sopts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: start nats: %w", err)
+	}
+	logs := &natsLogger{log: opts.Logger}
+	s.SetLoggerV2(logs, false, false, false)
+
+	where := net.JoinHostPort(host, strconv.Itoa(opts.Port))
+	s.Start()
+	if err := waitReady(s, logs, wait); err != nil {
+		s.Shutdown()
+		s.WaitForShutdown()
+		return nil, fmt.Errorf("embedded: start nats on %s (store %s): %w", where, opts.StoreDir, err)
+	}
+	if !s.JetStreamEnabled() {
+		s.Shutdown()
+		s.WaitForShutdown()
+		msg := logs.lastFailure()
+		if msg == "" {
+			msg = "no reason given"
+		}
+		return nil, fmt.Errorf("embedded: start nats on %s (store %s): JetStream is not enabled: %s", where, opts.StoreDir, msg)
+	}
+	return s, nil
+}
+
+// waitReady polls the server in short slices so that a fatal start-up error
+// (which leaves the server never ready) is reported at once instead of after
+// the whole timeout.
+func waitReady(s *server.Server, logs *natsLogger, total time.Duration) error {
+	const slice = 50 * time.Millisecond
+	deadline := time.Now().Add(total)
+	for {
+		if s.ReadyForConnections(slice) {
+			return nil
+		}
+		if msg := logs.fatal(); msg != "" {
+			return errors.New(msg)
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	if msg := logs.lastFailure(); msg != "" {
+		return fmt.Errorf("not ready for connections after %s: %s", total, msg)
+	}
+	return fmt.Errorf("not ready for connections after %s", total)
+}
+
+// ClientURL returns the nats:// URL clients use to reach s, with the port the
+// server actually listens on (also when it was started on a random port). A
+// wildcard listen address (0.0.0.0, ::) is replaced by the loopback address.
+// It is safe to call concurrently; for a server that is not listening it
+// returns the URL from the server's options.
+func ClientURL(s *server.Server) string {
+	addr, ok := s.Addr().(*net.TCPAddr)
+	if !ok || addr == nil {
+		return s.ClientURL()
+	}
+	ip := addr.IP
+	switch {
+	case ip == nil || ip.IsUnspecified() && ip.To4() != nil:
+		ip = net.IPv4(127, 0, 0, 1)
+	case ip.IsUnspecified():
+		ip = net.IPv6loopback
+	}
+	return "nats://" + net.JoinHostPort(ip.String(), strconv.Itoa(addr.Port))
+}

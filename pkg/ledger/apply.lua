@@ -1,0 +1,130 @@
+-- apply.lua: apply one batch of a partition's VALID messages in one atomic
+-- step: skip what the checkpoint says is applied, dedup against the ledger,
+-- classify against the partition watermark, update window partials, advance
+-- the checkpoint.
+--
+-- KEYS[1]          checkpoint hash  (seq, wm, retired, entries)
+-- KEYS[2]          window index zset (member window id, score start ms)
+-- KEYS[1+2j]       partial hash of window j (n, corr, late, ver, otv, d1, d2)
+-- KEYS[2+2j]       ledger hash of window j (event id -> "C" | "L<wm>")
+-- ARGV[1] lateness ms, ARGV[2] grace ms, ARGV[3] window count W,
+-- ARGV[4..3+W]     window start ms, ARGV[4+W..3+2W] window ids,
+-- ARGV[4+2W]       record count N, then N records of 5 fields:
+--                  seq, kind (s submission | o other type | h heartbeat),
+--                  event id, window index j (1-based, 0 for h), time ms
+--                  (event time; for h the source progress),
+-- then per record the digest halves h1, h2 (two more fields: 7 in all).
+--
+-- Returns {seq, wm, entries_added, decision_1, ..., decision_N} where a
+-- decision is "c:<ver>" counted on time, "k:<ver>" counted as correction,
+-- "l:<ver>:<wm>" routed late (judged against wm), "d" duplicate, "x" window
+-- retired, "o" other type, "h" heartbeat, "R" already applied, "RL:<wm>"
+-- already applied and was routed late.
+local M = 4294967296
+local lateness = tonumber(ARGV[1])
+local grace = tonumber(ARGV[2])
+local nw = tonumber(ARGV[3])
+local starts, ids = {}, {}
+for j = 1, nw do
+  starts[j] = tonumber(ARGV[3 + j])
+  ids[j] = ARGV[3 + nw + j]
+end
+local base = 4 + 2 * nw
+local n = tonumber(ARGV[base])
+local F = 7
+
+local cur = redis.call('HMGET', KEYS[1], 'seq', 'wm', 'retired', 'entries')
+local seq = tonumber(cur[1]) or 0
+local wm = tonumber(cur[2]) or 0
+local retired = tonumber(cur[3]) or 0
+local entries = tonumber(cur[4]) or 0
+local added = 0
+
+local parts = {}
+local function partial(j)
+  local p = parts[j]
+  if p == nil then
+    local v = redis.call('HMGET', KEYS[1 + 2 * j], 'n', 'corr', 'late', 'ver', 'otv', 'd1', 'd2')
+    p = {n = tonumber(v[1]) or 0, corr = tonumber(v[2]) or 0, late = tonumber(v[3]) or 0,
+         ver = tonumber(v[4]) or 0, otv = tonumber(v[5]) or 0, d1 = tonumber(v[6]) or 0,
+         d2 = tonumber(v[7]) or 0, dirty = false}
+    parts[j] = p
+  end
+  return p
+end
+
+local out = {}
+for i = 0, n - 1 do
+  local o = base + 1 + i * F
+  local s = tonumber(ARGV[o])
+  local kind = ARGV[o + 1]
+  local id = ARGV[o + 2]
+  local j = tonumber(ARGV[o + 3])
+  local t = tonumber(ARGV[o + 4])
+  local d
+  if s <= seq then
+    d = 'R'
+    if kind == 's' then
+      local lv = redis.call('HGET', KEYS[2 + 2 * j], id)
+      if lv and string.sub(lv, 1, 1) == 'L' then d = 'RL:' .. string.sub(lv, 2) end
+    end
+  elseif kind == 'h' then
+    d = 'h'
+    if t - lateness > wm then wm = t - lateness end
+    seq = s
+  else
+    d = 'o'
+    if kind == 's' then
+      local e = starts[j] + 3600000
+      if e <= retired then
+        d = 'x'
+      elseif wm >= e + grace then
+        if redis.call('HSETNX', KEYS[2 + 2 * j], id, 'L' .. string.format('%d', wm)) == 1 then
+          local p = partial(j)
+          p.late = p.late + 1
+          p.ver = p.ver + 1
+          p.dirty = true
+          added = added + 1
+          d = 'l:' .. p.ver .. ':' .. string.format('%d', wm)
+        else
+          d = 'd'
+        end
+      else
+        if redis.call('HSETNX', KEYS[2 + 2 * j], id, 'C') == 1 then
+          local p = partial(j)
+          p.n = p.n + 1
+          p.ver = p.ver + 1
+          p.d1 = (p.d1 + tonumber(ARGV[o + 5])) % M
+          p.d2 = (p.d2 + tonumber(ARGV[o + 6])) % M
+          p.dirty = true
+          added = added + 1
+          if wm >= e then
+            p.corr = p.corr + 1
+            d = 'k:' .. p.ver
+          else
+            p.otv = p.otv + 1
+            d = 'c:' .. p.ver
+          end
+        else
+          d = 'd'
+        end
+      end
+    end
+    if t - lateness > wm then wm = t - lateness end
+    seq = s
+  end
+  out[#out + 1] = d
+end
+
+for j, p in pairs(parts) do
+  if p.dirty then
+    redis.call('HSET', KEYS[1 + 2 * j], 'n', p.n, 'corr', p.corr, 'late', p.late, 'ver', p.ver,
+      'otv', p.otv, 'd1', string.format('%d', p.d1), 'd2', string.format('%d', p.d2))
+    redis.call('ZADD', KEYS[2], starts[j], ids[j])
+  end
+end
+redis.call('HSET', KEYS[1], 'seq', string.format('%d', seq), 'wm', string.format('%d', wm),
+  'entries', string.format('%d', entries + added))
+local res = {string.format('%d', seq), string.format('%d', wm), added}
+for i = 1, #out do res[#res + 1] = out[i] end
+return res

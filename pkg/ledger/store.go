@@ -1,0 +1,312 @@
+package ledger
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/receiptflow/receiptflow/pkg/digest"
+	"github.com/receiptflow/receiptflow/pkg/snapshot"
+	"github.com/receiptflow/receiptflow/pkg/window"
+)
+
+var (
+	//go:embed apply.lua
+	applySrc string
+	//go:embed read.lua
+	readSrc string
+
+	applyScript = redis.NewScript(applySrc)
+	readScript  = redis.NewScript(readSrc)
+)
+
+// Client is what the store needs of a Redis client: scripts, and the
+// commands used to read state. *redis.Client and *redis.ClusterClient fit.
+type Client interface {
+	redis.Scripter
+	redis.Cmdable
+}
+
+var (
+	_ Client = (*redis.Client)(nil)
+	_ Client = (*redis.ClusterClient)(nil)
+)
+
+// Store reads and changes one generation's state.
+type Store struct {
+	rdb      Client
+	keys     Keys
+	lateness int64
+	grace    int64
+}
+
+// NewStore returns a Store for the generation whose key prefix is
+// keys.Prefix, with the watermark lateness and the grace period.
+func NewStore(rdb Client, keys Keys, lateness, grace time.Duration) *Store {
+	return &Store{rdb: rdb, keys: keys, lateness: lateness.Milliseconds(), grace: grace.Milliseconds()}
+}
+
+// Keys returns the store's key builder.
+func (s *Store) Keys() Keys { return s.keys }
+
+// Kind is the kind of a VALID record.
+type Kind byte
+
+const (
+	// Submission is a valid event of type submitted.
+	Submission Kind = 's'
+	// Other is a valid event of another type: it only moves the watermark.
+	Other Kind = 'o'
+	// Heartbeat is a source progress heartbeat.
+	Heartbeat Kind = 'h'
+)
+
+// Record is one VALID message as the apply script sees it.
+type Record struct {
+	// Seq is the VALID stream sequence.
+	Seq uint64
+	Kind Kind
+	EventID string
+	// Time is the event time (ms), or the source progress of a heartbeat.
+	Time int64
+}
+
+// Code is the outcome of one record.
+type Code string
+
+const (
+	Counted    Code = "counted"
+	Correction Code = "correction"
+	Late       Code = "late"
+	Duplicate  Code = "duplicate"
+	Retired    Code = "retired"
+	Ignored    Code = "other"
+	Progress   Code = "heartbeat"
+	// Replayed: the checkpoint says the record was applied before; nothing
+	// changed. LateAgain: replayed, and it had been routed late.
+	Replayed  Code = "replayed"
+	LateAgain Code = "replayed_late"
+)
+
+// Decision is the outcome of one record of a batch.
+type Decision struct {
+	Code Code
+	// WindowID of a submission.
+	WindowID string
+	// Version is the partial's version after the record (counted, late).
+	Version int64
+	// Watermark the record was judged against (late, replayed_late).
+	Watermark int64
+}
+
+// Result is what one Apply did.
+type Result struct {
+	Decisions []Decision
+	// Seq and Watermark are the checkpoint after the batch.
+	Seq       uint64
+	Watermark int64
+	// Added is the number of ledger entries the batch added.
+	Added int64
+	// Changed lists the windows whose partial changed.
+	Changed []string
+}
+
+// Apply applies recs (in VALID order) to partition p in one atomic script
+// call. Applying the same records again changes nothing and returns
+// Replayed decisions. Safe for concurrent use on different partitions; one
+// partition must have one writer.
+func (s *Store) Apply(ctx context.Context, p int, recs []Record) (*Result, error) {
+	widx := map[string]int{}
+	var starts []int64
+	var wids []string
+	recWin := make([]int, len(recs))
+	for i, r := range recs {
+		if r.Kind == Heartbeat {
+			continue
+		}
+		b := window.Of(r.Time)
+		j, ok := widx[b.ID]
+		if !ok {
+			starts = append(starts, b.Start)
+			wids = append(wids, b.ID)
+			j = len(wids)
+			widx[b.ID] = j
+		}
+		recWin[i] = j
+	}
+	keys := make([]string, 0, 2+2*len(wids))
+	keys = append(keys, s.keys.Checkpoint(p), s.keys.Index(p))
+	for _, id := range wids {
+		keys = append(keys, s.keys.Partial(p, id), s.keys.Ledger(p, id))
+	}
+	args := make([]any, 0, 4+2*len(wids)+7*len(recs))
+	args = append(args, s.lateness, s.grace, len(wids))
+	for _, st := range starts {
+		args = append(args, st)
+	}
+	for _, id := range wids {
+		args = append(args, id)
+	}
+	args = append(args, len(recs))
+	for i, r := range recs {
+		var h1, h2 uint32
+		if r.Kind == Submission {
+			h1, h2 = digest.Halves(r.EventID)
+		}
+		args = append(args, r.Seq, string(rune(r.Kind)), r.EventID, recWin[i], r.Time, h1, h2)
+	}
+	raw, err := applyScript.Run(ctx, s.rdb, keys, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("ledger: apply partition %d: %w", p, err)
+	}
+	if len(raw) != 3+len(recs) {
+		return nil, fmt.Errorf("ledger: apply partition %d: %d replies for %d records", p, len(raw), len(recs))
+	}
+	res := &Result{Decisions: make([]Decision, len(recs))}
+	seq, err1 := strconv.ParseUint(fmt.Sprint(raw[0]), 10, 64)
+	wm, err2 := strconv.ParseInt(fmt.Sprint(raw[1]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("ledger: apply partition %d: bad checkpoint reply %v %v", p, raw[0], raw[1])
+	}
+	res.Seq, res.Watermark = seq, wm
+	res.Added, _ = raw[2].(int64)
+	changed := map[string]bool{}
+	for i := range recs {
+		d, err := parseDecision(fmt.Sprint(raw[3+i]))
+		if err != nil {
+			return nil, fmt.Errorf("ledger: apply partition %d: %w", p, err)
+		}
+		if recs[i].Kind != Heartbeat {
+			d.WindowID = wids[recWin[i]-1]
+			switch d.Code {
+			case Counted, Correction, Late:
+				if !changed[d.WindowID] {
+					changed[d.WindowID] = true
+					res.Changed = append(res.Changed, d.WindowID)
+				}
+			}
+		}
+		res.Decisions[i] = d
+	}
+	return res, nil
+}
+
+func parseDecision(s string) (Decision, error) {
+	parts := strings.Split(s, ":")
+	num := func(i int) int64 {
+		if i >= len(parts) {
+			return 0
+		}
+		v, _ := strconv.ParseInt(parts[i], 10, 64)
+		return v
+	}
+	switch parts[0] {
+	case "c":
+		return Decision{Code: Counted, Version: num(1)}, nil
+	case "k":
+		return Decision{Code: Correction, Version: num(1)}, nil
+	case "l":
+		return Decision{Code: Late, Version: num(1), Watermark: num(2)}, nil
+	case "d":
+		return Decision{Code: Duplicate}, nil
+	case "x":
+		return Decision{Code: Retired}, nil
+	case "o":
+		return Decision{Code: Ignored}, nil
+	case "h":
+		return Decision{Code: Progress}, nil
+	case "R":
+		return Decision{Code: Replayed}, nil
+	case "RL":
+		return Decision{Code: LateAgain, Watermark: num(1)}, nil
+	}
+	return Decision{}, fmt.Errorf("unknown decision %q", s)
+}
+
+// Checkpoint is a partition's checkpoint.
+type Checkpoint struct {
+	Seq       uint64
+	Watermark int64
+	// Retired: state of windows ending at or before it is gone.
+	Retired int64
+	// Entries is the number of ledger entries held.
+	Entries int64
+}
+
+// Checkpoint reads partition p's checkpoint (zero for a new partition).
+func (s *Store) Checkpoint(ctx context.Context, p int) (Checkpoint, error) {
+	v, err := s.rdb.HMGet(ctx, s.keys.Checkpoint(p), "seq", "wm", "retired", "entries").Result()
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("ledger: checkpoint %d: %w", p, err)
+	}
+	var c Checkpoint
+	c.Seq, _ = strconv.ParseUint(str(v[0]), 10, 64)
+	c.Watermark, _ = strconv.ParseInt(str(v[1]), 10, 64)
+	c.Retired, _ = strconv.ParseInt(str(v[2]), 10, 64)
+	c.Entries, _ = strconv.ParseInt(str(v[3]), 10, 64)
+	return c, nil
+}
+
+func str(v any) string {
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+// Windows lists the ids of the windows partition p holds, oldest first.
+func (s *Store) Windows(ctx context.Context, p int) ([]string, error) {
+	ids, err := s.rdb.ZRange(ctx, s.keys.Index(p), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("ledger: windows %d: %w", p, err)
+	}
+	return ids, nil
+}
+
+// PartitionView is one partition's watermark and partials, read atomically.
+type PartitionView struct {
+	Partition int
+	Watermark int64
+	Seq       uint64
+	Retired   int64
+	// Partials by window id; a window the partition never touched is absent.
+	Partials map[string]snapshot.Partial
+}
+
+// Read reads partition p's watermark and its partials of the windows ids
+// in one atomic step.
+func (s *Store) Read(ctx context.Context, p int, ids []string) (*PartitionView, error) {
+	keys := make([]string, 0, 1+len(ids))
+	keys = append(keys, s.keys.Checkpoint(p))
+	for _, id := range ids {
+		keys = append(keys, s.keys.Partial(p, id))
+	}
+	raw, err := readScript.Run(ctx, s.rdb, keys).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("ledger: read partition %d: %w", p, err)
+	}
+	if len(raw) != 3+len(ids) {
+		return nil, fmt.Errorf("ledger: read partition %d: %d replies for %d windows", p, len(raw), len(ids))
+	}
+	v := &PartitionView{Partition: p, Partials: make(map[string]snapshot.Partial, len(ids))}
+	v.Watermark, _ = strconv.ParseInt(str(raw[0]), 10, 64)
+	v.Seq, _ = strconv.ParseUint(str(raw[1]), 10, 64)
+	v.Retired, _ = strconv.ParseInt(str(raw[2]), 10, 64)
+	for i, id := range ids {
+		f, _ := raw[3+i].([]any)
+		if len(f) != 7 || f[3] == nil {
+			continue
+		}
+		n := func(k int) int64 { x, _ := strconv.ParseInt(str(f[k]), 10, 64); return x }
+		v.Partials[id] = snapshot.Partial{
+			Partition: p, Count: n(0), Corrections: n(1), LateDropped: n(2), Version: n(3),
+			OnTimeVersion: n(4), Digest: digest.Digest{Hi: uint32(n(5)), Lo: uint32(n(6))}, Watermark: v.Watermark,
+		}
+	}
+	return v, nil
+}

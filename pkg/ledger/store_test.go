@@ -1,0 +1,209 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/receiptflow/receiptflow/pkg/digest"
+	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/window"
+)
+
+// backends runs f against miniredis and a real redis-server.
+func backends(t *testing.T, f func(t *testing.T, rdb *redis.Client)) {
+	t.Run("miniredis", func(t *testing.T) {
+		m := testenv.Miniredis(t)
+		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		t.Cleanup(func() { rdb.Close() })
+		f(t, rdb)
+	})
+	t.Run("redis-server", func(t *testing.T) {
+		r := testenv.RedisServer(t)
+		rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
+		t.Cleanup(func() { rdb.Close() })
+		f(t, rdb)
+	})
+}
+
+// dump returns every key of the store as comparable text.
+func dump(t *testing.T, rdb *redis.Client) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, k := range keys {
+		typ, _ := rdb.Type(ctx, k).Result()
+		switch typ {
+		case "hash":
+			h, _ := rdb.HGetAll(ctx, k).Result()
+			out[k] = fmt.Sprint(h)
+		case "zset":
+			z, _ := rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
+			out[k] = fmt.Sprint(z)
+		default:
+			out[k] = typ
+		}
+	}
+	return out
+}
+
+var (
+	h10 = mustTime("2026-12-02T10:00:00Z")
+	min = int64(60_000)
+)
+
+func mustTime(s string) int64 {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t.UnixMilli()
+}
+
+func codes(res *Result) []Code {
+	var c []Code
+	for _, d := range res.Decisions {
+		c = append(c, d.Code)
+	}
+	return c
+}
+
+func TestApplyClassifiesAndIsIdempotent(t *testing.T) {
+	backends(t, func(t *testing.T, rdb *redis.Client) {
+		ctx := context.Background()
+		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour)
+		batch := []Record{
+			{Seq: 1, Kind: Submission, EventID: "a", Time: h10 + 10*min},
+			{Seq: 2, Kind: Submission, EventID: "a", Time: h10 + 10*min},                 // retry
+			{Seq: 3, Kind: Other, EventID: "v", Time: h10 + 70*min},                      // W = 11:05
+			{Seq: 4, Kind: Submission, EventID: "b", Time: h10 + 20*min},                 // correction (W >= 11:00)
+			{Seq: 5, Kind: Heartbeat, Time: h10 + 185*min},                               // W = 13:00
+			{Seq: 6, Kind: Submission, EventID: "c", Time: h10 + 30*min},                 // too late (W >= 12:00)
+			{Seq: 7, Kind: Submission, EventID: "c", Time: h10 + 30*min},                 // dup of a late id
+			{Seq: 8, Kind: Submission, EventID: "d", Time: h10 + 181*min},                // on time in 13:00
+		}
+		res, err := s.Apply(ctx, 3, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []Code{Counted, Duplicate, Ignored, Correction, Progress, Late, Duplicate, Counted}
+		if got := codes(res); !reflect.DeepEqual(got, want) {
+			t.Fatalf("decisions = %v, want %v", got, want)
+		}
+		if res.Seq != 8 || res.Watermark != h10+180*min {
+			t.Fatalf("checkpoint = %d/%d, want 8/%d", res.Seq, res.Watermark, h10+180*min)
+		}
+		if d := res.Decisions[5]; d.Watermark != h10+180*min || d.WindowID != "2026-12-02T10" || d.Version != 3 {
+			t.Fatalf("late decision = %+v", d)
+		}
+		if res.Added != 4 {
+			t.Fatalf("added = %d, want 4", res.Added)
+		}
+		if !reflect.DeepEqual(res.Changed, []string{"2026-12-02T10", "2026-12-02T13"}) {
+			t.Fatalf("changed = %v", res.Changed)
+		}
+
+		before := dump(t, rdb)
+		again, err := s.Apply(ctx, 3, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range again.Decisions {
+			switch {
+			case i == 5 || i == 6:
+				if d.Code != LateAgain || d.Watermark != h10+180*min {
+					t.Fatalf("replayed late %d = %+v", i, d)
+				}
+			case d.Code != Replayed:
+				t.Fatalf("replayed %d = %+v, want replayed", i, d)
+			}
+		}
+		if after := dump(t, rdb); !reflect.DeepEqual(before, after) {
+			t.Fatalf("second apply changed state:\nbefore %v\nafter  %v", before, after)
+		}
+
+		v, err := s.Read(ctx, 3, []string{"2026-12-02T10", "2026-12-02T13", "2026-12-02T14"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := v.Partials["2026-12-02T10"]
+		var dg digest.Digest
+		dg.Add("a")
+		dg.Add("b")
+		if p.Count != 2 || p.Corrections != 1 || p.LateDropped != 1 || p.Version != 3 || p.OnTimeVersion != 1 || p.Digest != dg {
+			t.Fatalf("partial 10 = %+v, digest want %v", p, dg)
+		}
+		if _, ok := v.Partials["2026-12-02T14"]; ok {
+			t.Fatal("untouched window has a partial")
+		}
+		if v.Watermark != h10+180*min || v.Seq != 8 {
+			t.Fatalf("view checkpoint %d/%d", v.Seq, v.Watermark)
+		}
+		ids, err := s.Windows(ctx, 3)
+		if err != nil || !reflect.DeepEqual(ids, []string{"2026-12-02T10", "2026-12-02T13"}) {
+			t.Fatalf("windows = %v, %v", ids, err)
+		}
+		ck, err := s.Checkpoint(ctx, 3)
+		if err != nil || ck.Seq != 8 || ck.Entries != 4 {
+			t.Fatalf("checkpoint = %+v, %v", ck, err)
+		}
+	})
+}
+
+func TestApplyOverlappingBatchAppliesOnlyNewRecords(t *testing.T) {
+	backends(t, func(t *testing.T, rdb *redis.Client) {
+		ctx := context.Background()
+		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour)
+		var recs []Record
+		for i := 1; i <= 200; i++ {
+			recs = append(recs, Record{Seq: uint64(i), Kind: Submission, EventID: fmt.Sprintf("e%d", i%150), Time: h10 + int64(i)*1000})
+		}
+		if _, err := s.Apply(ctx, 0, recs[:120]); err != nil {
+			t.Fatal(err)
+		}
+		// A redelivery overlapping what was applied: 100..200.
+		res, err := s.Apply(ctx, 0, recs[99:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var replayed int
+		for _, d := range res.Decisions {
+			if d.Code == Replayed {
+				replayed++
+			}
+		}
+		if replayed != 21 {
+			t.Fatalf("replayed = %d, want 21", replayed)
+		}
+		v, err := s.Read(ctx, 0, []string{window.ID(h10)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dg digest.Digest
+		ids := map[string]bool{}
+		for _, r := range recs {
+			ids[r.EventID] = true
+		}
+		keys := make([]string, 0, len(ids))
+		for id := range ids {
+			keys = append(keys, id)
+		}
+		sort.Strings(keys)
+		for _, id := range keys {
+			dg.Add(id)
+		}
+		p := v.Partials[window.ID(h10)]
+		if p.Count != 150 || p.Version != 150 || p.Digest != dg {
+			t.Fatalf("partial = %+v, want count 150 digest %v", p, dg)
+		}
+	})
+}

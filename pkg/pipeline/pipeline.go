@@ -1,0 +1,330 @@
+// Package pipeline runs the whole receiptflow pipeline in one process, as
+// `receiptctl run` and `receiptctl demo` do and as the end-to-end tests
+// do: it starts the embedded servers when no URLs are given, creates the
+// streams, and supervises one instance of each service, restarting an
+// instance that crashed (a failpoint) with fresh connections.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/receiptflow/receiptflow/pkg/contract"
+	"github.com/receiptflow/receiptflow/pkg/embedded"
+	"github.com/receiptflow/receiptflow/pkg/failpoint"
+	"github.com/receiptflow/receiptflow/pkg/ledger"
+	"github.com/receiptflow/receiptflow/pkg/publisher"
+	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/validator"
+	"github.com/receiptflow/receiptflow/pkg/windower"
+)
+
+// Config configures a pipeline.
+type Config struct {
+	Partitions int
+	Lateness   time.Duration
+	Grace      time.Duration
+	StaleAfter time.Duration
+	// NATSURL and RedisURL select real servers; empty starts embedded ones.
+	NATSURL  string
+	RedisURL string
+	// DataDir holds the embedded nats-server's store (default: a new
+	// temporary directory, removed by Close).
+	DataDir string
+	// SyncAlways makes the embedded nats-server fsync every write (see
+	// docs/recovery.md for the trade-off).
+	SyncAlways bool
+	Generation string
+	Stream     stream.Config
+	Failpoints *failpoint.Set
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	// Trace receives the windower's decisions (see windower.Config.Trace).
+	Trace func(p int, recs []windower.Trace)
+	// Services selects which services to run (default all three).
+	Services []string
+	// PublisherTick is the publisher's health period (default 1s).
+	PublisherTick time.Duration
+}
+
+// Service names.
+const (
+	Validator = "validator"
+	Windower  = "windower"
+	Publisher = "publisher"
+)
+
+// Pipeline is a running in-process pipeline.
+type Pipeline struct {
+	cfg       Config
+	Names     stream.Names
+	NATSURL   string
+	RedisURL  string
+	Admin     *Conn
+	Redis     *redis.Client
+	Store     *ledger.Store
+	Validator *contract.Validator
+
+	ns      *server.Server
+	mr      *miniredis.Miniredis
+	tmpDir  string
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	crashes map[string]int
+	errs    []error
+}
+
+// Start starts the servers (if embedded), creates the streams and starts
+// the services. Close stops everything.
+func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
+	if cfg.Partitions <= 0 {
+		cfg.Partitions = 8
+	}
+	if cfg.Lateness <= 0 {
+		cfg.Lateness = 5 * time.Minute
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = time.Hour
+	}
+	if cfg.StaleAfter <= 0 {
+		cfg.StaleAfter = 2 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Services == nil {
+		cfg.Services = []string{Validator, Windower, Publisher}
+	}
+	cfg.Stream.Partitions = cfg.Partitions
+	p = &Pipeline{cfg: cfg, Names: stream.For(cfg.Generation), NATSURL: cfg.NATSURL, RedisURL: cfg.RedisURL, crashes: map[string]int{}}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	if p.NATSURL == "" {
+		dir := cfg.DataDir
+		if dir == "" {
+			p.tmpDir, err = os.MkdirTemp("", "receiptflow-")
+			if err != nil {
+				return nil, err
+			}
+			dir = p.tmpDir
+		}
+		p.ns, err = embedded.StartNATS(embedded.NATSOptions{StoreDir: filepath.Join(dir, "jetstream"), SyncAlways: cfg.SyncAlways})
+		if err != nil {
+			return nil, err
+		}
+		p.NATSURL = embedded.ClientURL(p.ns)
+	}
+	if p.RedisURL == "" {
+		p.mr, err = embedded.StartRedis()
+		if err != nil {
+			return nil, err
+		}
+		p.RedisURL = "redis://" + p.mr.Addr()
+	}
+	if p.Admin, err = ConnectNATS(p.NATSURL, "receiptflow-admin"); err != nil {
+		return nil, err
+	}
+	if p.Redis, err = ConnectRedis(p.RedisURL); err != nil {
+		return nil, err
+	}
+	if err := p.Redis.Ping(ctx).Err(); err != nil {
+		return nil, fmt.Errorf("pipeline: redis %s: %w", p.RedisURL, err)
+	}
+	if err := stream.Ensure(ctx, p.Admin.JS, p.Names, cfg.Stream); err != nil {
+		return nil, err
+	}
+	p.Store = ledger.NewStore(p.Redis, ledger.Keys{Prefix: p.Names.RedisPrefix()}, cfg.Lateness, cfg.Grace)
+	if p.Validator, err = contract.NewValidator(contract.Options{}); err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	for _, svc := range cfg.Services {
+		p.wg.Add(1)
+		go p.supervise(runCtx, svc)
+	}
+	return p, nil
+}
+
+// Crashes returns how often each service instance died and was restarted.
+func (p *Pipeline) Crashes() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range p.crashes {
+		out[k] = v
+	}
+	return out
+}
+
+// supervise runs svc until ctx ends, each instance with its own
+// connections; an instance that returns (crash or error) is torn down
+// without acking anything and replaced.
+func (p *Pipeline) supervise(ctx context.Context, svc string) {
+	defer p.wg.Done()
+	backoff := 20 * time.Millisecond
+	for ctx.Err() == nil {
+		err := p.runOnce(ctx, svc)
+		if ctx.Err() != nil {
+			return
+		}
+		p.mu.Lock()
+		p.crashes[svc]++
+		p.mu.Unlock()
+		if errors.Is(err, failpoint.ErrCrash) {
+			p.cfg.Logger.Info("service crashed on purpose; restarting", "service", svc, "err", err)
+			backoff = 20 * time.Millisecond
+		} else {
+			p.cfg.Logger.Error("service failed; restarting", "service", svc, "err", err)
+			backoff = min(2*backoff, 2*time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+	}
+}
+
+func (p *Pipeline) runOnce(ctx context.Context, svc string) error {
+	conn, err := ConnectNATS(p.NATSURL, "receiptflow-"+svc)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	rdb, err := ConnectRedis(p.RedisURL)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	store := ledger.NewStore(rdb, ledger.Keys{Prefix: p.Names.RedisPrefix()}, p.cfg.Lateness, p.cfg.Grace)
+	log := p.cfg.Logger.With("service", svc)
+	switch svc {
+	case Validator:
+		return validator.New(conn.JS, store, validator.Config{
+			Names: p.Names, Partitions: p.cfg.Partitions, Validator: p.Validator,
+			Logger: log, Registerer: p.cfg.Registerer, Failpoints: p.cfg.Failpoints,
+		}).Run(ctx)
+	case Windower:
+		return windower.New(conn.JS, store, windower.Config{
+			Names: p.Names, Partitions: p.cfg.Partitions, Logger: log,
+			Registerer: p.cfg.Registerer, Failpoints: p.cfg.Failpoints, Trace: p.cfg.Trace,
+		}).Run(ctx)
+	case Publisher:
+		return publisher.New(conn.JS, store, publisher.Config{
+			Names: p.Names, Partitions: p.cfg.Partitions, Grace: p.cfg.Grace, StaleAfter: p.cfg.StaleAfter,
+			Tick: p.cfg.PublisherTick, Logger: log, Registerer: p.cfg.Registerer, Failpoints: p.cfg.Failpoints,
+		}).Run(ctx)
+	}
+	return fmt.Errorf("pipeline: unknown service %q", svc)
+}
+
+// Backlog returns every consumer's unprocessed messages (pending plus
+// unacknowledged) of the pipeline's streams, and whether every expected
+// consumer exists.
+func (p *Pipeline) Backlog(ctx context.Context) (map[string]uint64, bool, error) {
+	out := map[string]uint64{}
+	for _, base := range []string{stream.Raw, stream.Valid, stream.Changes} {
+		st, err := p.Admin.JS.Stream(ctx, p.Names.Stream(base))
+		if err != nil {
+			return nil, false, err
+		}
+		l := st.ListConsumers(ctx)
+		for ci := range l.Info() {
+			out[ci.Stream+"/"+ci.Name] = ci.NumPending + uint64(ci.NumAckPending)
+		}
+		if err := l.Err(); err != nil {
+			return nil, false, err
+		}
+	}
+	want := 0
+	for _, svc := range p.cfg.Services {
+		if svc == Publisher {
+			want++
+		} else {
+			want += p.cfg.Partitions
+		}
+	}
+	return out, len(out) >= want, nil
+}
+
+// WaitDrained waits until every consumer has processed everything in its
+// stream (checked twice in a row), so that KV holds the final state of
+// everything published before the call.
+func (p *Pipeline) WaitDrained(ctx context.Context, progress func(map[string]uint64)) error {
+	quiet := 0
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		b, complete, err := p.Backlog(ctx)
+		if err != nil {
+			quiet = 0
+			continue // e.g. the server restarting; try again
+		}
+		if progress != nil {
+			progress(b)
+		}
+		var total uint64
+		for _, v := range b {
+			total += v
+		}
+		if complete && total == 0 {
+			quiet++
+			if quiet >= 3 {
+				return nil
+			}
+		} else {
+			quiet = 0
+		}
+	}
+}
+
+// KV returns the generation's snapshot bucket.
+func (p *Pipeline) KV(ctx context.Context) (jetstream.KeyValue, error) {
+	return p.Admin.JS.KeyValue(ctx, p.Names.Bucket())
+}
+
+// Close stops the services, then the connections and embedded servers.
+func (p *Pipeline) Close() {
+	if p.cancel != nil {
+		p.cancel()
+	}
+	p.wg.Wait()
+	if p.Admin != nil {
+		p.Admin.Close()
+	}
+	if p.Redis != nil {
+		p.Redis.Close()
+	}
+	if p.ns != nil {
+		p.ns.Shutdown()
+		p.ns.WaitForShutdown()
+	}
+	if p.mr != nil {
+		p.mr.Close()
+	}
+	if p.tmpDir != "" {
+		os.RemoveAll(p.tmpDir)
+	}
+}

@@ -1,0 +1,27 @@
+package publisher
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/receiptflow/receiptflow/pkg/telemetry"
+)
+
+type metrics struct {
+	writes    prometheus.Counter
+	skipped   prometheus.Counter
+	conflicts prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	return &metrics{
+		writes: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "receiptflow_publisher_kv_writes_total", Help: "Window snapshots written to KV.",
+		})),
+		skipped: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "receiptflow_publisher_kv_stale_skips_total", Help: "Snapshots not written because KV held a newer version.",
+		})),
+		conflicts: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "receiptflow_publisher_kv_conflicts_total", Help: "Compare-and-set conflicts with another writer.",
+		})),
+	}
+}

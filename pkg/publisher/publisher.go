@@ -1,0 +1,344 @@
+// Package publisher is the publisher service: CHANGES → KV snapshots.
+//
+// It wakes up on change notices, coalesces a burst of them, reads every
+// partition's watermark and partials atomically per partition, merges them
+// into window snapshots and writes each one to the KV bucket only if its
+// version is newer than the stored one (a revision compare-and-set), so
+// replays and several publishers never move a window backwards.
+package publisher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/receiptflow/receiptflow/pkg/digest"
+	"github.com/receiptflow/receiptflow/pkg/failpoint"
+	"github.com/receiptflow/receiptflow/pkg/ledger"
+	"github.com/receiptflow/receiptflow/pkg/snapshot"
+	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/windower"
+)
+
+// Config configures a publisher instance.
+type Config struct {
+	Names      stream.Names
+	Partitions int
+	Grace      time.Duration
+	// StaleAfter: with no source message for this long, non-final windows
+	// are published as stale (default 2m).
+	StaleAfter time.Duration
+	// Tick is how often health and staleness are refreshed (default 1s).
+	Tick       time.Duration
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	Failpoints *failpoint.Set
+	Now        func() time.Time
+}
+
+// Service is one publisher instance.
+type Service struct {
+	js    jetstream.JetStream
+	store *ledger.Store
+	cfg   Config
+	m     *metrics
+
+	mu      sync.Mutex
+	kv      jetstream.KeyValue
+	stored  map[string]stored // by window id: what the bucket holds
+	known   map[string]bool   // window ids seen in any partition
+	wms     []int64           // last known partition watermarks
+	stale   bool
+	started time.Time
+}
+
+type stored struct {
+	rev  uint64
+	snap snapshot.Window
+}
+
+// New returns a publisher reading store and writing js's KV bucket.
+func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.StaleAfter <= 0 {
+		cfg.StaleAfter = 2 * time.Minute
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer),
+		stored: map[string]stored{}, known: map[string]bool{}, wms: make([]int64, cfg.Partitions)}
+}
+
+func (s *Service) durable() string {
+	name := "publisher"
+	if s.cfg.Names.Generation != stream.DefaultGeneration {
+		name += "-g" + s.cfg.Names.Generation
+	}
+	return name
+}
+
+// Run publishes until ctx ends (nil) or a failure (its error).
+func (s *Service) Run(ctx context.Context) error {
+	kv, err := s.js.KeyValue(ctx, s.cfg.Names.Bucket())
+	if err != nil {
+		return fmt.Errorf("publisher: bucket %s: %w", s.cfg.Names.Bucket(), err)
+	}
+	s.kv = kv
+	s.started = s.cfg.Now()
+	cons, err := stream.Open(ctx, s.js, stream.ConsumerSpec{
+		Stream:  s.cfg.Names.Stream(stream.Changes),
+		Durable: s.durable(),
+		Filter:  s.cfg.Names.Wildcard(stream.Changes),
+	})
+	if err != nil {
+		return err
+	}
+	// Everything Redis holds is published once at start; the consumer was
+	// opened first, so no change made meanwhile is missed.
+	if err := s.resync(ctx); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(s.cfg.Tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := s.tick(ctx); err != nil && ctx.Err() == nil {
+					s.cfg.Logger.Warn("publisher tick failed", "err", err)
+				}
+			}
+		}
+	}()
+	err = stream.Consume(ctx, cons, stream.BatchOptions{Max: 2000, Linger: 5 * time.Millisecond}, s.handle)
+	cancel(err)
+	wg.Wait()
+	return err
+}
+
+func (s *Service) handle(ctx context.Context, batch []jetstream.Msg) error {
+	dirty := map[string]bool{}
+	wmMoved := false
+	for _, m := range batch {
+		var c windower.Change
+		if err := json.Unmarshal(m.Data(), &c); err != nil || c.Partition < 0 || c.Partition >= s.cfg.Partitions {
+			// A notice is only a wake-up; a bad one is logged and dropped
+			// (the periodic resync covers what it may have meant).
+			s.cfg.Logger.Warn("publisher: bad change notice", "subject", m.Subject(), "err", err)
+			continue
+		}
+		for _, w := range c.Windows {
+			dirty[w] = true
+		}
+		s.mu.Lock()
+		if c.Watermark > s.wms[c.Partition] {
+			wmMoved = true
+		}
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if wmMoved {
+		for id := range s.known {
+			if st, ok := s.stored[id]; !ok || st.snap.Status != window.StatusFinal {
+				dirty[id] = true
+			}
+		}
+	}
+	if err := s.publishLocked(ctx, keys(dirty)); err != nil {
+		return err
+	}
+	if err := s.cfg.Failpoints.Hit(failpoint.PublisherAfterPut); err != nil {
+		return err
+	}
+	for _, m := range batch {
+		if err := m.Ack(); err != nil {
+			return fmt.Errorf("publisher: ack: %w", err)
+		}
+	}
+	return nil
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// resync publishes every window any partition holds.
+func (s *Service) resync(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all := map[string]bool{}
+	for p := 0; p < s.cfg.Partitions; p++ {
+		ids, err := s.store.Windows(ctx, p)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			all[id] = true
+		}
+	}
+	return s.publishLocked(ctx, keys(all))
+}
+
+// publishLocked reads ids from every partition, merges and writes them.
+func (s *Service) publishLocked(ctx context.Context, ids []string) error {
+	views := make([]*ledger.PartitionView, s.cfg.Partitions)
+	for p := 0; p < s.cfg.Partitions; p++ {
+		v, err := s.store.Read(ctx, p, ids)
+		if err != nil {
+			return err
+		}
+		views[p] = v
+		s.wms[p] = v.Watermark
+	}
+	global := globalWatermark(views)
+	now := s.cfg.Now().UTC()
+	for _, id := range ids {
+		s.known[id] = true
+		snap, err := s.merge(id, views, global, now)
+		if err != nil {
+			return err
+		}
+		if err := s.writeLocked(ctx, snap); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func globalWatermark(views []*ledger.PartitionView) int64 {
+	g := int64(-1)
+	for _, v := range views {
+		if g < 0 || v.Watermark < g {
+			g = v.Watermark
+		}
+	}
+	if g < 0 {
+		return window.NoWatermark
+	}
+	return g
+}
+
+// merge builds the snapshot of window id from the partition views.
+func (s *Service) merge(id string, views []*ledger.PartitionView, global int64, now time.Time) (snapshot.Window, error) {
+	start, err := window.ParseID(id)
+	if err != nil {
+		return snapshot.Window{}, err
+	}
+	end := start + window.WidthMs
+	w := snapshot.Window{
+		WindowID: id, Start: window.Time(start), End: window.Time(end),
+		Watermark: window.Time(global), UpdatedAt: now, Generation: s.cfg.Names.Generation,
+		Partitions: []snapshot.Partial{},
+	}
+	var d digest.Digest
+	for _, v := range views {
+		p, ok := v.Partials[id]
+		if !ok {
+			continue
+		}
+		w.Count += p.Count
+		w.Corrections += p.Corrections
+		w.LateDropped += p.LateDropped
+		w.Version += p.Version
+		d.Merge(p.Digest)
+		w.Partitions = append(w.Partitions, p)
+	}
+	w.Digest = d.String()
+	w.Status = window.StatusOf(global, end, s.cfg.Grace.Milliseconds())
+	w.Version += w.Status.Ordinal()
+	if w.Status != window.StatusFinal {
+		w.Stale = s.stale
+	}
+	return w, nil
+}
+
+// writeLocked stores snap if it is newer than what the bucket holds, by a
+// revision compare-and-set; a lost race re-reads and decides again.
+func (s *Service) writeLocked(ctx context.Context, snap snapshot.Window) error {
+	key := stream.WindowKey(snap.WindowID)
+	for attempt := 0; attempt < 5; attempt++ {
+		cur, ok := s.stored[snap.WindowID]
+		if !ok {
+			e, err := s.kv.Get(ctx, key)
+			switch {
+			case err == nil:
+				if err := json.Unmarshal(e.Value(), &cur.snap); err != nil {
+					return fmt.Errorf("publisher: stored %s is not a snapshot: %w", key, err)
+				}
+				cur.rev = e.Revision()
+				ok = true
+				s.stored[snap.WindowID] = cur
+			case errors.Is(err, jetstream.ErrKeyNotFound):
+			default:
+				return fmt.Errorf("publisher: get %s: %w", key, err)
+			}
+		}
+		if ok {
+			if snap.Version < cur.snap.Version {
+				s.m.skipped.Inc()
+				return nil
+			}
+			if snap.Version == cur.snap.Version && (snap.Stale == cur.snap.Stale || snap.Status == window.StatusFinal) {
+				return nil
+			}
+			if cur.snap.FirstOutputVersion > 0 {
+				snap.FirstOutputVersion = cur.snap.FirstOutputVersion
+			}
+		}
+		if snap.FirstOutputVersion == 0 && snap.Status != window.StatusOpen {
+			snap.FirstOutputVersion = snap.Version
+		}
+		body, err := json.Marshal(&snap)
+		if err != nil {
+			return err
+		}
+		var rev uint64
+		if ok {
+			rev, err = s.kv.Update(ctx, key, body, cur.rev)
+		} else {
+			rev, err = s.kv.Create(ctx, key, body)
+		}
+		if err == nil {
+			s.stored[snap.WindowID] = stored{rev: rev, snap: snap}
+			s.m.writes.Inc()
+			return nil
+		}
+		var apiErr *jetstream.APIError
+		if errors.Is(err, jetstream.ErrKeyExists) || (errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence) {
+			// Another writer got there first: forget our view and retry.
+			delete(s.stored, snap.WindowID)
+			s.m.conflicts.Inc()
+			continue
+		}
+		return fmt.Errorf("publisher: put %s: %w", key, err)
+	}
+	return fmt.Errorf("publisher: put %s: too many compare-and-set conflicts", key)
+}

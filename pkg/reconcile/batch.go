@@ -1,0 +1,305 @@
+package reconcile
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/contract"
+	"github.com/receiptflow/receiptflow/pkg/digest"
+	"github.com/receiptflow/receiptflow/pkg/window"
+)
+
+// Batch is the result of one batch pass over a raw snapshot. It is built by
+// Count and read-only afterwards; reading it from several goroutines is safe.
+type Batch struct {
+	// Partitions is the partition count the window counts are split by.
+	Partitions int
+	// Records is the number of non-blank lines read.
+	Records int
+	// Valid is the number of records that passed validation and did not
+	// conflict with an earlier record of the same event_id; it includes
+	// duplicates.
+	Valid int
+	// Counted is the number of distinct submissions counted.
+	Counted int
+	// Other is the number of distinct valid events that never count
+	// (draft_saved, viewed).
+	Other int
+	// DuplicateCount is the number of valid records whose event_id was
+	// already claimed with the same content (retries).
+	DuplicateCount int
+	// Windows holds every window with at least one counted submission, by
+	// window id.
+	Windows map[string]*WindowCount
+	// Rejected lists every rejected record in file order.
+	Rejected []Rejection
+	// Duplicates lists every duplicate record in file order.
+	Duplicates []Duplicate
+
+	claims map[string]claim
+	// rejectedIn indexes Rejected by the window of each rejected record
+	// whose event time could be read.
+	rejectedIn map[string][]int
+}
+
+// WindowCount is the batch's count of one window.
+type WindowCount struct {
+	ID    string
+	Start time.Time
+	End   time.Time
+	// Count is the number of distinct submissions counted in the window.
+	Count int64
+	// Digest is the digest of the counted event ids.
+	Digest digest.Digest
+	// IDs are the counted event ids in file order.
+	IDs []string
+	// ByPartition is the count per partition, indexed by partition.
+	ByPartition []int64
+	// Duplicates are the retries of submissions counted in this window.
+	Duplicates []Duplicate
+}
+
+// Rejection is a record the batch pass rejected.
+type Rejection struct {
+	// Line is the 1-based line number in the input.
+	Line int `json:"line"`
+	// EventID is set when an event_id could be read.
+	EventID string          `json:"event_id,omitempty"`
+	Reason  contract.Reason `json:"reason"`
+	Detail  string          `json:"detail"`
+	// WindowID is the window of the record's event time, when one could be
+	// read.
+	WindowID string `json:"window_id,omitempty"`
+}
+
+// Duplicate is a valid record whose event_id was already claimed with the
+// same content: a retry, never counted again.
+type Duplicate struct {
+	Line    int    `json:"line"`
+	EventID string `json:"event_id"`
+	// FirstLine is the line of the record that claimed the event_id.
+	FirstLine int `json:"first_line"`
+	// WindowID is the window the event was counted in; empty for events
+	// that never count.
+	WindowID string `json:"window_id,omitempty"`
+}
+
+// claim is what the batch remembers of the first valid record of an
+// event_id.
+type claim struct {
+	fingerprint uint64
+	line        int
+	window      string // set when the claim was counted
+}
+
+// Count runs the batch pass over r: one NDJSON record per line, blank lines
+// skipped, every line validated with opts.Validator in file order. The first
+// valid record of an event_id claims it; a later valid record with the same
+// id and content is a duplicate, with other content it is rejected as
+// conflicting_duplicate. Each claimed submission counts once, in the window
+// of its event time. Records of any length are handled: oversized ones are
+// rejected too_large. Count returns an error only when r fails or the
+// validator returns an error that is not a *contract.RejectError. It reads r
+// to the end and does not close it.
+func Count(r io.Reader, opts Options) (*Batch, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	b := &Batch{
+		Partitions: opts.Partitions,
+		Windows:    make(map[string]*WindowCount),
+		claims:     make(map[string]claim),
+		rejectedIn: make(map[string][]int),
+	}
+	lines := newLineReader(r, maxLineBytes)
+	for n := 1; ; n++ {
+		line, size, cut, err := lines.next()
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reconcile: read line %d: %w", n, err)
+		}
+		if len(bytes.TrimSpace(line)) == 0 && !cut {
+			continue
+		}
+		b.Records++
+		if cut {
+			b.reject(n, line, contract.Reject(contract.ReasonTooLarge, "",
+				"record is %d bytes, over the %d the pass reads", size, maxLineBytes), nil)
+			continue
+		}
+		ev, err := opts.Validator.Validate(line, opts.DefaultIngestedAt)
+		if err != nil {
+			re, ok := contract.AsReject(err)
+			if !ok {
+				return nil, fmt.Errorf("reconcile: line %d: %w", n, err)
+			}
+			b.reject(n, line, re, nil)
+			continue
+		}
+		b.apply(n, line, &ev)
+	}
+}
+
+// apply applies one valid event read from line n.
+func (b *Batch) apply(n int, raw []byte, ev *contract.Event) {
+	if c, ok := b.claims[ev.EventID]; ok {
+		if c.fingerprint != ev.Fingerprint {
+			b.reject(n, raw, contract.Reject(contract.ReasonConflictingDuplicate, ev.EventID,
+				"event_id first claimed on line %d with different content", c.line), ev)
+			return
+		}
+		b.Valid++
+		b.DuplicateCount++
+		d := Duplicate{Line: n, EventID: ev.EventID, FirstLine: c.line, WindowID: c.window}
+		b.Duplicates = append(b.Duplicates, d)
+		if c.window != "" {
+			w := b.Windows[c.window]
+			w.Duplicates = append(w.Duplicates, d)
+		}
+		return
+	}
+	b.Valid++
+	c := claim{fingerprint: ev.Fingerprint, line: n}
+	if !ev.Counts() {
+		b.Other++
+		b.claims[ev.EventID] = c
+		return
+	}
+	bounds := window.Of(window.Ms(ev.OccurredAt))
+	w := b.Windows[bounds.ID]
+	if w == nil {
+		w = &WindowCount{
+			ID:          bounds.ID,
+			Start:       window.Time(bounds.Start),
+			End:         window.Time(bounds.End),
+			ByPartition: make([]int64, b.Partitions),
+		}
+		b.Windows[bounds.ID] = w
+	}
+	w.Count++
+	w.Digest.Add(ev.EventID)
+	w.IDs = append(w.IDs, ev.EventID)
+	w.ByPartition[window.Partition(ev.PartitionKey, b.Partitions)]++
+	b.Counted++
+	c.window = bounds.ID
+	b.claims[ev.EventID] = c
+}
+
+// reject records a rejection of line n. ev is the validated event for
+// rejections decided after validation, else nil.
+func (b *Batch) reject(n int, raw []byte, re *contract.RejectError, ev *contract.Event) {
+	r := Rejection{Line: n, EventID: re.EventID, Reason: re.Reason, Detail: re.Detail}
+	if r.EventID == "" {
+		r.EventID = contract.PeekEventID(raw)
+	}
+	if ev != nil {
+		r.WindowID = window.ID(window.Ms(ev.OccurredAt))
+	} else if ms, ok := peekEventTime(raw); ok {
+		r.WindowID = window.ID(ms)
+	}
+	b.Rejected = append(b.Rejected, r)
+	if r.WindowID != "" {
+		b.rejectedIn[r.WindowID] = append(b.rejectedIn[r.WindowID], len(b.Rejected)-1)
+	}
+}
+
+// minEventTime is 2000-01-01T00:00:00Z in ms, the earliest valid event time.
+var minEventTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+
+// peekEventTime reads the event time of a rejected record, if it has a
+// readable one (occurred_at, else occurred_minute, not before 2000). It is
+// best effort and only places rejections into windows for the report.
+func peekEventTime(raw []byte) (int64, bool) {
+	var rec struct {
+		OccurredAt     *string      `json:"occurred_at"`
+		OccurredMinute *json.Number `json:"occurred_minute"`
+	}
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return 0, false
+	}
+	var ms int64
+	switch {
+	case rec.OccurredAt != nil:
+		t, err := time.Parse(time.RFC3339Nano, *rec.OccurredAt)
+		if err != nil {
+			return 0, false
+		}
+		ms = t.UnixMilli()
+	case rec.OccurredMinute != nil:
+		m, err := strconv.ParseInt(rec.OccurredMinute.String(), 10, 64)
+		if err != nil || m > (1<<53)/60000 {
+			return 0, false
+		}
+		ms = m * 60000
+	default:
+		return 0, false
+	}
+	if ms < minEventTime || ms > window.EndOfStream {
+		return 0, false
+	}
+	return ms, true
+}
+
+// WindowIDs returns the ids of the windows with counted submissions, in
+// time order.
+func (b *Batch) WindowIDs() []string {
+	ids := make([]string, 0, len(b.Windows))
+	for id := range b.Windows {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// RejectedIn returns the rejected records whose event time falls in the
+// window id, in file order.
+func (b *Batch) RejectedIn(id string) []Rejection {
+	idx := b.rejectedIn[id]
+	out := make([]Rejection, len(idx))
+	for i, k := range idx {
+		out[i] = b.Rejected[k]
+	}
+	return out
+}
+
+// RejectedByReason returns the number of rejected records per reason.
+func (b *Batch) RejectedByReason() map[contract.Reason]int {
+	m := make(map[contract.Reason]int)
+	for _, r := range b.Rejected {
+		m[r.Reason]++
+	}
+	return m
+}
+
+// CountedIn returns the window the batch counted event id in, and whether
+// it did. A known id that does not count (or was never seen) returns false.
+func (b *Batch) CountedIn(id string) (string, bool) {
+	c, ok := b.claims[id]
+	return c.window, ok && c.window != ""
+}
+
+// describe says what the batch made of event id, for explanations.
+func (b *Batch) describe(id string) string {
+	c, ok := b.claims[id]
+	switch {
+	case !ok:
+		for _, r := range b.Rejected {
+			if r.EventID == id {
+				return fmt.Sprintf("the batch rejected it on line %d (%s)", r.Line, r.Reason)
+			}
+		}
+		return "the batch never saw a valid record of it"
+	case c.window == "":
+		return fmt.Sprintf("the batch read it on line %d as an event that never counts", c.line)
+	default:
+		return fmt.Sprintf("the batch counted it in window %s (line %d)", c.window, c.line)
+	}
+}

@@ -1,0 +1,141 @@
+package reconcile_test
+
+import (
+	"bufio"
+	"bytes"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/contract"
+	"github.com/receiptflow/receiptflow/pkg/digest"
+	"github.com/receiptflow/receiptflow/pkg/reconcile"
+	"github.com/receiptflow/receiptflow/pkg/snapshot"
+	"github.com/receiptflow/receiptflow/pkg/window"
+)
+
+// This file is a reference model of the streaming side, for tests only: it
+// replays a file through the SPEC section 3 rules (per-partition watermark,
+// dedup first, classification against the watermark before the event, an
+// end-of-stream watermark at the end) and returns what a correct pipeline
+// publishes. It shares no code with the batch pass beyond the contract.
+
+const (
+	modelLateness = int64(5 * time.Minute / time.Millisecond)
+	modelGrace    = int64(time.Hour / time.Millisecond)
+)
+
+type modelWindow struct {
+	count, corrections, late int64
+	digest                   digest.Digest
+	partials                 map[int]*snapshot.Partial
+}
+
+type streamResult struct {
+	windows  []snapshot.Window
+	late     []reconcile.LateRow
+	rejected []reconcile.RejectedRow
+}
+
+// runStream replays data (NDJSON, blank lines skipped, seq = record number)
+// through the stream rules with P partitions.
+func runStream(t *testing.T, data []byte, partitions int, ingestedAt time.Time) streamResult {
+	t.Helper()
+	v, err := contract.NewValidator(contract.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res streamResult
+	claims := map[string]uint64{}        // validator: event_id → fingerprint
+	decided := map[string]bool{}         // windower: counted or routed late
+	wp := map[int]int64{}                // partition watermarks
+	windows := map[string]*modelWindow{} // by window id
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
+	var seq uint64
+	for sc.Scan() {
+		line := bytes.TrimSuffix(sc.Bytes(), []byte{'\r'})
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		seq++
+		ev, err := v.Validate(line, ingestedAt)
+		if err != nil {
+			re, ok := contract.AsReject(err)
+			if !ok {
+				t.Fatalf("seq %d: %v", seq, err)
+			}
+			res.rejected = append(res.rejected, reconcile.RejectedRow{EventID: re.EventID, Reason: re.Reason, Detail: re.Detail, Seq: seq})
+			continue
+		}
+		if fp, ok := claims[ev.EventID]; ok && fp != ev.Fingerprint {
+			res.rejected = append(res.rejected, reconcile.RejectedRow{EventID: ev.EventID, Reason: contract.ReasonConflictingDuplicate, Seq: seq})
+			continue
+		} else if !ok {
+			claims[ev.EventID] = ev.Fingerprint
+		}
+		if decided[ev.EventID] {
+			continue // a duplicate changes nothing
+		}
+		p := window.Partition(ev.PartitionKey, partitions)
+		ms := window.Ms(ev.OccurredAt)
+		if ev.Counts() {
+			decided[ev.EventID] = true
+			b := window.Of(ms)
+			w := windows[b.ID]
+			if w == nil {
+				w = &modelWindow{partials: map[int]*snapshot.Partial{}}
+				windows[b.ID] = w
+			}
+			part := w.partials[p]
+			if part == nil {
+				part = &snapshot.Partial{Partition: p}
+				w.partials[p] = part
+			}
+			switch window.Classify(wp[p], b.End, modelGrace) {
+			case window.TooLate:
+				w.late++
+				part.LateDropped++
+				res.late = append(res.late, reconcile.LateRow{
+					EventID: ev.EventID, WindowID: b.ID, Reason: reconcile.ReasonAfterGrace,
+					Watermark: window.Time(wp[p]), Partition: p, Seq: seq,
+				})
+			case window.Correction:
+				w.corrections++
+				part.Corrections++
+				fallthrough
+			default:
+				w.count++
+				part.Count++
+				w.digest.Add(ev.EventID)
+			}
+		}
+		wp[p] = window.Advance(wp[p], ms, modelLateness)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	// End of stream: every window is final.
+	for _, id := range slices.Sorted(maps.Keys(windows)) {
+		w := windows[id]
+		start, _ := window.ParseID(id)
+		sw := snapshot.Window{
+			WindowID:    id,
+			Start:       window.Time(start),
+			End:         window.Time(start + window.WidthMs),
+			Count:       w.count,
+			Version:     w.count + w.late + 2,
+			Status:      window.StatusFinal,
+			Watermark:   window.Time(window.EndOfStream),
+			Corrections: w.corrections,
+			LateDropped: w.late,
+			Digest:      w.digest.String(),
+		}
+		for _, p := range slices.Sorted(maps.Keys(w.partials)) {
+			sw.Partitions = append(sw.Partitions, *w.partials[p])
+		}
+		res.windows = append(res.windows, sw)
+	}
+	return res
+}

@@ -1,0 +1,47 @@
+package reconcile
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/contract"
+)
+
+// DefaultPartitions is the partition count P of SPEC section 3.
+const DefaultPartitions = 8
+
+// maxLineBytes is the longest line the pass hands to the validator. Longer
+// lines are far beyond any MaxSize a validator is configured with; the pass
+// rejects them as too_large itself, keeping only this much of them.
+const maxLineBytes = 8 << 20
+
+// Options configures Count.
+type Options struct {
+	// Validator checks each record. Nil means a validator with the
+	// contract defaults.
+	Validator *contract.Validator
+	// DefaultIngestedAt stands in for ingested_at in records without one,
+	// as ingest would stamp it. Pass a fixed instant for a reproducible
+	// pass.
+	DefaultIngestedAt time.Time
+	// Partitions is the partition count P used to split window counts by
+	// partition; zero means DefaultPartitions.
+	Partitions int
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Partitions < 0 {
+		return o, fmt.Errorf("reconcile: partitions must be positive, got %d", o.Partitions)
+	}
+	if o.Partitions == 0 {
+		o.Partitions = DefaultPartitions
+	}
+	if o.Validator == nil {
+		v, err := contract.NewValidator(contract.Options{})
+		if err != nil {
+			return o, fmt.Errorf("reconcile: default validator: %w", err)
+		}
+		o.Validator = v
+	}
+	return o, nil
+}

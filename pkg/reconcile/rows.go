@@ -1,0 +1,32 @@
+package reconcile
+
+import (
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/contract"
+)
+
+// ReasonAfterGrace is the reason of a LateRow for an event that arrived
+// after its window's grace period.
+const ReasonAfterGrace = "after_grace"
+
+// LateRow is one line of late.ndjson (SPEC section 6): an event the stream
+// routed to LATE instead of counting it. Watermark is the partition
+// watermark the event was judged against, Seq its stream sequence.
+type LateRow struct {
+	EventID   string    `json:"event_id"`
+	WindowID  string    `json:"window_id"`
+	Reason    string    `json:"reason"`
+	Watermark time.Time `json:"watermark"`
+	Partition int       `json:"partition"`
+	Seq       uint64    `json:"seq"`
+}
+
+// RejectedRow is one line of rejected.ndjson (SPEC section 6): a message the
+// validator rejected. EventID is empty when none could be read.
+type RejectedRow struct {
+	EventID string          `json:"event_id,omitempty"`
+	Reason  contract.Reason `json:"reason"`
+	Detail  string          `json:"detail"`
+	Seq     uint64          `json:"seq"`
+}

@@ -1,0 +1,105 @@
+// Package stream names and creates receiptflow's JetStream streams, subjects,
+// KV buckets and consumers, and runs the batched consume loop every service
+// shares.
+package stream
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Stream names of SPEC section 1. RAW is shared by every generation; the
+// derived streams of a generation other than DefaultGeneration carry the
+// generation as a suffix (VALID_2).
+const (
+	Raw      = "RAW"
+	Valid    = "VALID"
+	Rejected = "REJECTED"
+	Late     = "LATE"
+	Changes  = "CHANGES"
+)
+
+// DefaultGeneration is the live generation of a fresh deployment.
+const DefaultGeneration = "1"
+
+// ControlBucket is the KV bucket holding the active-generation pointer
+// (key ActiveKey) that readers follow.
+const ControlBucket = "receipts"
+
+// ActiveKey is the key of the active-generation pointer in ControlBucket.
+const ActiveKey = "meta.generation"
+
+// Headers set on stream messages.
+const (
+	// HdrHeartbeat marks a source progress heartbeat; its value is the
+	// source's progress (largest valid event time published so far, ms).
+	HdrHeartbeat = "Rf-Heartbeat"
+	// HdrRawSeq carries the RAW stream sequence a derived message came from.
+	HdrRawSeq = "Rf-Raw-Seq"
+	// HdrReason carries a rejection or late reason.
+	HdrReason = "Rf-Reason"
+)
+
+// Names are the stream, subject, bucket and Redis names of one generation.
+type Names struct {
+	Generation string
+}
+
+// For returns the Names of generation gen ("" means DefaultGeneration).
+func For(gen string) Names {
+	if gen == "" {
+		gen = DefaultGeneration
+	}
+	return Names{Generation: gen}
+}
+
+func (n Names) suffix() string {
+	if n.Generation == DefaultGeneration {
+		return ""
+	}
+	return "_" + n.Generation
+}
+
+// Stream returns the name of base (Valid, Rejected, Late, Changes) for this
+// generation; Raw is the same for all generations.
+func (n Names) Stream(base string) string {
+	if base == Raw {
+		return Raw
+	}
+	return base + n.suffix()
+}
+
+// Subject returns the subject of partition p in stream base, e.g. rf.raw.3
+// or rf.g2.valid.3. REJECTED has a single subject (p is ignored).
+func (n Names) Subject(base string, p int) string {
+	return n.prefix(base) + "." + strconv.Itoa(p)
+}
+
+// Wildcard returns the subject filter of every partition of stream base.
+func (n Names) Wildcard(base string) string { return n.prefix(base) + ".*" }
+
+func (n Names) prefix(base string) string {
+	lower := map[string]string{Raw: "raw", Valid: "valid", Rejected: "rejected", Late: "late", Changes: "changes"}[base]
+	if base == Raw || n.Generation == DefaultGeneration {
+		return "rf." + lower
+	}
+	return "rf.g" + n.Generation + "." + lower
+}
+
+// Bucket is the KV bucket of this generation's window snapshots and health.
+func (n Names) Bucket() string { return "receipts-" + n.Generation }
+
+// RedisPrefix is the prefix of every Redis key of this generation.
+func (n Names) RedisPrefix() string { return "rf:" + n.Generation + ":" }
+
+// WindowKey is the KV key of a window snapshot.
+func WindowKey(windowID string) string { return "window." + windowID }
+
+// Durable is the durable consumer name of service svc for partition p
+// (p < 0: a consumer over every partition).
+func Durable(svc string, p int) string {
+	if p < 0 {
+		return svc
+	}
+	return fmt.Sprintf("%s-p%d", svc, p)
+}

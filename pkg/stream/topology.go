@@ -1,0 +1,141 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config is the shape of a deployment's streams.
+type Config struct {
+	// Partitions is P of SPEC section 3 (default 8).
+	Partitions int
+	// DupWindow is JetStream's duplicate window on RAW and VALID
+	// (default 2m): retries inside it are dropped by Nats-Msg-Id.
+	DupWindow time.Duration
+	// Replicas of every stream and bucket (default 1).
+	Replicas int
+	// MaxAge bounds how long stream data is kept (0 = forever). It must
+	// cover the promised replay horizon.
+	MaxAge time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Partitions <= 0 {
+		c.Partitions = 8
+	}
+	if c.DupWindow <= 0 {
+		c.DupWindow = 2 * time.Minute
+	}
+	if c.Replicas <= 0 {
+		c.Replicas = 1
+	}
+	return c
+}
+
+// Ensure creates or updates RAW, this generation's derived streams, its
+// snapshot bucket and the control bucket. It is safe to call repeatedly and
+// concurrently from several services.
+func Ensure(ctx context.Context, js jetstream.JetStream, n Names, c Config) error {
+	c = c.withDefaults()
+	for _, base := range []string{Raw, Valid, Rejected, Late, Changes} {
+		cfg := jetstream.StreamConfig{
+			Name:       n.Stream(base),
+			Subjects:   []string{n.Wildcard(base)},
+			Storage:    jetstream.FileStorage,
+			Retention:  jetstream.LimitsPolicy,
+			Replicas:   c.Replicas,
+			Duplicates: c.DupWindow,
+			MaxAge:     c.MaxAge,
+		}
+		if base == Changes {
+			// Change notices are only a wake-up: the publisher rebuilds
+			// snapshots from Redis, so a bounded history is enough.
+			cfg.MaxAge = time.Hour
+		}
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("stream: ensure %s: %w", cfg.Name, err)
+		}
+	}
+	for _, b := range []string{n.Bucket(), ControlBucket} {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:   b,
+			History:  1,
+			Storage:  jetstream.FileStorage,
+			Replicas: c.Replicas,
+		}); err != nil {
+			return fmt.Errorf("stream: ensure bucket %s: %w", b, err)
+		}
+	}
+	return nil
+}
+
+// ConsumerSpec describes one durable pull consumer.
+type ConsumerSpec struct {
+	Stream  string
+	Durable string
+	Filter  string
+	// StartSeq, when non-zero, is the first stream sequence to deliver; the
+	// consumer is recreated there if it would deliver anything else. Zero
+	// resumes after the consumer's ack floor.
+	StartSeq uint64
+	// MaxAckPending bounds unacknowledged messages (default 20000).
+	MaxAckPending int
+	// AckAll acknowledges every earlier message with one ack (in-order
+	// consumers); otherwise acks are explicit.
+	AckAll bool
+}
+
+// Open returns the durable consumer of spec, positioned so that the next
+// message delivered is the first one not yet processed: after StartSeq-1
+// when StartSeq is set (the caller's own checkpoint), else after the ack
+// floor. A consumer left with unacknowledged deliveries by a crashed
+// instance is recreated at that position, so nothing waits for AckWait.
+// The caller must own the consumer exclusively.
+func Open(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec) (jetstream.Consumer, error) {
+	if spec.MaxAckPending <= 0 {
+		spec.MaxAckPending = 20000
+	}
+	next := spec.StartSeq
+	c, err := js.Consumer(ctx, spec.Stream, spec.Durable)
+	switch {
+	case err == nil:
+		info := c.CachedInfo()
+		floor := info.AckFloor.Stream
+		if next == 0 {
+			next = floor + 1
+		}
+		if info.NumAckPending == 0 && info.Delivered.Stream+1 == next {
+			return c, nil
+		}
+		if err := js.DeleteConsumer(ctx, spec.Stream, spec.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, fmt.Errorf("stream: reset consumer %s: %w", spec.Durable, err)
+		}
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+	default:
+		return nil, fmt.Errorf("stream: consumer %s: %w", spec.Durable, err)
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:       spec.Durable,
+		FilterSubject: spec.Filter,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		MaxAckPending: spec.MaxAckPending,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+	if spec.AckAll {
+		cfg.AckPolicy = jetstream.AckAllPolicy
+	}
+	if next > 1 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = next
+	}
+	c, err = js.CreateConsumer(ctx, spec.Stream, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("stream: create consumer %s: %w", spec.Durable, err)
+	}
+	return c, nil
+}

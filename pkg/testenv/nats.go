@@ -1,0 +1,64 @@
+package testenv
+
+import (
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/receiptflow/receiptflow/pkg/embedded"
+)
+
+// natsRuns remembers how each server from NATS or RestartNATS was started, so
+// RestartNATS can start its successor on the same port and store.
+var natsRuns sync.Map // *server.Server -> embedded.NATSOptions
+
+// NATS starts an in-process nats-server with JetStream on 127.0.0.1 and a
+// free port, with its file store in t.TempDir(). It returns the server and its
+// client URL; the server is shut down by t.Cleanup. It fails the test if the
+// server does not start. Safe to call from parallel tests.
+func NATS(t testing.TB) (*server.Server, string) {
+	t.Helper()
+	s := startNATS(t, embedded.NATSOptions{StoreDir: t.TempDir()})
+	return s, embedded.ClientURL(s)
+}
+
+// RestartNATS shuts s down (if it is still running), waits until its store is closed, and starts a new
+// server on the same port with the same store directory, so streams, consumers
+// and KV buckets survive and connected clients reconnect by themselves (if
+// their reconnect options allow it). s must come from NATS or RestartNATS. The
+// new server is shut down by t.Cleanup. It fails the test if the new server
+// does not start. Calls for the same server must not overlap.
+func RestartNATS(t testing.TB, s *server.Server) *server.Server {
+	t.Helper()
+	v, ok := natsRuns.Load(s)
+	if !ok {
+		t.Fatalf("testenv: RestartNATS: server %s was not started by testenv.NATS", s)
+		return nil
+	}
+	opts := v.(embedded.NATSOptions)
+	s.Shutdown() // no-op if the test already shut it down
+	s.WaitForShutdown()
+	natsRuns.Delete(s)
+	return startNATS(t, opts)
+}
+
+func startNATS(t testing.TB, opts embedded.NATSOptions) *server.Server {
+	t.Helper()
+	s, err := embedded.StartNATS(opts)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+		return nil
+	}
+	if a, ok := s.Addr().(*net.TCPAddr); ok {
+		opts.Port = a.Port // a restart reuses the port actually bound
+	}
+	natsRuns.Store(s, opts)
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+		natsRuns.Delete(s)
+	})
+	return s
+}

@@ -1,0 +1,240 @@
+// Package validator is the validator service: RAW → VALID or REJECTED.
+//
+// Each owned partition has its own durable consumer and is processed in
+// stream order, in batches: validate every record, claim the valid ones'
+// event ids (a conflicting duplicate is rejected), publish the batch's
+// outputs asynchronously, wait for JetStream to store them, then ack the
+// batch with one ack. A crash anywhere before the ack redelivers the batch,
+// and every output carries a Nats-Msg-Id, so nothing is stored twice.
+package validator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/receiptflow/receiptflow/pkg/contract"
+	"github.com/receiptflow/receiptflow/pkg/failpoint"
+	"github.com/receiptflow/receiptflow/pkg/ledger"
+	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/window"
+)
+
+// Headers the validator puts on VALID messages so the windower never
+// decodes the body.
+const (
+	// HdrKind is "s" for a submission, "o" for another valid type.
+	HdrKind = "Rf-Kind"
+	// HdrTime is the event time in ms since the epoch.
+	HdrTime = "Rf-Time"
+	// HdrEventID is the event id.
+	HdrEventID = "Rf-Event-Id"
+	// HdrDetail is a rejection's human detail.
+	HdrDetail = "Rf-Detail"
+)
+
+// Config configures a validator instance.
+type Config struct {
+	Names      stream.Names
+	Partitions int
+	// Owned lists the partitions this instance processes (nil: all).
+	Owned     []int
+	Validator *contract.Validator
+	Batch     int
+	Logger    *slog.Logger
+	// Registerer receives the metrics (nil: none).
+	Registerer prometheus.Registerer
+	Failpoints *failpoint.Set
+	// Now gives the ingested_at of a record that has none (default
+	// time.Now); ingest always stamps one, so this is a fallback.
+	Now func() time.Time
+}
+
+// Service is one validator instance. Run it once.
+type Service struct {
+	js    jetstream.JetStream
+	store *ledger.Store
+	cfg   Config
+	m     *metrics
+}
+
+// New returns a validator using js for streams and store for claims.
+func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 500
+	}
+	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer)}
+}
+
+// Durable is the validator's consumer name for partition p.
+func (s *Service) durable(p int) string {
+	name := "validator"
+	if s.cfg.Names.Generation != stream.DefaultGeneration {
+		name += "-g" + s.cfg.Names.Generation
+	}
+	return stream.Durable(name, p)
+}
+
+// Run processes the owned partitions until ctx ends (nil) or one of them
+// fails (its error; the others are stopped).
+func (s *Service) Run(ctx context.Context) error {
+	owned := s.cfg.Owned
+	if owned == nil {
+		for p := 0; p < s.cfg.Partitions; p++ {
+			owned = append(owned, p)
+		}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	for _, p := range owned {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.runPartition(ctx, p); err != nil {
+				cancel(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+func (s *Service) runPartition(ctx context.Context, p int) error {
+	cons, err := stream.Open(ctx, s.js, stream.ConsumerSpec{
+		Stream:  s.cfg.Names.Stream(stream.Raw),
+		Durable: s.durable(p),
+		Filter:  s.cfg.Names.Subject(stream.Raw, p),
+		AckAll:  true,
+	})
+	if err != nil {
+		return err
+	}
+	s.cfg.Logger.Info("validator partition started", "partition", p)
+	return stream.Consume(ctx, cons, stream.BatchOptions{Max: s.cfg.Batch}, func(ctx context.Context, batch []jetstream.Msg) error {
+		return s.handle(ctx, p, batch)
+	})
+}
+
+type pending struct {
+	ev    contract.Event
+	raw   []byte
+	seq   uint64
+	claim int
+}
+
+func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) error {
+	s.m.batch.Observe(float64(len(batch)))
+	out := make([]*nats.Msg, 0, len(batch))
+	var valid []pending
+	var claims []ledger.Claim
+	for _, m := range batch {
+		meta, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("validator: metadata: %w", err)
+		}
+		seq := meta.Sequence.Stream
+		if hb := m.Headers().Get(stream.HdrHeartbeat); hb != "" {
+			if _, err := strconv.ParseInt(hb, 10, 64); err != nil {
+				out = append(out, s.rejectMsg(seq, m.Data(), contract.Reject(contract.ReasonInvalidField, "", "heartbeat progress %q is not an integer", hb)))
+				continue
+			}
+			msg := stream.NewMsg(s.cfg.Names.Subject(stream.Valid, p), "hb-"+strconv.Itoa(p)+"-"+strconv.FormatUint(seq, 10), nil)
+			msg.Header.Set(stream.HdrHeartbeat, hb)
+			msg.Header.Set(stream.HdrRawSeq, strconv.FormatUint(seq, 10))
+			out = append(out, msg)
+			s.m.in.WithLabelValues("heartbeat").Inc()
+			continue
+		}
+		ev, err := s.cfg.Validator.Validate(m.Data(), s.cfg.Now())
+		if err != nil {
+			rej, ok := contract.AsReject(err)
+			if !ok {
+				return fmt.Errorf("validator: %w", err)
+			}
+			out = append(out, s.rejectMsg(seq, m.Data(), rej))
+			continue
+		}
+		valid = append(valid, pending{ev: ev, raw: m.Data(), seq: seq, claim: len(claims)})
+		claims = append(claims, ledger.Claim{EventID: ev.EventID, Fingerprint: ev.Fingerprint})
+		out = append(out, nil) // placeholder keeps stream order
+	}
+	conflicts, err := s.store.Claims(ctx, claims)
+	if err != nil {
+		return err
+	}
+	vi := 0
+	for i := range out {
+		if out[i] != nil {
+			continue
+		}
+		v := valid[vi]
+		vi++
+		if conflicts[v.claim] {
+			out[i] = s.rejectMsg(v.seq, v.raw, contract.Reject(contract.ReasonConflictingDuplicate, v.ev.EventID,
+				"event_id %q was first seen with other content", v.ev.EventID))
+			continue
+		}
+		out[i] = s.validMsg(v)
+	}
+	if _, err := stream.PublishAll(ctx, s.js, out); err != nil {
+		return err
+	}
+	if err := s.cfg.Failpoints.Hit(failpoint.ValidatorAfterPublish); err != nil {
+		return err
+	}
+	if err := batch[len(batch)-1].Ack(); err != nil {
+		return fmt.Errorf("validator: ack: %w", err)
+	}
+	return nil
+}
+
+func (s *Service) validMsg(v pending) *nats.Msg {
+	p := window.Partition(v.ev.PartitionKey, s.cfg.Partitions)
+	body, _ := json.Marshal(&v.ev)
+	msg := stream.NewMsg(s.cfg.Names.Subject(stream.Valid, p), v.ev.EventID, body)
+	kind := "o"
+	if v.ev.Counts() {
+		kind = "s"
+	}
+	msg.Header.Set(HdrKind, kind)
+	msg.Header.Set(HdrTime, strconv.FormatInt(v.ev.OccurredAt.UnixMilli(), 10))
+	msg.Header.Set(HdrEventID, v.ev.EventID)
+	msg.Header.Set(stream.HdrRawSeq, strconv.FormatUint(v.seq, 10))
+	s.m.out.WithLabelValues("valid").Inc()
+	return msg
+}
+
+func (s *Service) rejectMsg(seq uint64, raw []byte, rej *contract.RejectError) *nats.Msg {
+	msg := stream.NewMsg(s.cfg.Names.Subject(stream.Rejected, 0), "rej-"+strconv.FormatUint(seq, 10), raw)
+	msg.Header.Set(stream.HdrReason, string(rej.Reason))
+	msg.Header.Set(HdrDetail, rej.Detail)
+	msg.Header.Set(stream.HdrRawSeq, strconv.FormatUint(seq, 10))
+	id := rej.EventID
+	if id == "" {
+		id = contract.PeekEventID(raw)
+	}
+	if id != "" {
+		msg.Header.Set(HdrEventID, id)
+	}
+	s.m.out.WithLabelValues("rejected_" + string(rej.Reason)).Inc()
+	return msg
+}

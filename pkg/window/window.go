@@ -1,0 +1,156 @@
+// Package window holds the event-time rules of SPEC section 3: hourly
+// windows, partitions, watermark classification and window status. All
+// instants are milliseconds since the Unix epoch (UTC), the unit the Lua
+// scripts and the checkpoint use.
+package window
+
+import (
+	"fmt"
+	"hash/fnv"
+	"time"
+)
+
+// Width is the window size: one hour.
+const Width = time.Hour
+
+// WidthMs is Width in milliseconds.
+const WidthMs = int64(Width / time.Millisecond)
+
+// IDLayout formats a window id from its start.
+const IDLayout = "2006-01-02T15"
+
+// NoWatermark is the watermark of a partition that has seen nothing yet.
+const NoWatermark int64 = 0
+
+// EndOfStream is the watermark a bounded source sends after its last event:
+// it closes every window (like Flink's MAX_WATERMARK at end of input).
+// 9999-12-31T23:59:59.999Z, exactly representable in a Lua number.
+const EndOfStream int64 = 253402300799999
+
+// Ms converts t to milliseconds since the epoch.
+func Ms(t time.Time) int64 { return t.UnixMilli() }
+
+// Time converts milliseconds since the epoch to a UTC time.
+func Time(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// StartMs is the start of the half-open hour [start, start+1h) holding ms.
+func StartMs(ms int64) int64 {
+	s := ms - ms%WidthMs
+	if ms < 0 && ms%WidthMs != 0 {
+		s -= WidthMs
+	}
+	return s
+}
+
+// ID is the window id of the window holding event time ms.
+func ID(ms int64) string { return Time(StartMs(ms)).Format(IDLayout) }
+
+// ParseID returns the start (ms) of the window with id, or an error.
+func ParseID(id string) (int64, error) {
+	t, err := time.ParseInLocation(IDLayout, id, time.UTC)
+	if err != nil {
+		return 0, fmt.Errorf("window: bad window id %q: %w", id, err)
+	}
+	return t.UnixMilli(), nil
+}
+
+// Bounds is one window: [Start, End) in ms.
+type Bounds struct {
+	ID    string
+	Start int64
+	End   int64
+}
+
+// Of returns the window holding event time ms.
+func Of(ms int64) Bounds {
+	s := StartMs(ms)
+	return Bounds{ID: Time(s).Format(IDLayout), Start: s, End: s + WidthMs}
+}
+
+// Class is the classification of a new submission against its partition's
+// watermark before the event is applied.
+type Class int
+
+const (
+	// OnTime: W_p < end; counted.
+	OnTime Class = iota
+	// Correction: end <= W_p < end+grace; counted as a correction.
+	Correction
+	// TooLate: W_p >= end+grace; not counted, routed to LATE.
+	TooLate
+)
+
+func (c Class) String() string {
+	switch c {
+	case OnTime:
+		return "on_time"
+	case Correction:
+		return "correction"
+	default:
+		return "too_late"
+	}
+}
+
+// Classify classifies a submission of a window ending at end (ms) against
+// the partition watermark wp (ms), with grace in ms.
+func Classify(wp, end, graceMs int64) Class {
+	switch {
+	case wp < end:
+		return OnTime
+	case wp < end+graceMs:
+		return Correction
+	default:
+		return TooLate
+	}
+}
+
+// Status is a window's status from the global watermark.
+type Status string
+
+const (
+	StatusOpen    Status = "open"
+	StatusInGrace Status = "in_grace"
+	StatusFinal   Status = "final"
+)
+
+// Ordinal is 0 for open, 1 for in_grace, 2 for final; a snapshot's version
+// adds it so that every status change raises the version.
+func (s Status) Ordinal() int64 {
+	switch s {
+	case StatusInGrace:
+		return 1
+	case StatusFinal:
+		return 2
+	default:
+		return 0
+	}
+}
+
+// StatusOf is the status of a window ending at end given the global
+// watermark w (all ms).
+func StatusOf(w, end, graceMs int64) Status {
+	switch {
+	case w < end:
+		return StatusOpen
+	case w < end+graceMs:
+		return StatusInGrace
+	default:
+		return StatusFinal
+	}
+}
+
+// Advance returns the partition watermark after an event of time eventMs:
+// max(wp, eventMs-lateness). A watermark never goes back.
+func Advance(wp, eventMs, latenessMs int64) int64 {
+	if c := eventMs - latenessMs; c > wp {
+		return c
+	}
+	return wp
+}
+
+// Partition is fnv1a32(key) mod n, the partition of a partition key.
+func Partition(key string, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return int(h.Sum32() % uint32(n))
+}

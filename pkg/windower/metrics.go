@@ -1,0 +1,37 @@
+package windower
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/receiptflow/receiptflow/pkg/telemetry"
+)
+
+type metrics struct {
+	decisions *prometheus.CounterVec
+	batch     prometheus.Histogram
+	script    prometheus.Histogram
+	watermark *prometheus.GaugeVec
+	entries   prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	return &metrics{
+		decisions: telemetry.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "receiptflow_windower_events_total", Help: "VALID messages applied, by decision.",
+		}, []string{"decision"})),
+		batch: telemetry.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "receiptflow_windower_batch_size", Help: "Messages per script call.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+		})),
+		script: telemetry.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "receiptflow_windower_script_seconds", Help: "Latency of the apply script.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		})),
+		watermark: telemetry.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "receiptflow_windower_watermark_seconds", Help: "Partition watermark, seconds since the epoch.",
+		}, []string{"partition"})),
+		entries: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "receiptflow_windower_ledger_entries_added_total", Help: "Ledger entries written.",
+		})),
+	}
+}

@@ -1,0 +1,267 @@
+// Package windower is the windower service: VALID → Redis (window partials,
+// ledger, checkpoint) → LATE and CHANGES.
+//
+// Each owned partition is processed in VALID order, in batches: one Lua
+// script call applies the whole batch atomically (ledger check, counts,
+// versions, corrections, checkpoint), then the batch's too-late events go to
+// LATE and one change notice to CHANGES, and only then is the batch acked.
+// A crash before the ack redelivers the batch; the script recognises it by
+// the checkpoint and changes nothing, and the outputs are published again
+// under the same Nats-Msg-Id.
+package windower
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/receiptflow/receiptflow/pkg/failpoint"
+	"github.com/receiptflow/receiptflow/pkg/ledger"
+	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/validator"
+	"github.com/receiptflow/receiptflow/pkg/window"
+)
+
+// Config configures a windower instance.
+type Config struct {
+	Names      stream.Names
+	Partitions int
+	// Owned lists the partitions this instance processes (nil: all).
+	Owned      []int
+	Batch      int
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	Failpoints *failpoint.Set
+	// Trace, when set, is called with every batch's decisions right after
+	// the script (before any failpoint after the write), in order.
+	Trace func(p int, recs []Trace)
+}
+
+// Trace is the decision for one VALID message.
+type Trace struct {
+	Partition int
+	ValidSeq  uint64
+	RawSeq    uint64
+	EventID   string
+	Decision  ledger.Decision
+}
+
+// Change is the body of a CHANGES notice: partition p's checkpoint after a
+// batch and the windows whose partials it changed.
+type Change struct {
+	Partition int      `json:"partition"`
+	Seq       uint64   `json:"seq"`
+	Watermark int64    `json:"watermark"`
+	Windows   []string `json:"windows,omitempty"`
+}
+
+// LateEvent is the body of a LATE message.
+type LateEvent struct {
+	EventID   string          `json:"event_id"`
+	WindowID  string          `json:"window_id"`
+	Reason    string          `json:"reason"`
+	Watermark time.Time       `json:"watermark"`
+	Partition int             `json:"partition"`
+	Seq       uint64          `json:"seq"`
+	Event     json.RawMessage `json:"event,omitempty"`
+}
+
+// ReasonAfterGrace is the reason of an event routed to LATE.
+const ReasonAfterGrace = "after_grace"
+
+// Service is one windower instance.
+type Service struct {
+	js    jetstream.JetStream
+	store *ledger.Store
+	cfg   Config
+	m     *metrics
+}
+
+// New returns a windower that applies to store and reads/writes js.
+func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 1000
+	}
+	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer)}
+}
+
+func (s *Service) durable(p int) string {
+	name := "windower"
+	if s.cfg.Names.Generation != stream.DefaultGeneration {
+		name += "-g" + s.cfg.Names.Generation
+	}
+	return stream.Durable(name, p)
+}
+
+// Run processes the owned partitions until ctx ends (nil) or one fails.
+func (s *Service) Run(ctx context.Context) error {
+	owned := s.cfg.Owned
+	if owned == nil {
+		for p := 0; p < s.cfg.Partitions; p++ {
+			owned = append(owned, p)
+		}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	for _, p := range owned {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.runPartition(ctx, p); err != nil {
+				cancel(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+func (s *Service) runPartition(ctx context.Context, p int) error {
+	ck, err := s.store.Checkpoint(ctx, p)
+	if err != nil {
+		return err
+	}
+	streamName := s.cfg.Names.Stream(stream.Valid)
+	st, err := s.js.Stream(ctx, streamName)
+	if err != nil {
+		return fmt.Errorf("windower: stream %s: %w", streamName, err)
+	}
+	if last := st.CachedInfo().State.LastSeq; ck.Seq > last {
+		return fmt.Errorf("windower: partition %d checkpoint at %s sequence %d is ahead of the stream's last sequence %d: "+
+			"JetStream lost data the Redis state already counted; see docs/recovery.md (\"checkpoint ahead of stream\")",
+			p, streamName, ck.Seq, last)
+	}
+	// Resume from the older of the checkpoint and the ack floor: a batch
+	// applied but not acked is redelivered, so its LATE and CHANGES outputs
+	// are published again (the script changes nothing the second time).
+	start := ck.Seq + 1
+	if c, err := s.js.Consumer(ctx, streamName, s.durable(p)); err == nil {
+		if floor := c.CachedInfo().AckFloor.Stream; floor < ck.Seq {
+			start = floor + 1
+		}
+	}
+	cons, err := stream.Open(ctx, s.js, stream.ConsumerSpec{
+		Stream:   streamName,
+		Durable:  s.durable(p),
+		Filter:   s.cfg.Names.Subject(stream.Valid, p),
+		StartSeq: start,
+		AckAll:   true,
+	})
+	if err != nil {
+		return err
+	}
+	s.cfg.Logger.Info("windower partition started", "partition", p, "checkpoint", ck.Seq, "watermark", ck.Watermark, "start", start)
+	lastWM := ck.Watermark
+	return stream.Consume(ctx, cons, stream.BatchOptions{Max: s.cfg.Batch}, func(ctx context.Context, batch []jetstream.Msg) error {
+		wm, err := s.handle(ctx, p, batch, lastWM)
+		if err == nil {
+			lastWM = wm
+		}
+		return err
+	})
+}
+
+func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, lastWM int64) (int64, error) {
+	s.m.batch.Observe(float64(len(batch)))
+	recs := make([]ledger.Record, len(batch))
+	rawSeqs := make([]uint64, len(batch))
+	for i, m := range batch {
+		meta, err := m.Metadata()
+		if err != nil {
+			return 0, fmt.Errorf("windower: metadata: %w", err)
+		}
+		h := m.Headers()
+		rawSeqs[i], _ = strconv.ParseUint(h.Get(stream.HdrRawSeq), 10, 64)
+		r := ledger.Record{Seq: meta.Sequence.Stream}
+		if hb := h.Get(stream.HdrHeartbeat); hb != "" {
+			r.Kind = ledger.Heartbeat
+			r.Time, err = strconv.ParseInt(hb, 10, 64)
+		} else {
+			r.Kind = ledger.Other
+			if h.Get(validator.HdrKind) == "s" {
+				r.Kind = ledger.Submission
+			}
+			r.EventID = h.Get(validator.HdrEventID)
+			r.Time, err = strconv.ParseInt(h.Get(validator.HdrTime), 10, 64)
+			if r.EventID == "" {
+				err = errors.New("no event id header")
+			}
+		}
+		if err != nil {
+			// VALID is written only by the validator; a message it could
+			// not have written is a bug or tampering, never skipped quietly.
+			return 0, fmt.Errorf("windower: VALID sequence %d is not a validator message: %w", r.Seq, err)
+		}
+		recs[i] = r
+	}
+	if err := s.cfg.Failpoints.Hit(failpoint.WindowerBeforeWrite); err != nil {
+		return 0, err
+	}
+	began := time.Now()
+	res, err := s.store.Apply(ctx, p, recs)
+	if err != nil {
+		return 0, err
+	}
+	s.m.script.Observe(time.Since(began).Seconds())
+	if s.cfg.Trace != nil {
+		tr := make([]Trace, len(recs))
+		for i, r := range recs {
+			tr[i] = Trace{Partition: p, ValidSeq: r.Seq, RawSeq: rawSeqs[i], EventID: r.EventID, Decision: res.Decisions[i]}
+		}
+		s.cfg.Trace(p, tr)
+	}
+	if err := s.cfg.Failpoints.Hit(failpoint.WindowerAfterWrite); err != nil {
+		return 0, err
+	}
+	var out []*nats.Msg
+	for i, d := range res.Decisions {
+		s.m.decisions.WithLabelValues(string(d.Code)).Inc()
+		if d.Code != ledger.Late && d.Code != ledger.LateAgain {
+			continue
+		}
+		body, _ := json.Marshal(&LateEvent{
+			EventID: recs[i].EventID, WindowID: d.WindowID, Reason: ReasonAfterGrace,
+			Watermark: window.Time(d.Watermark), Partition: p, Seq: rawSeqs[i], Event: batch[i].Data(),
+		})
+		out = append(out, stream.NewMsg(s.cfg.Names.Subject(stream.Late, p), "late-"+recs[i].EventID, body))
+	}
+	if len(res.Changed) > 0 || res.Watermark != lastWM || anyReplayed(res) {
+		body, _ := json.Marshal(&Change{Partition: p, Seq: res.Seq, Watermark: res.Watermark, Windows: res.Changed})
+		id := "chg-" + strconv.Itoa(p) + "-" + strconv.FormatUint(recs[len(recs)-1].Seq, 10)
+		out = append(out, stream.NewMsg(s.cfg.Names.Subject(stream.Changes, p), id, body))
+	}
+	if _, err := stream.PublishAll(ctx, s.js, out); err != nil {
+		return 0, err
+	}
+	if err := batch[len(batch)-1].Ack(); err != nil {
+		return 0, fmt.Errorf("windower: ack: %w", err)
+	}
+	s.m.watermark.WithLabelValues(strconv.Itoa(p)).Set(float64(res.Watermark) / 1000)
+	s.m.entries.Add(float64(res.Added))
+	return res.Watermark, nil
+}
+
+func anyReplayed(res *ledger.Result) bool {
+	for _, d := range res.Decisions {
+		if d.Code == ledger.Replayed || d.Code == ledger.LateAgain {
+			return true
+		}
+	}
+	return false
+}

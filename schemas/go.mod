@@ -1,0 +1,3 @@
+module github.com/receiptflow/receiptflow/schemas
+
+go 1.26.0
