@@ -160,8 +160,12 @@ func (v *Validator) Validate(raw []byte, defaultIngestedAt time.Time) (Event, er
 		return Event{}, Reject(ReasonMalformedJSON, PeekEventID(raw), "%v", err)
 	}
 	f := rec.fields
+	// Strings of the record share one copy of raw; clone the ones an Event
+	// or a RejectError keeps, so that they do not pin the whole record.
 	id, _ := f[fieldEventID].(string)
-	if !isID(id) {
+	if isID(id) {
+		id = strings.Clone(id)
+	} else {
 		id = ""
 	}
 	if rej := checkKeys(&rec, id); rej != nil {
@@ -264,11 +268,13 @@ func (v *Validator) build(rec *record, version int, id string, defaultIngestedAt
 	e := Event{
 		SchemaVersion: version,
 		EventID:       id,
-		ReceiptID:     f[fieldReceiptID].(string),
-		Type:          f[fieldType].(string),
-		PartitionKey:  f[fieldPartitionKey].(string),
+		ReceiptID:     strings.Clone(f[fieldReceiptID].(string)),
+		Type:          internType(f[fieldType].(string)),
+		PartitionKey:  strings.Clone(f[fieldPartitionKey].(string)),
 	}
-	e.ProducerVersion, _ = f[fieldProducerVersion].(string)
+	if pv, _ := f[fieldProducerVersion].(string); pv != "" {
+		e.ProducerVersion = strings.Clone(pv)
+	}
 	if version == 1 {
 		n, rej := safeInt(fieldOccurredMinute, f[fieldOccurredMinute].(json.Number), id)
 		if rej != nil {
@@ -307,6 +313,19 @@ func (v *Validator) build(rec *record, version int, id string, defaultIngestedAt
 	}
 	e.Fingerprint = fingerprint(&e, payload)
 	return e, nil
+}
+
+// internType returns the constant for a valid type.
+func internType(t string) string {
+	switch t {
+	case TypeSubmitted:
+		return TypeSubmitted
+	case TypeDraftSaved:
+		return TypeDraftSaved
+	case TypeViewed:
+		return TypeViewed
+	}
+	return strings.Clone(t)
 }
 
 // schemaFinding is one schema violation mapped to a reason.

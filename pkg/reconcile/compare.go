@@ -276,8 +276,7 @@ func (c *comparison) run() WindowReport {
 			}
 			d.Kind, d.Explained = KindLateAfterGrace, true
 			d.Line = c.lineOf(eid)
-			d.Detail = fmt.Sprintf("counted by the batch; routed to LATE after grace by the stream at watermark %s",
-				r.Watermark.UTC().Format(time.RFC3339Nano))
+			d.Detail = "counted by the batch; routed to LATE after grace by the stream"
 		} else {
 			d.Kind = KindLateNotInBatch
 			d.Detail = "routed to LATE for this window, but " + c.b.describe(eid)
@@ -349,9 +348,9 @@ func (c *comparison) compareFinal(wr *WindowReport, want digest.Digest, wantByPa
 	if c.sw.Count != wr.ExpectedCount {
 		c.diffs = append(c.diffs, Difference{
 			WindowID: c.id, Kind: KindCountMismatch,
-			Detail: fmt.Sprintf("stream count %d, batch %d − late %d = %d: %+d unexplained",
-				c.sw.Count, wr.BatchCount, wr.BatchCount-wr.ExpectedCount, wr.ExpectedCount,
-				wr.ExpectedCount-c.sw.Count),
+			Detail: fmt.Sprintf("stream count %d, expected %d (batch %d − late %d): the stream has %s",
+				c.sw.Count, wr.ExpectedCount, wr.BatchCount, wr.BatchCount-wr.ExpectedCount,
+				moreOrFewer(c.sw.Count-wr.ExpectedCount)),
 		})
 	}
 	got, err := parseDigest(c.sw.Digest)
@@ -412,4 +411,11 @@ func parseDigest(s string) (digest.Digest, error) {
 		return digest.Digest{}, nil
 	}
 	return digest.Parse(s)
+}
+
+func moreOrFewer(n int64) string {
+	if n > 0 {
+		return fmt.Sprintf("%d more", n)
+	}
+	return fmt.Sprintf("%d fewer", -n)
 }

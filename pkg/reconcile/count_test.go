@@ -21,12 +21,15 @@ func v2(id, receipt, typ, occurred, key string) string {
 		`"partition_key":%q,"producer_version":"test-1"}`, id, receipt, typ, occurred, key)
 }
 
-// big renders a valid-looking record of about size bytes.
+// big renders a valid-looking record of exactly size bytes (or the
+// smallest such record).
 func big(id string, size int) string {
-	pad := strings.Repeat("x", max(0, size-260))
-	return fmt.Sprintf(`{"schema_version":2,"event_id":%q,"receipt_id":"r-big","type":"submitted",`+
-		`"occurred_at":"2026-12-02T10:00:00Z","ingested_at":"2026-12-02T23:00:00Z",`+
-		`"partition_key":"store-a","producer_version":"test-1","payload":{"pad":%q}}`, id, pad)
+	rec := func(pad string) string {
+		return fmt.Sprintf(`{"schema_version":2,"event_id":%q,"receipt_id":"r-big","type":"submitted",`+
+			`"occurred_at":"2026-12-02T10:00:00Z","ingested_at":"2026-12-02T23:00:00Z",`+
+			`"partition_key":"store-a","producer_version":"test-1","payload":{"pad":%q}}`, id, pad)
+	}
+	return rec(strings.Repeat("x", max(0, size-len(rec("")))))
 }
 
 func count(t *testing.T, input string) *reconcile.Batch {

@@ -1,0 +1,97 @@
+// Package config holds the flags every receiptflow command shares (SPEC
+// section 6: --partitions --lateness --grace --stale-after --nats-url
+// --redis-url --failpoints), with their environment fallbacks.
+package config
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/failpoint"
+)
+
+// Common is the shared configuration.
+type Common struct {
+	Partitions int
+	Lateness   time.Duration
+	Grace      time.Duration
+	StaleAfter time.Duration
+	NATSURL    string
+	RedisURL   string
+	Failpoints string
+	Generation string
+}
+
+// Register adds the shared flags to fs, defaulting from NATS_URL,
+// REDIS_URL and RECEIPTS_FAILPOINTS.
+func (c *Common) Register(fs *flag.FlagSet) {
+	fs.IntVar(&c.Partitions, "partitions", 8, "number of partitions P (fnv1a32(partition_key) mod P)")
+	fs.DurationVar(&c.Lateness, "lateness", 5*time.Minute, "watermark lateness: W_p = max event time - lateness")
+	fs.DurationVar(&c.Grace, "grace", time.Hour, "grace after a window's end during which late events are counted as corrections")
+	fs.DurationVar(&c.StaleAfter, "stale-after", 2*time.Minute, "wall-clock silence of the source after which readers are told the data is stale")
+	fs.StringVar(&c.NATSURL, "nats-url", os.Getenv("NATS_URL"), "NATS server URL (env NATS_URL); empty starts an embedded server where the command supports it")
+	fs.StringVar(&c.RedisURL, "redis-url", os.Getenv("REDIS_URL"), "Redis URL redis://host:port (env REDIS_URL); empty starts an embedded miniredis where the command supports it")
+	fs.StringVar(&c.Failpoints, "failpoints", os.Getenv(failpoint.Env), "failpoints NAME=crash@every:N,... (env "+failpoint.Env+")")
+	fs.StringVar(&c.Generation, "generation", "1", "state generation to write (rebuilds use a new one)")
+}
+
+// Validate checks the values.
+func (c *Common) Validate() error {
+	switch {
+	case c.Partitions < 1 || c.Partitions > 1024:
+		return fmt.Errorf("--partitions must be between 1 and 1024, got %d", c.Partitions)
+	case c.Lateness < 0:
+		return fmt.Errorf("--lateness must not be negative")
+	case c.Grace < 0:
+		return fmt.Errorf("--grace must not be negative")
+	case c.StaleAfter <= 0:
+		return fmt.Errorf("--stale-after must be positive")
+	case c.Generation == "" || strings.ContainsAny(c.Generation, ".*> {}:"):
+		return fmt.Errorf("--generation %q must be a plain name like 2", c.Generation)
+	}
+	_, err := failpoint.Parse(c.Failpoints, failpoint.InProcess)
+	return err
+}
+
+// ParseOwned parses a partition list like "0,1,4-7"; "" means all.
+func ParseOwned(s string, partitions int) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("bad partition %q", part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil {
+				return nil, fmt.Errorf("bad partition range %q", part)
+			}
+		}
+		for p := a; p <= b; p++ {
+			if p < 0 || p >= partitions {
+				return nil, fmt.Errorf("partition %d is outside 0..%d", p, partitions-1)
+			}
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// Split returns the partitions instance i of n owns (p mod n == i).
+func Split(partitions, i, n int) []int {
+	var out []int
+	for p := 0; p < partitions; p++ {
+		if p%n == i {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,4 @@
+package contract
+
+// CompileSchemas exposes compileSchemas to the external tests.
+var CompileSchemas = compileSchemas

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/config"
+	"github.com/receiptflow/receiptflow/pkg/demo"
+	"github.com/receiptflow/receiptflow/pkg/failpoint"
+	"github.com/receiptflow/receiptflow/pkg/ingest"
+	"github.com/receiptflow/receiptflow/pkg/pipeline"
+)
+
+func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c config.Common
+	c.Register(fs)
+	dataDir := fs.String("data-dir", "", "embedded nats-server store directory (default: a temporary one)")
+	caseEvery := fs.Duration("case-every", 15*time.Second, "how often a seed case is injected")
+	idleEvery := fs.Duration("idle-every", 6*time.Minute, "how often the source goes silent (negative: never)")
+	idleFor := fs.Duration("idle-for", 150*time.Second, "how long the source stays silent")
+	rows := fs.Int("rows", 12, "table rows (most recent windows)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := c.Validate(); err != nil {
+		return usageError("%v", err)
+	}
+	fps, _ := failpoint.Parse(c.Failpoints, failpoint.InProcess)
+	p, err := pipeline.Start(ctx, pipeline.Config{
+		Partitions: c.Partitions, Lateness: c.Lateness, Grace: c.Grace, StaleAfter: c.StaleAfter,
+		NATSURL: c.NATSURL, RedisURL: c.RedisURL, DataDir: *dataDir, Generation: c.Generation,
+		Failpoints: fps, Logger: slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	fmt.Fprintf(stdout, "receiptflow demo: NATS %s, Redis %s, %d partitions; Ctrl-C to stop\n", p.NATSURL, p.RedisURL, c.Partitions)
+
+	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: c.Partitions, Validator: p.Validator, HeartbeatEvery: 50, HeartbeatInterval: time.Second})
+	defer in.Close(context.Background())
+	b, err := openBoard(ctx, p.Admin.JS, c.Generation)
+	if err != nil {
+		return err
+	}
+	feedErr := make(chan error, 1)
+	go func() {
+		feedErr <- demo.Run(ctx, in, demo.Options{
+			CaseEvery: *caseEvery, IdleEvery: *idleEvery, IdleFor: *idleFor, Seed: uint64(time.Now().UnixNano()),
+			OnCase: func(name string) { fmt.Fprintf(stdout, "\n-- feed: %s\n", name) },
+		})
+	}()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(stdout, "\nreceiptflow demo: stopping")
+			return nil
+		case err := <-feedErr:
+			if err != nil {
+				return err
+			}
+		case <-t.C:
+			b.render(stdout, *rows, false)
+		}
+	}
+}

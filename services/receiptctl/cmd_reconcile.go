@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/contract"
+	"github.com/receiptflow/receiptflow/pkg/reconcile"
+	"github.com/receiptflow/receiptflow/pkg/snapshot"
+)
+
+// cmdReconcile runs the independent batch pass (SPEC section 8) over an
+// NDJSON file and prints every window's count and digest with the rejected
+// and duplicate totals. With --out it writes batch.json there. With
+// --windows (a windows.json of a run) and optionally --late (its
+// late.ndjson) it also compares the batch with those windows, writes
+// parity.json and parity.md to --out, and fails when parity does not hold.
+func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	events := fs.String("events", "", "NDJSON file of raw events (required; - for stdin)")
+	partitions := fs.Int("partitions", reconcile.DefaultPartitions, "number of partitions P, for the per-partition counts")
+	out := fs.String("out", "", "directory to write batch.json (and parity.json, parity.md) into")
+	ingestedAt := fs.String("ingested-at", "", "RFC 3339 time standing in for ingested_at in records without one (default now)")
+	skew := fs.Duration("max-future-skew", contract.DefaultMaxFutureSkew, "how far after ingested_at an event may have occurred")
+	maxSize := fs.Int("max-size", contract.DefaultMaxSize, "largest accepted record in bytes")
+	windowsFile := fs.String("windows", "", "windows.json of a run to compare with (optional)")
+	lateFile := fs.String("late", "", "late.ndjson of the same run (optional, with --windows)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageError("unexpected arguments %q", fs.Args())
+	case *events == "":
+		return usageError("--events is required")
+	case *partitions < 1:
+		return usageError("--partitions must be positive, got %d", *partitions)
+	case *lateFile != "" && *windowsFile == "":
+		return usageError("--late needs --windows")
+	}
+	defIngested := time.Now().UTC()
+	if *ingestedAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, *ingestedAt)
+		if err != nil {
+			return usageError("--ingested-at: %v", err)
+		}
+		defIngested = t
+	}
+	v, err := contract.NewValidator(contract.Options{MaxFutureSkew: *skew, MaxSize: *maxSize})
+	if err != nil {
+		return usageError("%v", err)
+	}
+
+	var in io.Reader = os.Stdin
+	if *events != "-" {
+		f, err := os.Open(*events)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	b, err := reconcile.Count(ctxReader{ctx, in}, reconcile.Options{
+		Validator: v, DefaultIngestedAt: defIngested, Partitions: *partitions,
+	})
+	if err != nil {
+		return err
+	}
+	if err := printBatch(stdout, b); err != nil {
+		return err
+	}
+	if *out != "" {
+		if err := os.MkdirAll(*out, 0o755); err != nil {
+			return err
+		}
+		if err := writeArtifact(filepath.Join(*out, "batch.json"), b.WriteJSON); err != nil {
+			return err
+		}
+	}
+	if *windowsFile == "" {
+		return nil
+	}
+
+	windows, err := readWindows(*windowsFile)
+	if err != nil {
+		return err
+	}
+	var late []reconcile.LateRow
+	if *lateFile != "" {
+		if late, err = readLate(*lateFile); err != nil {
+			return err
+		}
+	}
+	rep := reconcile.Compare(b, windows, late)
+	if *out != "" {
+		if err := writeArtifact(filepath.Join(*out, "parity.json"), rep.WriteJSON); err != nil {
+			return err
+		}
+		if err := writeArtifact(filepath.Join(*out, "parity.md"), rep.WriteMarkdown); err != nil {
+			return err
+		}
+	}
+	s := rep.Summary
+	if !rep.Holds {
+		for _, d := range rep.Unexplained[:min(10, len(rep.Unexplained))] {
+			fmt.Fprintf(stdout, "UNEXPLAINED %s %s %s: %s\n", d.WindowID, d.Kind, d.EventID, d.Detail)
+		}
+		return &exitError{code: 1, msg: fmt.Sprintf("parity FAILED: %d unexplained differences over %d final windows",
+			len(rep.Unexplained), s.Final)}
+	}
+	fmt.Fprintf(stdout, "parity holds: %d final windows (%d matched, %d explained by %d late events), %d provisional\n",
+		s.Final, s.Matched, s.Explained, s.LateAfterGrace, s.Provisional)
+	return nil
+}
+
+// printBatch writes the window table and the totals.
+func printBatch(w io.Writer, b *reconcile.Batch) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "WINDOW\tCOUNT\tDIGEST\tRETRIES\tREJECTED\t")
+	for _, bw := range b.Summary().Windows {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t\n", bw.WindowID, bw.Count, bw.Digest, bw.Duplicates, bw.Rejected)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	s := b.Summary()
+	_, err := fmt.Fprintf(w, "records %d, valid %d, counted %d in %d windows, never count %d, duplicates %d, rejected %d %v\n",
+		s.Records, s.Valid, s.Counted, len(s.Windows), s.Other, s.Duplicates, s.Rejected, s.ByReason)
+	return err
+}
+
+func writeArtifact(path string, write func(io.Writer) error) error {
+	_, err := writeFileAtomic(path, func(w io.Writer) (struct{}, error) { return struct{}{}, write(w) })
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// readWindows reads a windows.json: an array of snapshots.
+func readWindows(path string) ([]snapshot.Window, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var ws []snapshot.Window
+	if err := json.Unmarshal(data, &ws); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return ws, nil
+}
+
+// readLate reads a late.ndjson: one LateRow per line.
+func readLate(path string) ([]reconcile.LateRow, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var rows []reconcile.LateRow
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var r reconcile.LateRow
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		rows = append(rows, r)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return rows, nil
+}
+
+// ctxReader fails reads once ctx is done, so an interrupt stops a long pass.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := c.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return n, err
+	}
+	return n, err
+}

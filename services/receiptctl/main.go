@@ -1,0 +1,91 @@
+// Command receiptctl is receiptflow's operator command line (SPEC section
+// 6): demo, run, ingest, replay, reconcile, gen and friends.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+type command struct {
+	run   func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	usage string
+}
+
+var commands = map[string]command{
+	"demo":      {cmdDemo, "the whole pipeline on the embedded default with live sample traffic, until interrupted"},
+	"run":       {cmdRun, "bounded replay of an NDJSON file through the whole pipeline; writes artifacts; exit 0 only if parity holds"},
+	"ingest":    {cmdIngest, "publish an NDJSON file to a running deployment"},
+	"reconcile": {cmdReconcile, "independent batch pass over a fixed raw snapshot"},
+	"gen":       {cmdGen, "deterministic synthetic traffic (seeded)"},
+}
+
+// exitError carries a specific exit code (e.g. parity failed).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "receiptctl: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	err := cmd.run(ctx, args[1:], stdout, stderr)
+	var ee *exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ee):
+		fmt.Fprintf(stderr, "receiptctl %s: %s\n", args[0], ee.msg)
+		return ee.code
+	default:
+		fmt.Fprintf(stderr, "receiptctl %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: receiptctl <command> [flags]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].usage)
+	}
+	fmt.Fprintln(w, "\nrun 'receiptctl <command> -h' for its flags")
+}
+
+// usageError is a bad invocation (exit 2).
+func usageError(format string, args ...any) error {
+	return &exitError{code: 2, msg: fmt.Sprintf(format, args...)}
+}
