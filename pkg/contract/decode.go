@@ -43,8 +43,9 @@ type reader struct {
 	pos   int
 	depth int
 	// dup is the first duplicate key met below the top level (the top level
-	// is checked by decodeRecord itself).
-	dup string
+	// is checked by decodeRecord itself), when hasDup.
+	dup    string
+	hasDup bool
 }
 
 func (r *reader) fail(format string, args ...any) error {
@@ -385,8 +386,8 @@ func (r *reader) object(build bool) (any, error) {
 		}
 		if build {
 			if _, seen := m[key]; seen {
-				if r.dup == "" {
-					r.dup = key
+				if !r.hasDup {
+					r.dup, r.hasDup = key, true
 				}
 			} else {
 				m[key] = v
@@ -465,8 +466,9 @@ type record struct {
 	// input), nil when absent.
 	payload []byte
 	// dupKey is the first repeated key, dupIn the top-level field it was
-	// found in ("" for the top level itself).
+	// found in ("" for the top level itself), when hasDup.
 	dupKey, dupIn string
+	hasDup        bool
 }
 
 // decodeRecord reads data as one JSON object. Its error is a *syntaxError
@@ -516,17 +518,16 @@ func decodeRecord(data []byte) (record, error) {
 		}
 		r.ws()
 		start := r.pos
-		before := r.dup
 		v, err := r.value(true)
 		if err != nil {
 			return rec, err
 		}
-		if before == "" && r.dup != "" && rec.dupKey == "" {
-			rec.dupKey, rec.dupIn = r.dup, key
+		if r.hasDup && !rec.hasDup {
+			rec.dupKey, rec.dupIn, rec.hasDup = r.dup, key, true
 		}
 		if _, seen := rec.fields[key]; seen {
-			if rec.dupKey == "" {
-				rec.dupKey, rec.dupIn = key, ""
+			if !rec.hasDup {
+				rec.dupKey, rec.dupIn, rec.hasDup = key, "", true
 			}
 		} else {
 			rec.fields[key] = v
@@ -546,15 +547,15 @@ func decodeRecord(data []byte) (record, error) {
 	}
 }
 
-// decodeValue reads data as one JSON value of any kind, checking for
-// duplicate keys (returned as dup).
-func decodeValue(data []byte) (v any, dup string, err error) {
+// decodeValue reads data as one JSON value of any kind. hasDup reports a
+// repeated key in some object of it.
+func decodeValue(data []byte) (v any, hasDup bool, err error) {
 	r := reader{data: data}
 	v, err = r.value(true)
 	if err == nil {
 		err = r.end()
 	}
-	return v, r.dup, err
+	return v, r.hasDup, err
 }
 
 // topLevel walks the keys of the top-level object in data without building

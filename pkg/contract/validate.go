@@ -192,7 +192,7 @@ func (v *Validator) Validate(raw []byte, defaultIngestedAt time.Time) (Event, er
 
 // checkKeys rejects repeated keys and case variants of contract fields.
 func checkKeys(rec *record, id string) *RejectError {
-	if rec.dupKey != "" {
+	if rec.hasDup {
 		if rec.dupIn == "" {
 			if rec.dupKey == fieldEventID {
 				id = ""

@@ -9,6 +9,7 @@ package gen
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -113,21 +114,21 @@ func (o Options) withDefaults() Options {
 
 // check reports options that cannot be generated.
 func (o Options) check() error {
-	var errs []error
+	var errs []string
 	if o.Events < 0 {
-		errs = append(errs, fmt.Errorf("events %d is negative", o.Events))
+		errs = append(errs, fmt.Sprintf("events %d is negative", o.Events))
 	}
 	if o.Hours < 0 {
-		errs = append(errs, fmt.Errorf("hours %d is negative", o.Hours))
+		errs = append(errs, fmt.Sprintf("hours %d is negative", o.Hours))
 	}
 	if o.Stores < 0 {
-		errs = append(errs, fmt.Errorf("stores %d is negative", o.Stores))
+		errs = append(errs, fmt.Sprintf("stores %d is negative", o.Stores))
 	}
 	if o.PayloadBytes < 0 {
-		errs = append(errs, fmt.Errorf("payload bytes %d is negative", o.PayloadBytes))
+		errs = append(errs, fmt.Sprintf("payload bytes %d is negative", o.PayloadBytes))
 	}
 	if o.Start.Before(minStart) {
-		errs = append(errs, fmt.Errorf("start %s is before %s (late events reach hours back; 2000 is the contract's floor)",
+		errs = append(errs, fmt.Sprintf("start %s is before %s (late events reach hours back; 2000 is the contract's floor)",
 			o.Start.Format(time.RFC3339), minStart.Format(time.RFC3339)))
 	}
 	for _, r := range []struct {
@@ -139,14 +140,14 @@ func (o Options) check() error {
 		{"other-type-share", o.OtherTypeShare},
 	} {
 		if !(r.v >= 0 && r.v <= 1) {
-			errs = append(errs, fmt.Errorf("%s %v is not within [0, 1]", r.name, r.v))
+			errs = append(errs, fmt.Sprintf("%s %v is not within [0, 1]", r.name, r.v))
 		}
 	}
 	if s := o.DupRate + o.InvalidRate + o.LateRate; s > 1 {
-		errs = append(errs, fmt.Errorf("dup-rate + invalid-rate + late-rate is %v, over 1", s))
+		errs = append(errs, fmt.Sprintf("dup-rate + invalid-rate + late-rate is %v, over 1", s))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("gen: %w", errors.Join(errs...))
+		return errors.New("gen: " + strings.Join(errs, "; "))
 	}
 	return nil
 }

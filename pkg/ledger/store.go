@@ -112,7 +112,8 @@ type Result struct {
 	Watermark int64
 	// Added is the number of ledger entries the batch added.
 	Added int64
-	// Changed lists the windows whose partial changed.
+	// Changed lists the windows whose partial changed, or may have changed
+	// in an earlier application of a replayed record.
 	Changed []string
 }
 
@@ -184,7 +185,9 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record) (*Result, error
 		if recs[i].Kind != Heartbeat {
 			d.WindowID = wids[recWin[i]-1]
 			switch d.Code {
-			case Counted, Correction, Late:
+			// A replayed record may belong to a batch whose change notice
+			// was lost in a crash: report its window as possibly changed.
+			case Counted, Correction, Late, Replayed, LateAgain:
 				if !changed[d.WindowID] {
 					changed[d.WindowID] = true
 					res.Changed = append(res.Changed, d.WindowID)

@@ -127,6 +127,11 @@ func TestApplyClassifiesAndIsIdempotent(t *testing.T) {
 				t.Fatalf("replayed %d = %+v, want replayed", i, d)
 			}
 		}
+		// The replayed batch's notice may have been lost with a crash: its
+		// windows are reported again so the publisher refreshes them.
+		if !reflect.DeepEqual(again.Changed, []string{"2026-12-02T10", "2026-12-02T13"}) {
+			t.Fatalf("replay changed = %v", again.Changed)
+		}
 		if after := dump(t, rdb); !reflect.DeepEqual(before, after) {
 			t.Fatalf("second apply changed state:\nbefore %v\nafter  %v", before, after)
 		}

@@ -117,7 +117,8 @@ func Count(r io.Reader, opts Options) (*Batch, error) {
 		claims:     make(map[string]claim),
 		rejectedIn: make(map[string][]int),
 	}
-	lines := newLineReader(r, maxLineBytes)
+	maxLine := max(maxLineBytes, opts.Validator.Options().MaxSize+1)
+	lines := newLineReader(r, maxLine)
 	for n := 1; ; n++ {
 		line, size, cut, err := lines.next()
 		if err == io.EOF {
@@ -132,7 +133,7 @@ func Count(r io.Reader, opts Options) (*Batch, error) {
 		b.Records++
 		if cut {
 			b.reject(n, line, contract.Reject(contract.ReasonTooLarge, "",
-				"record is %d bytes, over the %d the pass reads", size, maxLineBytes), nil)
+				"record is %d bytes, over the %d the pass reads", size, maxLine), nil)
 			continue
 		}
 		ev, err := opts.Validator.Validate(line, opts.DefaultIngestedAt)

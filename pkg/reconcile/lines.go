@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"io"
 )
@@ -11,9 +10,11 @@ import (
 // most max bytes of a line and reports the full length, so a line of
 // gigabytes costs max bytes of memory, never an error.
 type lineReader struct {
-	r   *bufio.Reader
-	buf []byte
-	max int
+	r    *bufio.Reader
+	buf  []byte
+	max  int
+	size int  // full length of the current line
+	cut  bool // whether the current line was cut at max
 }
 
 func newLineReader(r io.Reader, max int) *lineReader {
@@ -25,43 +26,53 @@ func newLineReader(r io.Reader, max int) *lineReader {
 // It returns io.EOF once no bytes are left. The returned slice is valid
 // until the next call.
 func (l *lineReader) next() (line []byte, size int, cut bool, err error) {
-	l.buf = l.buf[:0]
+	l.buf, l.size, l.cut = l.buf[:0], 0, false
 	read := 0
+	// heldCR is a '\r' that ended the previous chunk: part of the line
+	// unless the next chunk is the '\n' that ends it.
+	heldCR := false
 	for {
 		chunk, err := l.r.ReadSlice('\n')
 		read += len(chunk)
+		ended := err == nil
 		data := chunk
-		if err == nil {
+		if ended {
 			data = chunk[:len(chunk)-1]
 		}
-		size += len(data)
-		if room := l.max - len(l.buf); room > 0 {
-			keep := min(room, len(data))
-			l.buf = append(l.buf, data[:keep]...)
-			cut = cut || keep < len(data)
-		} else if len(data) > 0 {
-			cut = true
+		if heldCR {
+			heldCR = false
+			if ended && len(data) == 0 {
+				return l.buf, l.size, l.cut, nil
+			}
+			l.add([]byte{'\r'})
 		}
+		if n := len(data); n > 0 && data[n-1] == '\r' {
+			data = data[:n-1]
+			heldCR = !ended
+		}
+		l.add(data)
 		switch {
-		case err == nil:
-			return l.trimCR(size, cut)
+		case ended:
+			return l.buf, l.size, l.cut, nil
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case errors.Is(err, io.EOF):
 			if read == 0 {
 				return nil, 0, false, io.EOF
 			}
-			return l.trimCR(size, cut)
+			// A '\r' at the very end is taken as the line ending.
+			return l.buf, l.size, l.cut, nil
 		default:
 			return nil, 0, false, err
 		}
 	}
 }
 
-func (l *lineReader) trimCR(size int, cut bool) ([]byte, int, bool, error) {
-	if !cut && bytes.HasSuffix(l.buf, []byte{'\r'}) {
-		l.buf = l.buf[:len(l.buf)-1]
-		size--
-	}
-	return l.buf, size, cut, nil
+// add appends data to the line, keeping at most max bytes.
+func (l *lineReader) add(data []byte) {
+	l.size += len(data)
+	room := l.max - len(l.buf)
+	keep := min(max(room, 0), len(data))
+	l.buf = append(l.buf, data[:keep]...)
+	l.cut = l.cut || keep < len(data)
 }

@@ -10,9 +10,9 @@ import (
 // DefaultPartitions is the partition count P of SPEC section 3.
 const DefaultPartitions = 8
 
-// maxLineBytes is the longest line the pass hands to the validator. Longer
-// lines are far beyond any MaxSize a validator is configured with; the pass
-// rejects them as too_large itself, keeping only this much of them.
+// maxLineBytes is the longest line the pass hands to the validator (or
+// the validator's MaxSize + 1 if that is larger). Longer lines are rejected
+// too_large by the pass itself, which keeps only that much of them.
 const maxLineBytes = 8 << 20
 
 // Options configures Count.
@@ -21,8 +21,11 @@ type Options struct {
 	// contract defaults.
 	Validator *contract.Validator
 	// DefaultIngestedAt stands in for ingested_at in records without one,
-	// as ingest would stamp it. Pass a fixed instant for a reproducible
-	// pass.
+	// as ingest would stamp it; such a record is rejected future_timestamp
+	// when it occurred more than the validator's MaxFutureSkew after it.
+	// Pass a fixed instant for a reproducible pass. The zero time is passed
+	// through as is, so a record without ingested_at is then always too far
+	// in the future.
 	DefaultIngestedAt time.Time
 	// Partitions is the partition count P used to split window counts by
 	// partition; zero means DefaultPartitions.

@@ -68,9 +68,9 @@ func cmdGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		where = *out
 	}
 	fmt.Fprintf(stderr, "gen: %d records (%d bytes) to %s: %d submissions, %d other events, %d retries, "+
-		"%d disordered, %d late within grace, %d late after grace, %d invalid %v; event time %s … %s\n",
+		"%d disordered, %d late within grace, %d late after grace, %d invalid%s; event time %s … %s\n",
 		st.Records, st.Bytes, where, st.Submissions, st.Other, st.Duplicates, st.Disordered,
-		st.LateWithinGrace, st.LateAfterGrace, st.InvalidTotal(), st.Invalid,
+		st.LateWithinGrace, st.LateAfterGrace, st.InvalidTotal(), byReason(st.Invalid),
 		st.FirstEvent.Format(time.RFC3339), st.MaxEvent.Format(time.RFC3339))
 	return nil
 }

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -125,18 +127,30 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 // printBatch writes the window table and the totals.
 func printBatch(w io.Writer, b *reconcile.Batch) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "WINDOW\tCOUNT\tDIGEST\tRETRIES\tREJECTED\t")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WINDOW\tCOUNT\tDIGEST\tRETRIES\tREJECTED")
 	for _, bw := range b.Summary().Windows {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t\n", bw.WindowID, bw.Count, bw.Digest, bw.Duplicates, bw.Rejected)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\n", bw.WindowID, bw.Count, bw.Digest, bw.Duplicates, bw.Rejected)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	s := b.Summary()
-	_, err := fmt.Fprintf(w, "records %d, valid %d, counted %d in %d windows, never count %d, duplicates %d, rejected %d %v\n",
-		s.Records, s.Valid, s.Counted, len(s.Windows), s.Other, s.Duplicates, s.Rejected, s.ByReason)
+	_, err := fmt.Fprintf(w, "records %d, valid %d, counted %d in %d windows, never count %d, duplicates %d, rejected %d%s\n",
+		s.Records, s.Valid, s.Counted, len(s.Windows), s.Other, s.Duplicates, s.Rejected, byReason(s.ByReason))
 	return err
+}
+
+// byReason renders rejection counts as " (reason n, ...)" in reason order.
+func byReason(m map[contract.Reason]int) string {
+	if len(m) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(m))
+	for _, r := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", r, m[r]))
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 func writeArtifact(path string, write func(io.Writer) error) error {
@@ -196,9 +210,5 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	if err := c.ctx.Err(); err != nil {
 		return 0, err
 	}
-	n, err := c.r.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return n, err
-	}
-	return n, err
+	return c.r.Read(p)
 }
