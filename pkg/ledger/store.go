@@ -184,6 +184,8 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record) (*Result, error
 		}
 		if recs[i].Kind != Heartbeat {
 			d.WindowID = wids[recWin[i]-1]
+		}
+		if recs[i].Kind == Submission {
 			switch d.Code {
 			// A replayed record may belong to a batch whose change notice
 			// was lost in a crash: report its window as possibly changed.
