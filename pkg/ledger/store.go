@@ -69,8 +69,8 @@ const (
 // Record is one VALID message as the apply script sees it.
 type Record struct {
 	// Seq is the VALID stream sequence.
-	Seq uint64
-	Kind Kind
+	Seq     uint64
+	Kind    Kind
 	EventID string
 	// Time is the event time (ms), or the source progress of a heartbeat.
 	Time int64

@@ -83,13 +83,13 @@ func TestApplyClassifiesAndIsIdempotent(t *testing.T) {
 		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour)
 		batch := []Record{
 			{Seq: 1, Kind: Submission, EventID: "a", Time: h10 + 10*min},
-			{Seq: 2, Kind: Submission, EventID: "a", Time: h10 + 10*min},                 // retry
-			{Seq: 3, Kind: Other, EventID: "v", Time: h10 + 70*min},                      // W = 11:05
-			{Seq: 4, Kind: Submission, EventID: "b", Time: h10 + 20*min},                 // correction (W >= 11:00)
-			{Seq: 5, Kind: Heartbeat, Time: h10 + 185*min},                               // W = 13:00
-			{Seq: 6, Kind: Submission, EventID: "c", Time: h10 + 30*min},                 // too late (W >= 12:00)
-			{Seq: 7, Kind: Submission, EventID: "c", Time: h10 + 30*min},                 // dup of a late id
-			{Seq: 8, Kind: Submission, EventID: "d", Time: h10 + 181*min},                // on time in 13:00
+			{Seq: 2, Kind: Submission, EventID: "a", Time: h10 + 10*min},  // retry
+			{Seq: 3, Kind: Other, EventID: "v", Time: h10 + 70*min},       // W = 11:05
+			{Seq: 4, Kind: Submission, EventID: "b", Time: h10 + 20*min},  // correction (W >= 11:00)
+			{Seq: 5, Kind: Heartbeat, Time: h10 + 185*min},                // W = 13:00
+			{Seq: 6, Kind: Submission, EventID: "c", Time: h10 + 30*min},  // too late (W >= 12:00)
+			{Seq: 7, Kind: Submission, EventID: "c", Time: h10 + 30*min},  // dup of a late id
+			{Seq: 8, Kind: Submission, EventID: "d", Time: h10 + 181*min}, // on time in 13:00
 		}
 		res, err := s.Apply(ctx, 3, batch)
 		if err != nil {
