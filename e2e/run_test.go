@@ -51,10 +51,15 @@ var backends = []backend{
 
 func runFile(t *testing.T, cfg pipeline.Config, path string) *pipeline.RunResult {
 	t.Helper()
+	return runFileAt(t, cfg, path, 0)
+}
+
+func runFileAt(t *testing.T, cfg pipeline.Config, path string, rate int) *pipeline.RunResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	out := filepath.Join(t.TempDir(), "out")
-	res, err := pipeline.Run(ctx, pipeline.RunConfig{Config: cfg, Events: path, Out: out})
+	res, err := pipeline.Run(ctx, pipeline.RunConfig{Config: cfg, Events: path, Out: out, Rate: rate})
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}

@@ -24,6 +24,9 @@ type Common struct {
 	RedisURL   string
 	Failpoints string
 	Generation string
+	// ReplayHorizon: window state is retired this long (event time) after
+	// the window became final; 0 keeps it forever.
+	ReplayHorizon time.Duration
 }
 
 // Register adds the shared flags to fs, defaulting from NATS_URL,
@@ -37,6 +40,7 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.RedisURL, "redis-url", os.Getenv("REDIS_URL"), "Redis URL redis://host:port (env REDIS_URL); empty starts an embedded miniredis where the command supports it")
 	fs.StringVar(&c.Failpoints, "failpoints", os.Getenv(failpoint.Env), "failpoints NAME=crash@every:N,... (env "+failpoint.Env+")")
 	fs.StringVar(&c.Generation, "generation", "1", "state generation to write (rebuilds use a new one)")
+	fs.DurationVar(&c.ReplayHorizon, "replay-horizon", 24*time.Hour, "event time after a window is final before its ledger and state are retired (0: never); events of retired windows are dropped as too late")
 }
 
 // Validate checks the values.
@@ -48,6 +52,8 @@ func (c *Common) Validate() error {
 		return fmt.Errorf("--lateness must not be negative")
 	case c.Grace < 0:
 		return fmt.Errorf("--grace must not be negative")
+	case c.ReplayHorizon < 0:
+		return fmt.Errorf("--replay-horizon must not be negative")
 	case c.StaleAfter <= 0:
 		return fmt.Errorf("--stale-after must be positive")
 	case c.Generation == "" || strings.ContainsAny(c.Generation, ".*> {}:"):

@@ -469,6 +469,8 @@ type record struct {
 	// found in ("" for the top level itself), when hasDup.
 	dupKey, dupIn string
 	hasDup        bool
+	// unknown reports a top-level key that is not a contract field.
+	unknown bool
 }
 
 // decodeRecord reads data as one JSON object. Its error is a *syntaxError
@@ -512,6 +514,9 @@ func decodeRecord(data []byte) (record, error) {
 		key, err := r.readString()
 		if err != nil {
 			return rec, err
+		}
+		if !isKnownField(key) {
+			rec.unknown = true
 		}
 		if err := r.expect(':', "':' after key"); err != nil {
 			return rec, err

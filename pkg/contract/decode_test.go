@@ -154,7 +154,7 @@ func FuzzValidate(f *testing.F) {
 			}
 			return
 		}
-		if !isID(e.EventID) || !isID(e.ReceiptID) || e.OccurredAt.Before(MinEventTime) ||
+		if !isID(e.EventID) || !isID(e.ReceiptID) || e.OccurredAt.Before(minEventTime) ||
 			e.Fingerprint != Fingerprint(&e) {
 			t.Fatalf("Validate(%q) accepted %+v", data, e)
 		}

@@ -22,8 +22,9 @@ type Options struct {
 	// error.
 	MaxFutureSkew time.Duration
 	// MaxSize is the largest accepted record in bytes, counting the whole
-	// record as received; a larger one is rejected too_large. Zero means
-	// DefaultMaxSize; negative is an error.
+	// record as its producer wrote it (see Size: surrounding whitespace and
+	// ingest's ingested_at stamp do not count); a larger one is rejected
+	// too_large. Zero means DefaultMaxSize; negative is an error.
 	MaxSize int
 }
 

@@ -6,13 +6,17 @@ import (
 	"time"
 )
 
-// MinEventTime is the earliest accepted event time; an event that occurred
-// before it is rejected bad_timestamp.
-var MinEventTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+// MinEventUnix is the earliest accepted event time, 2000-01-01T00:00:00Z,
+// in seconds since the Unix epoch; an event that occurred before it is
+// rejected bad_timestamp.
+const MinEventUnix = 946684800
 
-// minEventMinute is MinEventTime in minutes since the Unix epoch (the v1
-// schema's minimum of occurred_minute).
-const minEventMinute = 946684800 / 60
+// minEventTime is MinEventUnix as a time.
+var minEventTime = time.Unix(MinEventUnix, 0).UTC()
+
+// minEventMinute is MinEventUnix in minutes (the v1 schema's minimum of
+// occurred_minute).
+const minEventMinute = MinEventUnix / 60
 
 // maxSafeInt is 2^53, the largest integer every JSON reader holds exactly.
 const maxSafeInt = 1 << 53

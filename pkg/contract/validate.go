@@ -126,7 +126,8 @@ func (v *Validator) Options() Options { return v.opts }
 // EventID is set whenever a well-formed event_id could be read. The checks
 // run in this order, the first failure deciding the reason:
 //
-//  1. more than MaxSize bytes: too_large;
+//  1. more than MaxSize bytes as Size measures them (without surrounding
+//     whitespace and ingest's ingested_at stamp): too_large;
 //  2. not one well-formed JSON object: malformed_json;
 //  3. a repeated key at any depth, or a key that differs from a contract
 //     field only by case: invalid_field;
@@ -148,9 +149,9 @@ func (v *Validator) Options() Options { return v.opts }
 // Validate decodes the record once and does not keep raw. It is safe for
 // concurrent use.
 func (v *Validator) Validate(raw []byte, defaultIngestedAt time.Time) (Event, error) {
-	if len(raw) > v.opts.MaxSize {
+	if size := Size(raw); size > v.opts.MaxSize {
 		return Event{}, Reject(ReasonTooLarge, PeekEventID(raw),
-			"record is %d bytes, more than the limit of %d", len(raw), v.opts.MaxSize)
+			"record is %d bytes, more than the limit of %d", size, v.opts.MaxSize)
 	}
 	rec, err := decodeRecord(raw)
 	if err != nil {
@@ -200,6 +201,9 @@ func checkKeys(rec *record, id string) *RejectError {
 			return Reject(ReasonInvalidField, id, "key %q appears more than once", rec.dupKey)
 		}
 		return Reject(ReasonInvalidField, id, "key %q appears more than once inside %q", rec.dupKey, rec.dupIn)
+	}
+	if !rec.unknown {
+		return nil
 	}
 	var variant, field string
 	for k := range rec.fields {
@@ -281,7 +285,7 @@ func (v *Validator) build(rec *record, version int, id string, defaultIngestedAt
 			return Event{}, rej
 		}
 		if n < minEventMinute {
-			return Event{}, Reject(ReasonBadTimestamp, id, "occurred_minute %d is before %s", n, MinEventTime.Format(time.RFC3339))
+			return Event{}, Reject(ReasonBadTimestamp, id, "occurred_minute %d is before %s", n, minEventTime.Format(time.RFC3339))
 		}
 		e.OccurredAt = time.Unix(n*60, 0).UTC()
 	} else {
@@ -290,8 +294,8 @@ func (v *Validator) build(rec *record, version int, id string, defaultIngestedAt
 		if err != nil {
 			return Event{}, Reject(ReasonBadTimestamp, id, "occurred_at %s: %v", short(s), err)
 		}
-		if t.Before(MinEventTime) {
-			return Event{}, Reject(ReasonBadTimestamp, id, "occurred_at %s is before %s", short(s), MinEventTime.Format(time.RFC3339))
+		if t.Before(minEventTime) {
+			return Event{}, Reject(ReasonBadTimestamp, id, "occurred_at %s is before %s", short(s), minEventTime.Format(time.RFC3339))
 		}
 		e.OccurredAt = t
 	}
@@ -420,7 +424,7 @@ func classify(e *jsonschema.ValidationError, f map[string]any) schemaFinding {
 				}
 				return find(ReasonBadTimestamp, "occurred_minute must be an integer number of minutes, got %s", describe(value))
 			case *kind.Minimum:
-				return find(ReasonBadTimestamp, "occurred_minute %s is before %s", describe(value), MinEventTime.Format(time.RFC3339))
+				return find(ReasonBadTimestamp, "occurred_minute %s is before %s", describe(value), minEventTime.Format(time.RFC3339))
 			case *kind.Maximum:
 				return find(ReasonInvalidField, "occurred_minute %s is beyond 2^53", describe(value))
 			}

@@ -1,6 +1,7 @@
 // Package daemon runs one receiptflow service as its own process: shared
-// flags, connections, Prometheus metrics and probes on an HTTP port,
-// process-level failpoints, and an ordered, bounded shutdown on SIGTERM.
+// flags, credentials and TLS for NATS and Redis, connections, Prometheus
+// metrics and probes on an HTTP port, process-level failpoints, and an
+// ordered, bounded shutdown on SIGTERM.
 package daemon
 
 import (
@@ -13,12 +14,17 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/contract"
@@ -30,10 +36,13 @@ import (
 
 // Deps is what a service needs, built by Main from the flags.
 type Deps struct {
-	Common     config.Common
-	Names      stream.Names
-	Owned      []int
-	NATS       *pipeline.Conn
+	Common config.Common
+	Names  stream.Names
+	Owned  []int
+	NATS   *pipeline.Conn
+	// Redis is the client Store uses (a *redis.ClusterClient with
+	// --redis-cluster).
+	Redis      redis.UniversalClient
 	Store      *ledger.Store
 	Validator  *contract.Validator
 	Logger     *slog.Logger
@@ -47,7 +56,8 @@ type Runner interface {
 }
 
 // Main parses args, connects, builds the service with build and runs it
-// until ctx ends. It returns the process exit code.
+// until ctx ends. It returns the process exit code. Secrets (passwords,
+// credentials in URLs) never reach the log.
 func Main(ctx context.Context, name string, args []string, stderr io.Writer, build func(*Deps) (Runner, error)) int {
 	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("service", name)
 	if err := run(ctx, name, args, log, build); err != nil {
@@ -60,33 +70,87 @@ func Main(ctx context.Context, name string, args []string, stderr io.Writer, bui
 	return 0
 }
 
+// options are the process flags beyond config.Common.
+type options struct {
+	natsSec    pipeline.NATSSecurity
+	redisSec   pipeline.RedisSecurity
+	owned      string
+	instance   int
+	instances  int
+	httpAddr   string
+	ensure     bool
+	ensureOnly bool
+	replicas   int
+	statsEvery time.Duration
+}
+
+func (o *options) register(fs *flag.FlagSet) {
+	o.natsSec.Register(fs)
+	o.redisSec.Register(fs)
+	fs.StringVar(&o.owned, "owned", "", "partitions this instance processes, e.g. 0-3 (default: split by --instance/--instances)")
+	fs.IntVar(&o.instance, "instance", envInt("RECEIPTS_INSTANCE", 0), "this instance's index (env RECEIPTS_INSTANCE)")
+	fs.IntVar(&o.instances, "instances", envInt("RECEIPTS_INSTANCES", 1), "number of instances splitting the partitions (env RECEIPTS_INSTANCES)")
+	fs.StringVar(&o.httpAddr, "http-addr", envStr("RECEIPTS_HTTP_ADDR", "127.0.0.1:0"), "address of /metrics, /healthz and /readyz (env RECEIPTS_HTTP_ADDR)")
+	fs.BoolVar(&o.ensure, "ensure-streams", envBool("RECEIPTS_ENSURE_STREAMS", true),
+		"create or update the streams and buckets at start (env RECEIPTS_ENSURE_STREAMS); needs admin rights, so least-privilege deployments set it false and run --ensure-only once")
+	fs.BoolVar(&o.ensureOnly, "ensure-only", false, "create or update the streams and buckets, then exit (the set-up job; admin credentials, no Redis)")
+	fs.IntVar(&o.replicas, "replicas", envInt("RECEIPTS_REPLICAS", 1), "replicas of every stream and bucket created (env RECEIPTS_REPLICAS; 3 on a 3-node cluster)")
+	fs.DurationVar(&o.statsEvery, "stats-interval", envDuration("RECEIPTS_STATS_INTERVAL", 5*time.Second), "how often consumer backlog, state size and Redis health are sampled for /metrics and /readyz (env RECEIPTS_STATS_INTERVAL)")
+}
+
 func run(ctx context.Context, name string, args []string, log *slog.Logger, build func(*Deps) (Runner, error)) error {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	var c config.Common
 	c.Register(fs)
-	owned := fs.String("owned", "", "partitions this instance processes, e.g. 0-3 (default: split by --instance/--instances)")
-	instance := fs.Int("instance", envInt("RECEIPTS_INSTANCE", 0), "this instance's index (env RECEIPTS_INSTANCE)")
-	instances := fs.Int("instances", envInt("RECEIPTS_INSTANCES", 1), "number of instances splitting the partitions (env RECEIPTS_INSTANCES)")
-	httpAddr := fs.String("http-addr", envStr("RECEIPTS_HTTP_ADDR", "127.0.0.1:0"), "address of /metrics, /healthz and /readyz (env RECEIPTS_HTTP_ADDR)")
+	var o options
+	o.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	if c.NATSURL == "" || c.RedisURL == "" {
-		return errors.New("--nats-url and --redis-url (or NATS_URL, REDIS_URL) are required for a service process")
+	switch {
+	case c.NATSURL == "":
+		return errors.New("--nats-url (or NATS_URL) is required for a service process")
+	case c.RedisURL == "" && !o.ensureOnly:
+		return errors.New("--redis-url (or REDIS_URL) is required for a service process")
+	case o.instances < 1 || o.instance < 0 || o.instance >= o.instances:
+		return fmt.Errorf("--instance %d of --instances %d is out of range", o.instance, o.instances)
+	case o.replicas < 1 || o.replicas > 5:
+		return fmt.Errorf("--replicas must be between 1 and 5, got %d", o.replicas)
+	case o.statsEvery <= 0:
+		return errors.New("--stats-interval must be positive")
 	}
-	if *instances < 1 || *instance < 0 || *instance >= *instances {
-		return fmt.Errorf("--instance %d of --instances %d is out of range", *instance, *instances)
+	natsOpts, err := o.natsSec.Options()
+	if err != nil {
+		return err
 	}
 	d := &Deps{Common: c, Names: stream.For(c.Generation), Logger: log}
-	var err error
-	if d.Owned, err = config.ParseOwned(*owned, c.Partitions); err != nil {
+	topology := stream.Config{Partitions: c.Partitions, Replicas: o.replicas}
+	natsOpts = append(natsOpts, natsEvents(log)...)
+
+	if o.ensureOnly {
+		conn, err := pipeline.ConnectNATS(c.NATSURL, "receiptflow-"+name+"-setup", natsOpts...)
+		if err != nil {
+			return err
+		}
+		defer conn.NC.Drain()
+		setupCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if err := stream.Ensure(setupCtx, conn.JS, d.Names, topology); err != nil {
+			return err
+		}
+		log.Info("streams and buckets ensured", "generation", c.Generation, "partitions", c.Partitions, "replicas", o.replicas,
+			"nats", pipeline.RedactURL(c.NATSURL), "nats_auth", o.natsSec)
+		return nil
+	}
+
+	if d.Owned, err = config.ParseOwned(o.owned, c.Partitions); err != nil {
 		return err
 	}
 	if d.Owned == nil {
-		d.Owned = config.Split(c.Partitions, *instance, *instances)
+		d.Owned = config.Split(c.Partitions, o.instance, o.instances)
 	}
 	if d.Failpoints, err = failpoint.Parse(c.Failpoints, failpoint.Process); err != nil {
 		return err
@@ -98,61 +162,147 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 		return err
 	}
 
-	var ready atomic.Bool
-	ln, err := net.Listen("tcp", *httpAddr)
+	h := &health{}
+	ln, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", *httpAddr, err)
+		return fmt.Errorf("listen %s: %w", o.httpAddr, err)
 	}
+	srv := &http.Server{Handler: h.mux(reg), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	log.Info("http listening", "addr", ln.Addr().String())
+
+	if d.NATS, err = pipeline.ConnectNATS(c.NATSURL, "receiptflow-"+name, natsOpts...); err != nil {
+		srv.Close()
+		return err
+	}
+	if d.Redis, err = pipeline.ConnectRedisSecure(c.RedisURL, o.redisSec); err != nil {
+		d.NATS.Close()
+		srv.Close()
+		return err
+	}
+	h.nc = d.NATS.NC
+	shutdown := func() {
+		// Ordered shutdown: the service has stopped taking input and
+		// finished its batch; drain the connection, close Redis, stop HTTP.
+		h.ready.Store(false)
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := d.NATS.NC.Drain(); err != nil {
+			log.Warn("nats drain", "err", err)
+		}
+		d.Redis.Close()
+		srv.Shutdown(shutdownCtx)
+	}
+	log.Info("connecting", "nats", pipeline.RedactURL(c.NATSURL), "nats_auth", o.natsSec,
+		"redis", pipeline.RedactURL(c.RedisURL), "redis_auth", o.redisSec)
+
+	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := d.Redis.Ping(setupCtx).Err(); err != nil {
+		shutdown()
+		return fmt.Errorf("redis %s: %w", pipeline.RedactURL(c.RedisURL), err)
+	}
+	h.redisOK.Store(time.Now().UnixNano())
+	if o.ensure {
+		if err := stream.Ensure(setupCtx, d.NATS.JS, d.Names, topology); err != nil {
+			shutdown()
+			return fmt.Errorf("%w (a least-privilege user cannot create streams: run the set-up job with --ensure-only and admin credentials, and start services with --ensure-streams=false)", err)
+		}
+	}
+	cancel()
+	r := roleOf(name, d.Names, d.Owned, c.Partitions)
+	if err := r.waitTopology(ctx, d.NATS.JS, log); err != nil {
+		shutdown()
+		return err
+	}
+	d.Store = ledger.NewStore(d.Redis, ledger.Keys{Prefix: d.Names.RedisPrefix()}, c.Lateness, c.Grace)
+	svc, err := build(d)
+	if err != nil {
+		shutdown()
+		return err
+	}
+
+	statsCtx, stopStats := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		newStats(name, r, d, h, reg, log).loop(statsCtx, o.statsEvery)
+	}()
+
+	h.ready.Store(true)
+	log.Info("service started", "partitions", c.Partitions, "owned", d.Owned, "generation", c.Generation)
+	runErr := svc.Run(ctx)
+	h.ready.Store(false)
+	stopStats()
+	wg.Wait()
+	shutdown()
+	if runErr != nil {
+		return runErr
+	}
+	log.Info("service stopped cleanly")
+	return nil
+}
+
+// natsEvents logs the connection's life, and every asynchronous error the
+// server sends (a permissions violation arrives this way: the request that
+// caused it only times out).
+func natsEvents(log *slog.Logger) []nats.Option {
+	return []nats.Option{
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			attrs := []any{"err", err}
+			if sub != nil {
+				attrs = append(attrs, "subject", sub.Subject)
+			}
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				log.Error("nats refused an operation: check the user's permissions in deploy/nats/auth.conf", attrs...)
+				return
+			}
+			log.Error("nats async error", attrs...)
+		}),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			log.Warn("nats disconnected", "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats reconnected", "server", nc.ConnectedServerName(), "url", nc.ConnectedUrlRedacted())
+		}),
+	}
+}
+
+// health serves /healthz (the process is alive) and /readyz (the service
+// runs, NATS is connected and Redis answered recently).
+type health struct {
+	ready   atomic.Bool
+	nc      *nats.Conn
+	redisOK atomic.Int64 // unix nanos of the last successful Redis ping
+	maxAge  atomic.Int64 // how old that ping may be, nanos
+}
+
+func (h *health) mux(reg *prometheus.Registry) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
+		if reason := h.notReady(); reason != "" {
+			http.Error(w, "not ready: "+reason, http.StatusServiceUnavailable)
 			return
 		}
 		io.WriteString(w, "ready\n")
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	log.Info("http listening", "addr", ln.Addr().String())
+	return mux
+}
 
-	if d.NATS, err = pipeline.ConnectNATS(c.NATSURL, "receiptflow-"+name); err != nil {
-		return err
+func (h *health) notReady() string {
+	if !h.ready.Load() {
+		return "service not running"
 	}
-	rdb, err := pipeline.ConnectRedis(c.RedisURL)
-	if err != nil {
-		return err
+	if h.nc == nil || !h.nc.IsConnected() {
+		return "nats not connected"
 	}
-	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := rdb.Ping(setupCtx).Err(); err != nil {
-		return fmt.Errorf("redis: %w", err)
+	if age := time.Duration(time.Now().UnixNano() - h.redisOK.Load()); h.maxAge.Load() > 0 && age > time.Duration(h.maxAge.Load()) {
+		return "redis not answering for " + age.Round(time.Second).String()
 	}
-	if err := stream.Ensure(setupCtx, d.NATS.JS, d.Names, stream.Config{Partitions: c.Partitions}); err != nil {
-		return err
-	}
-	d.Store = ledger.NewStore(rdb, ledger.Keys{Prefix: d.Names.RedisPrefix()}, c.Lateness, c.Grace)
-	svc, err := build(d)
-	if err != nil {
-		return err
-	}
-	ready.Store(true)
-	log.Info("service started", "partitions", c.Partitions, "owned", d.Owned, "generation", c.Generation)
-	runErr := svc.Run(ctx)
-
-	// Ordered shutdown: the service has stopped taking input and finished
-	// its batch; then drain the connection, close Redis, stop HTTP.
-	ready.Store(false)
-	shutdownCtx, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel2()
-	if err := d.NATS.NC.Drain(); err != nil {
-		log.Warn("nats drain", "err", err)
-	}
-	rdb.Close()
-	srv.Shutdown(shutdownCtx)
-	log.Info("service stopped cleanly")
-	return runErr
+	return ""
 }
 
 func envStr(k, def string) string {
@@ -168,4 +318,98 @@ func envInt(k string, def int) int {
 		return n
 	}
 	return def
+}
+
+func envBool(k string, def bool) bool {
+	if b, err := strconv.ParseBool(os.Getenv(k)); err == nil {
+		return b
+	}
+	return def
+}
+
+func envDuration(k string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(k)); err == nil {
+		return d
+	}
+	return def
+}
+
+// consumerRef names one durable consumer a service owns.
+type consumerRef struct{ stream, durable string }
+
+// role is what the daemon knows of a service beyond its Runner: the
+// consumers it owns and the partitions whose state it reads.
+type role struct {
+	name      string
+	consumers []consumerRef
+	// state: partitions whose checkpoint and window index are sampled;
+	// perPartition reports them one by one (windower) or summed (publisher).
+	state        []int
+	perPartition bool
+	bucket       string
+}
+
+// roleOf mirrors the durable names of pkg/validator, pkg/windower and
+// pkg/publisher ("<svc>[-g<gen>]-p<p>", "publisher[-g<gen>]").
+func roleOf(name string, n stream.Names, owned []int, partitions int) role {
+	base := name
+	if n.Generation != stream.DefaultGeneration {
+		base += "-g" + n.Generation
+	}
+	r := role{name: name}
+	switch name {
+	case "validator", "windower":
+		src := stream.Raw
+		if name == "windower" {
+			src = stream.Valid
+			r.state, r.perPartition = owned, true
+		}
+		for _, p := range owned {
+			r.consumers = append(r.consumers, consumerRef{n.Stream(src), stream.Durable(base, p)})
+		}
+	case "publisher":
+		r.consumers = []consumerRef{{n.Stream(stream.Changes), stream.Durable(base, -1)}}
+		for p := 0; p < partitions; p++ {
+			r.state = append(r.state, p)
+		}
+		r.bucket = n.Bucket()
+	}
+	return r
+}
+
+// waitTopology waits until the stream the service consumes (and its
+// bucket) exists, so services started before the set-up job do not crash
+// in a loop. It asks only what the service may ask anyway: its own
+// consumer (a missing stream answers "stream not found") and its bucket.
+func (r role) waitTopology(ctx context.Context, js jetstream.JetStream, log *slog.Logger) error {
+	if len(r.consumers) == 0 {
+		return nil
+	}
+	first := r.consumers[0]
+	for attempt := 0; ; attempt++ {
+		lookCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := js.Consumer(lookCtx, first.stream, first.durable)
+		if err == nil || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			err = nil
+			if r.bucket != "" {
+				_, err = js.KeyValue(lookCtx, r.bucket)
+			}
+		}
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrBucketNotFound):
+			if attempt%10 == 0 {
+				log.Warn("waiting for the streams and buckets (run the set-up job: --ensure-only)", "stream", first.stream, "bucket", r.bucket, "err", err)
+			}
+		default:
+			return fmt.Errorf("look up %s/%s: %w", first.stream, first.durable, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }

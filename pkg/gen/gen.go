@@ -89,27 +89,86 @@ func (s Stats) InvalidTotal() int {
 // error for impossible Options or when w fails; it is safe to call
 // concurrently with distinct writers.
 func Write(w io.Writer, o Options) (Stats, error) {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	st, err := Each(o, func(r Record) error {
+		if _, err := bw.Write(r.Line); err != nil {
+			return err
+		}
+		return bw.WriteByte('\n')
+	})
+	if err != nil {
+		return st, err
+	}
+	if err := bw.Flush(); err != nil {
+		return st, fmt.Errorf("gen: flush: %w", err)
+	}
+	return st, nil
+}
+
+// RecordKind says what a generated record is.
+type RecordKind uint8
+
+// Kinds of generated records.
+const (
+	// KindNew is a new valid event (of any type), on time, possibly
+	// disordered within the lateness.
+	KindNew RecordKind = iota + 1
+	// KindLateWithinGrace is a new late submission that is still counted.
+	KindLateWithinGrace
+	// KindLateAfterGrace is a new submission the stream routes to LATE.
+	KindLateAfterGrace
+	// KindDuplicate is a byte-identical retry of an earlier valid record.
+	KindDuplicate
+	// KindInvalid breaks the contract with the reason in Record.Reason.
+	KindInvalid
+)
+
+// Record is one generated record and what the generator meant by it.
+type Record struct {
+	// Line is the NDJSON record without its newline. It must not be
+	// modified: a duplicate shares the bytes of the record it retries.
+	Line []byte
+	Kind RecordKind
+	// EventID, PartitionKey, Type and EventTime (ms) are the event's; for
+	// a duplicate those of the retried record. An invalid record's fields
+	// are the ones it was built from before it was broken.
+	EventID      string
+	PartitionKey string
+	Type         string
+	EventTime    int64
+	// Reason is the rejection an invalid record is built to get.
+	Reason contract.Reason
+}
+
+// Each generates o.Events records in arrival order, the same ones Write
+// writes, and calls fn with each; an error from fn stops it and is
+// returned wrapped. It returns an error for impossible Options too.
+func Each(o Options, fn func(Record) error) (Stats, error) {
 	o = o.withDefaults()
 	if err := o.check(); err != nil {
 		return Stats{}, err
 	}
 	g := newGenerator(o)
-	bw := bufio.NewWriterSize(w, 256<<10)
 	for i := range o.Events {
+		g.cur = Record{}
 		line := g.next(i)
 		g.stats.Records++
 		g.stats.Bytes += int64(len(line)) + 1
-		if _, err := bw.Write(line); err != nil {
-			return g.stats, fmt.Errorf("gen: write record %d: %w", i+1, err)
+		g.cur.Line = line
+		if err := fn(g.cur); err != nil {
+			return g.stats, fmt.Errorf("gen: record %d: %w", i+1, err)
 		}
-		if err := bw.WriteByte('\n'); err != nil {
-			return g.stats, fmt.Errorf("gen: write record %d: %w", i+1, err)
-		}
-	}
-	if err := bw.Flush(); err != nil {
-		return g.stats, fmt.Errorf("gen: flush: %w", err)
 	}
 	return g.stats, nil
+}
+
+// describe sets the current record's event fields from ev.
+func (g *generator) describe(kind RecordKind, ev *event) {
+	g.cur.Kind = kind
+	g.cur.EventID = ev.id
+	g.cur.PartitionKey = ev.key
+	g.cur.Type = ev.typ
+	g.cur.EventTime = ev.t
 }
 
 // event is one record before rendering.
@@ -142,7 +201,8 @@ type generator struct {
 	last     string // store of the last new on-time event
 	ring     []remembered
 	ringPos  int
-	invalid  int // invalid records written, drives invalidCycle
+	invalid  int    // invalid records written, drives invalidCycle
+	cur      Record // what the record being generated is
 }
 
 func newGenerator(o Options) *generator {
@@ -232,6 +292,7 @@ func (g *generator) newEvent(base int64, disorder bool) []byte {
 	}
 	ev := g.fresh(key, t, typ)
 	g.last = key
+	g.describe(KindNew, &ev)
 	return g.accept(ev)
 }
 
@@ -242,6 +303,7 @@ func (g *generator) lateWithinGrace() []byte {
 	t := g.maxT - 6*minuteMs - g.r.Int64N(53*minuteMs)
 	ev := g.fresh(g.pickStore(), t, contract.TypeSubmitted)
 	g.stats.LateWithinGrace++
+	g.describe(KindLateWithinGrace, &ev)
 	return g.accept(ev)
 }
 
@@ -259,6 +321,7 @@ func (g *generator) lateAfterGrace() []byte {
 	ev := g.fresh(key, t, contract.TypeSubmitted)
 	g.stats.LateAfterGrace++
 	g.stats.LateAfterGraceByWindow[window.ID(ev.t)]++
+	g.describe(KindLateAfterGrace, &ev)
 	return g.accept(ev)
 }
 
@@ -314,6 +377,7 @@ func (g *generator) remember(ev event, line []byte) {
 func (g *generator) duplicate() []byte {
 	m := g.ring[g.r.IntN(len(g.ring))]
 	g.stats.Duplicates++
+	g.describe(KindDuplicate, &m.ev)
 	return m.line
 }
 
@@ -335,6 +399,8 @@ func (g *generator) invalidRecord(base int64) []byte {
 		key:      g.pickStore(),
 	}
 	ev.payload = g.payload(ev.key, g.o.PayloadBytes)
+	g.describe(KindInvalid, &ev)
+	g.cur.Reason = reason
 	switch reason {
 	case contract.ReasonMalformedJSON:
 		line := render(ev, nil)
@@ -362,6 +428,8 @@ func (g *generator) invalidRecord(base int64) []byte {
 		c.receipt += "-x"
 		c.ingested = ev.ingested
 		c.payload = g.payload(c.key, g.o.PayloadBytes)
+		g.describe(KindInvalid, &c)
+		g.cur.Reason = reason
 		return render(c, nil)
 	case contract.ReasonInvalidField:
 		return render(ev, map[string]string{"receipt_id": `"rcpt ` + strconv.Itoa(g.n) + `#"`})

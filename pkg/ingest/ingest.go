@@ -28,6 +28,25 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
+// HdrOrigSize is set on a message whose record was cut to a bounded prefix
+// (KeepBytes): the record's full size in bytes. Only records that are
+// too_large anyway are cut; the validator reports them with this size.
+const HdrOrigSize = "Rf-Orig-Size"
+
+// KeepBytes is the longest record ingest publishes whole, and the most of a
+// record the validator copies to REJECTED: four times the contract's
+// maxSize, and never so much that the message (with room for its headers)
+// could exceed the server's maxPayload (when known, > 0). A longer record is
+// too_large anyway; publishing it whole would fail on a line of megabytes
+// (or on its REJECTED copy) and stop the whole ingest or its partition.
+func KeepBytes(maxSize int, maxPayload int64) int {
+	keep := 4 * maxSize
+	if room := int(maxPayload) - 8<<10; maxPayload > 0 && room > maxSize && room < keep {
+		keep = room
+	}
+	return keep
+}
+
 // Options configure an Ingester.
 type Options struct {
 	Partitions int
@@ -77,6 +96,7 @@ type Ingester struct {
 	ackErr    error
 	ackDone   chan struct{}
 	stop      context.CancelFunc
+	keep      int // KeepBytes
 	closed    bool
 	closeOnce sync.Once
 }
@@ -92,7 +112,12 @@ func New(js jetstream.JetStream, opts Options) *Ingester {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	in := &Ingester{js: js, opts: opts, acks: make(chan jetstream.PubAckFuture, opts.MaxInFlight), ackDone: make(chan struct{})}
+	var maxPayload int64
+	if nc := js.Conn(); nc != nil {
+		maxPayload = nc.MaxPayload()
+	}
+	in := &Ingester{js: js, opts: opts, acks: make(chan jetstream.PubAckFuture, opts.MaxInFlight), ackDone: make(chan struct{}),
+		keep: KeepBytes(opts.Validator.Options().MaxSize, maxPayload)}
 	go in.collect()
 	ctx, cancel := context.WithCancel(context.Background())
 	in.stop = cancel
@@ -144,20 +169,32 @@ func (in *Ingester) beatLoop(ctx context.Context) {
 
 // Publish publishes one NDJSON record (without its newline). It returns an
 // error only when publishing failed; an invalid record is published too,
-// so the validator rejects it with its reason.
+// so the validator rejects it with its reason. A line that is blank (only
+// white space, Unicode included) is skipped, as the batch pass skips it;
+// otherwise only JSON white space is trimmed, so that the record the
+// validator judges is the one the batch pass judges. A record longer than
+// KeepBytes is published as its first KeepBytes bytes with HdrOrigSize.
 func (in *Ingester) Publish(ctx context.Context, line []byte) error {
-	line = bytes.TrimSpace(line)
-	if len(line) == 0 {
+	if len(bytes.TrimSpace(line)) == 0 {
 		return nil
 	}
+	line = bytes.Trim(line, " \t\r\n")
 	now := in.opts.Now().UTC()
 	rec := line
-	if stamped, ok := contract.StampIngestedAt(line, now); ok {
+	cut := len(line) > in.keep
+	if cut {
+		rec = line[:in.keep]
+	} else if stamped, ok := contract.StampIngestedAt(line, now); ok {
 		rec = stamped
 	}
 	var subject, msgID string
-	ev, err := in.opts.Validator.Validate(rec, now)
-	valid := err == nil
+	var ev contract.Event
+	valid := false
+	if !cut { // a cut record is too_large: the validator says so
+		var err error
+		ev, err = in.opts.Validator.Validate(rec, now)
+		valid = err == nil
+	}
 	if valid {
 		subject = stream.For("").Subject(stream.Raw, window.Partition(ev.PartitionKey, in.opts.Partitions))
 		msgID = ev.EventID + ":" + strconv.FormatUint(ev.Fingerprint, 16)
@@ -167,6 +204,9 @@ func (in *Ingester) Publish(ctx context.Context, line []byte) error {
 		subject = stream.For("").Subject(stream.Raw, int(sum[0])%in.opts.Partitions)
 	}
 	m := stream.NewMsg(subject, msgID, rec)
+	if cut {
+		m.Header.Set(HdrOrigSize, strconv.Itoa(len(line)))
+	}
 	if err := in.firstAckErr(); err != nil {
 		return err
 	}
@@ -216,8 +256,10 @@ func (in *Ingester) heartbeatLocked(progress int64, tag string) error {
 		return nil
 	}
 	for p := 0; p < in.opts.Partitions; p++ {
+		// '/' is outside the event id alphabet: no record's id (event_id:
+		// fingerprint) can equal a heartbeat's.
 		m := stream.NewMsg(stream.For("").Subject(stream.Raw, p),
-			"hb:"+strconv.FormatInt(progress, 10)+":"+tag+":"+strconv.Itoa(p), nil)
+			"hb/"+strconv.FormatInt(progress, 10)+"/"+tag+"/"+strconv.Itoa(p), nil)
 		m.Header.Set(stream.HdrHeartbeat, strconv.FormatInt(progress, 10))
 		if err := in.publishLocked(m); err != nil {
 			return err
@@ -278,8 +320,25 @@ func (in *Ingester) Close(ctx context.Context) error {
 // File publishes every line of r, then closes the Ingester. progress, if
 // set, is called about every 10,000 records.
 func File(ctx context.Context, in *Ingester, r io.Reader, progress func(Stats)) (Stats, error) {
+	return FileAtRate(ctx, in, r, 0, progress)
+}
+
+// FileAtRate is File paced to at most rate records per second (0: as fast
+// as JetStream takes them).
+func FileAtRate(ctx context.Context, in *Ingester, r io.Reader, rate int, progress func(Stats)) (Stats, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
+	began := time.Now()
+	var sent int
 	for {
+		if rate > 0 {
+			sent++
+			if ahead := time.Duration(sent)*time.Second/time.Duration(rate) - time.Since(began); ahead > 5*time.Millisecond {
+				select {
+				case <-ctx.Done():
+				case <-time.After(ahead):
+				}
+			}
+		}
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 {
 			if perr := in.Publish(ctx, line); perr != nil {

@@ -7,9 +7,10 @@
 -- KEYS[2]          window index zset (member window id, score start ms)
 -- KEYS[1+2j]       partial hash of window j (n, corr, late, ver, otv, d1, d2)
 -- KEYS[2+2j]       ledger hash of window j (event id -> "C" | "L<wm>")
--- ARGV[1] lateness ms, ARGV[2] grace ms, ARGV[3] window count W,
--- ARGV[4..3+W]     window start ms, ARGV[4+W..3+2W] window ids,
--- ARGV[4+2W]       record count N, then N records of 5 fields:
+-- ARGV[1] lateness ms, ARGV[2] grace ms, ARGV[3] replay horizon ms (0: none),
+-- ARGV[4] window count W,
+-- ARGV[5..4+W]     window start ms, ARGV[5+W..4+2W] window ids,
+-- ARGV[5+2W]       record count N, then N records of 5 fields:
 --                  seq, kind (s submission | o other type | h heartbeat),
 --                  event id, window index j (1-based, 0 for h), time ms
 --                  (event time; for h the source progress),
@@ -17,19 +18,20 @@
 --
 -- Returns {seq, wm, entries_added, decision_1, ..., decision_N} where a
 -- decision is "c:<ver>" counted on time, "k:<ver>" counted as correction,
--- "l:<ver>:<wm>" routed late (judged against wm), "d" duplicate, "x" window
--- retired, "o" other type, "h" heartbeat, "R" already applied, "RL:<wm>"
+-- "l:<ver>:<wm>" routed late (judged against wm), "d" duplicate, "x:<wm>"
+-- dropped because the window is past the replay horizon (retired), "o" other type, "h" heartbeat, "R" already applied, "RL:<wm>"
 -- already applied and was routed late.
 local M = 4294967296
 local lateness = tonumber(ARGV[1])
 local grace = tonumber(ARGV[2])
-local nw = tonumber(ARGV[3])
+local horizon = tonumber(ARGV[3])
+local nw = tonumber(ARGV[4])
 local starts, ids = {}, {}
 for j = 1, nw do
-  starts[j] = tonumber(ARGV[3 + j])
-  ids[j] = ARGV[3 + nw + j]
+  starts[j] = tonumber(ARGV[4 + j])
+  ids[j] = ARGV[4 + nw + j]
 end
-local base = 4 + 2 * nw
+local base = 5 + 2 * nw
 local n = tonumber(ARGV[base])
 local F = 7
 
@@ -76,8 +78,15 @@ for i = 0, n - 1 do
     d = 'o'
     if kind == 's' then
       local e = starts[j] + 3600000
-      if e <= retired then
-        d = 'x'
+      if horizon > 0 and wm >= e + grace + horizon then
+        -- Past the replay horizon: the window's state is (or may be)
+        -- retired; nothing changes. A retry the ledger still knows is a
+        -- plain duplicate.
+        if redis.call('HEXISTS', KEYS[2 + 2 * j], id) == 1 then
+          d = 'd'
+        else
+          d = 'x:' .. string.format('%d', wm)
+        end
       elseif wm >= e + grace then
         if redis.call('HSETNX', KEYS[2 + 2 * j], id, 'L' .. string.format('%d', wm)) == 1 then
           local p = partial(j)

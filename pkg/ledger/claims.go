@@ -2,34 +2,47 @@ package ledger
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
 
+var (
+	//go:embed claim.lua
+	claimSrc    string
+	claimScript = redis.NewScript(claimSrc)
+)
+
+// ClaimHorizonDays is how many days of ingest time a claim is kept: a
+// record is checked against the claims of its ingest day and the day
+// before, and claims older than that are retired.
+const ClaimHorizonDays = 2
+
 // Claim asks whether eventID may pass with content fingerprint fp.
 type Claim struct {
 	EventID     string
 	Fingerprint uint64
+	// Day is the record's ingest day (days since the epoch, UTC).
+	Day int64
 }
 
 // Claims records, for every event id the validator passes, the fingerprint
 // of its content: the first valid record of an id claims it, a later record
 // with another fingerprint is a conflicting duplicate. Claiming the same id
 // with the same fingerprint again is a no-op, so a validator that crashes
-// and is redelivered the same records decides the same.
+// and is redelivered the same records decides the same. A claim is seen by
+// records ingested the same day or the next (ClaimHorizonDays); a
+// conflicting record ingested later than that is not detected.
 //
 // It returns, for each claim in order, true when it conflicts with an
-// earlier claim. Claims of one call must have distinct event ids unless
-// they are meant to be judged in order (a later one sees an earlier one).
+// earlier claim. Claims of the same id in one call are judged in order.
 func (s *Store) Claims(ctx context.Context, claims []Claim) ([]bool, error) {
 	conflict := make([]bool, len(claims))
 	if len(claims) == 0 {
 		return conflict, nil
 	}
-	// Claims of the same id inside one batch are judged in order: the first
-	// one is sent to Redis, later ones compared with it here.
 	first := map[string]int{}
 	var send []int
 	for i, c := range claims {
@@ -39,45 +52,57 @@ func (s *Store) Claims(ctx context.Context, claims []Claim) ([]bool, error) {
 		first[c.EventID] = i
 		send = append(send, i)
 	}
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.BoolCmd, len(send))
-	for k, i := range send {
-		c := claims[i]
-		cmds[k] = pipe.HSetNX(ctx, s.keys.Claims(c.EventID), c.EventID, strconv.FormatUint(c.Fingerprint, 16))
+	fp := func(c Claim) string { return strconv.FormatUint(c.Fingerprint, 16) }
+	held := make(map[string]string, len(send))
+	run := func() error {
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(send))
+		for k, i := range send {
+			c := claims[i]
+			cmds[k] = claimScript.EvalSha(ctx, pipe,
+				[]string{s.keys.Claims(c.EventID, c.Day), s.keys.Claims(c.EventID, c.Day-1)}, c.EventID, fp(c))
+		}
+		_, err := pipe.Exec(ctx)
+		if err != nil {
+			return err
+		}
+		for k, i := range send {
+			held[claims[i].EventID] = fmt.Sprint(cmds[k].Val())
+		}
+		return nil
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	err := run()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// First use on this server, or after SCRIPT FLUSH: load, retry.
+		if err = claimScript.Load(ctx, s.rdb).Err(); err == nil {
+			err = run()
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("ledger: claims: %w", err)
 	}
-	var lookup []int
-	for k, i := range send {
-		if !cmds[k].Val() {
-			lookup = append(lookup, i)
-		}
-	}
-	held := map[string]uint64{}
-	if len(lookup) > 0 {
-		pipe := s.rdb.Pipeline()
-		gets := make([]*redis.StringCmd, len(lookup))
-		for k, i := range lookup {
-			gets[k] = pipe.HGet(ctx, s.keys.Claims(claims[i].EventID), claims[i].EventID)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("ledger: claims lookup: %w", err)
-		}
-		for k, i := range lookup {
-			fp, err := strconv.ParseUint(gets[k].Val(), 16, 64)
-			if err != nil {
-				return nil, fmt.Errorf("ledger: claim of %q is corrupt: %q", claims[i].EventID, gets[k].Val())
-			}
-			held[claims[i].EventID] = fp
-		}
-	}
 	for i, c := range claims {
-		fp, ok := held[c.EventID]
+		want, ok := held[c.EventID]
 		if !ok {
-			fp = claims[first[c.EventID]].Fingerprint
+			want = fp(claims[first[c.EventID]])
 		}
-		conflict[i] = fp != c.Fingerprint
+		conflict[i] = want != fp(c)
 	}
 	return conflict, nil
+}
+
+// RetireClaims deletes the claims of ingest days before day-ClaimHorizonDays+1
+// down to (and including) day-ClaimHorizonDays-7: called when the newest
+// ingest day seen advances. Safe to call repeatedly.
+func (s *Store) RetireClaims(ctx context.Context, day int64) error {
+	pipe := s.rdb.Pipeline()
+	for d := day - ClaimHorizonDays - 7; d <= day-ClaimHorizonDays; d++ {
+		for b := 0; b < ClaimBuckets; b++ {
+			pipe.Del(ctx, s.keys.ClaimBucket(b, d))
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("ledger: retire claims: %w", err)
+	}
+	return nil
 }

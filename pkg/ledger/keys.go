@@ -12,8 +12,9 @@ import (
 	"strconv"
 )
 
-// ClaimBuckets is the number of hashes the event-id claims are spread over.
-const ClaimBuckets = 1024
+// ClaimBuckets is the number of hashes one day of event-id claims is
+// spread over.
+const ClaimBuckets = 256
 
 // Keys builds the Redis keys of one generation.
 type Keys struct {
@@ -38,9 +39,15 @@ func (k Keys) Partial(p int, id string) string { return k.tag(p) + "w:" + id }
 // window id.
 func (k Keys) Ledger(p int, id string) string { return k.tag(p) + "l:" + id }
 
-// Claims is the hash holding the fingerprint claims of eventID's bucket.
-func (k Keys) Claims(eventID string) string {
+// Claims is the hash holding the claims of eventID's bucket for records
+// ingested on day (days since the epoch, UTC).
+func (k Keys) Claims(eventID string, day int64) string {
 	h := fnv.New32a()
 	h.Write([]byte(eventID))
-	return fmt.Sprintf("%s{c%d}:claims", k.Prefix, h.Sum32()%ClaimBuckets)
+	return k.ClaimBucket(int(h.Sum32()%ClaimBuckets), day)
+}
+
+// ClaimBucket is the claims hash of bucket b for day.
+func (k Keys) ClaimBucket(b int, day int64) string {
+	return fmt.Sprintf("%s{c%d}:claims:%d", k.Prefix, b, day)
 }

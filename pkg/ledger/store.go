@@ -43,13 +43,30 @@ type Store struct {
 	keys     Keys
 	lateness int64
 	grace    int64
+	horizon  int64
 }
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithHorizon sets the replay horizon: a submission whose window ended at
+// least grace + h before its partition watermark is dropped as Retired
+// without touching any state, and Retire may delete such windows' state.
+// Zero (the default) keeps every window's state.
+func WithHorizon(h time.Duration) Option { return func(s *Store) { s.horizon = h.Milliseconds() } }
 
 // NewStore returns a Store for the generation whose key prefix is
 // keys.Prefix, with the watermark lateness and the grace period.
-func NewStore(rdb Client, keys Keys, lateness, grace time.Duration) *Store {
-	return &Store{rdb: rdb, keys: keys, lateness: lateness.Milliseconds(), grace: grace.Milliseconds()}
+func NewStore(rdb Client, keys Keys, lateness, grace time.Duration, opts ...Option) *Store {
+	s := &Store{rdb: rdb, keys: keys, lateness: lateness.Milliseconds(), grace: grace.Milliseconds()}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
+
+// Horizon returns the replay horizon in ms (0: never retire).
+func (s *Store) Horizon() int64 { return s.horizon }
 
 // Keys returns the store's key builder.
 func (s *Store) Keys() Keys { return s.keys }
@@ -145,8 +162,8 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record) (*Result, error
 	for _, id := range wids {
 		keys = append(keys, s.keys.Partial(p, id), s.keys.Ledger(p, id))
 	}
-	args := make([]any, 0, 4+2*len(wids)+7*len(recs))
-	args = append(args, s.lateness, s.grace, len(wids))
+	args := make([]any, 0, 5+2*len(wids)+7*len(recs))
+	args = append(args, s.lateness, s.grace, s.horizon, len(wids))
 	for _, st := range starts {
 		args = append(args, st)
 	}
@@ -220,7 +237,7 @@ func parseDecision(s string) (Decision, error) {
 	case "d":
 		return Decision{Code: Duplicate}, nil
 	case "x":
-		return Decision{Code: Retired}, nil
+		return Decision{Code: Retired, Watermark: num(1)}, nil
 	case "o":
 		return Decision{Code: Ignored}, nil
 	case "h":

@@ -1,7 +1,16 @@
 package pipeline
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
 	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -15,8 +24,10 @@ type Conn struct {
 	JS jetstream.JetStream
 }
 
-// ConnectNATS connects to url as name, reconnecting forever, and returns
-// the connection with its JetStream context.
+// ConnectNATS connects to url (one URL or a comma-separated list of a
+// cluster's URLs) as name, reconnecting forever, and returns the connection
+// with its JetStream context. extra options are applied last, e.g. the
+// credentials and TLS settings of NATSSecurity.Options.
 func ConnectNATS(url, name string, extra ...nats.Option) (*Conn, error) {
 	opts := append([]nats.Option{
 		nats.Name(name),
@@ -26,7 +37,7 @@ func ConnectNATS(url, name string, extra ...nats.Option) (*Conn, error) {
 	}, extra...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: connect nats %s: %w", name, err)
+		return nil, fmt.Errorf("pipeline: connect nats %s at %s: %w", name, RedactURL(url), err)
 	}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192))
 	if err != nil {
@@ -40,7 +51,8 @@ func ConnectNATS(url, name string, extra ...nats.Option) (*Conn, error) {
 // acked, as when a process dies.
 func (c *Conn) Close() { c.NC.Close() }
 
-// ConnectRedis returns a client for a redis:// URL (or host:port).
+// ConnectRedis returns a client for a redis:// or rediss:// URL (or
+// host:port), without further credentials. See ConnectRedisSecure.
 func ConnectRedis(url string) (*redis.Client, error) {
 	opts, err := redis.ParseURL(url)
 	if err != nil {
@@ -48,4 +60,269 @@ func ConnectRedis(url string) (*redis.Client, error) {
 	}
 	opts.MaxRetries = 3
 	return redis.NewClient(opts), nil
+}
+
+// NATSSecurity is how a service proves who it is to NATS and secures the
+// connection: a user and password (deploy/nats/auth.conf) or a JWT creds
+// file, and TLS. The password is never a flag (flags show in process
+// listings and -h output): it comes from a file or from NATS_PASSWORD.
+//
+// The zero value connects anonymously, without TLS.
+type NATSSecurity struct {
+	// User and Password authenticate with user/password; PasswordFile is
+	// read when Password is empty (trailing newline ignored).
+	User         string
+	Password     string
+	PasswordFile string
+	// CredsFile is a JWT user credentials file (decentralised auth).
+	CredsFile string
+	// TLSCA verifies the server; TLSCert and TLSKey are the client
+	// certificate for mutual TLS. Any of them turns TLS on.
+	TLSCA   string
+	TLSCert string
+	TLSKey  string
+	// InboxPrefix is the prefix of the connection's reply subjects. It
+	// defaults to "_INBOX.<User>" when User is set, so that each principal
+	// subscribes only to its own replies (deploy/nats/auth.conf grants
+	// exactly that), else to the NATS default "_INBOX".
+	InboxPrefix string
+}
+
+// Register adds the NATS credential and TLS flags to fs, defaulting from
+// NATS_USER, NATS_PASSWORD_FILE, NATS_CREDS, NATS_TLS_CA, NATS_TLS_CERT,
+// NATS_TLS_KEY and NATS_INBOX_PREFIX. NATS_PASSWORD is read by Options.
+func (s *NATSSecurity) Register(fs *flag.FlagSet) {
+	fs.StringVar(&s.User, "nats-user", os.Getenv("NATS_USER"), "NATS user name (env NATS_USER); the password comes from --nats-password-file or env NATS_PASSWORD")
+	fs.StringVar(&s.PasswordFile, "nats-password-file", os.Getenv("NATS_PASSWORD_FILE"), "file holding the NATS password (env NATS_PASSWORD_FILE)")
+	fs.StringVar(&s.CredsFile, "nats-creds", os.Getenv("NATS_CREDS"), "NATS JWT user credentials file (env NATS_CREDS)")
+	fs.StringVar(&s.TLSCA, "nats-tls-ca", os.Getenv("NATS_TLS_CA"), "CA bundle that verifies the NATS server (env NATS_TLS_CA)")
+	fs.StringVar(&s.TLSCert, "nats-tls-cert", os.Getenv("NATS_TLS_CERT"), "client certificate for NATS mutual TLS (env NATS_TLS_CERT)")
+	fs.StringVar(&s.TLSKey, "nats-tls-key", os.Getenv("NATS_TLS_KEY"), "client key for NATS mutual TLS (env NATS_TLS_KEY)")
+	fs.StringVar(&s.InboxPrefix, "nats-inbox-prefix", os.Getenv("NATS_INBOX_PREFIX"), "reply subject prefix (env NATS_INBOX_PREFIX; default _INBOX.<user> with --nats-user)")
+}
+
+// Options returns the nats.Go options for s, reading the password file or
+// NATS_PASSWORD. It fails if a file cannot be read or the settings
+// contradict each other. Safe to call more than once.
+func (s NATSSecurity) Options() ([]nats.Option, error) {
+	var opts []nats.Option
+	if s.User != "" && s.CredsFile != "" {
+		return nil, errors.New("nats: --nats-user and --nats-creds are mutually exclusive")
+	}
+	if s.User != "" {
+		pw, err := secret(s.Password, s.PasswordFile, "NATS_PASSWORD")
+		if err != nil {
+			return nil, fmt.Errorf("nats: password of user %q: %w", s.User, err)
+		}
+		opts = append(opts, nats.UserInfo(s.User, pw))
+	}
+	if s.CredsFile != "" {
+		if _, err := os.Stat(s.CredsFile); err != nil {
+			return nil, fmt.Errorf("nats: creds file: %w", err)
+		}
+		opts = append(opts, nats.UserCredentials(s.CredsFile))
+	}
+	if (s.TLSCert == "") != (s.TLSKey == "") {
+		return nil, errors.New("nats: --nats-tls-cert and --nats-tls-key go together")
+	}
+	if s.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(s.TLSCA))
+	}
+	if s.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(s.TLSCert, s.TLSKey))
+	}
+	if s.TLSCA != "" || s.TLSCert != "" {
+		opts = append(opts, nats.Secure(&tls.Config{MinVersion: tls.VersionTLS12}))
+	}
+	if p := s.inboxPrefix(); p != "" {
+		opts = append(opts, nats.CustomInboxPrefix(p))
+	}
+	return opts, nil
+}
+
+func (s NATSSecurity) inboxPrefix() string {
+	if s.InboxPrefix != "" {
+		return s.InboxPrefix
+	}
+	if s.User != "" {
+		return nats.InboxPrefix + s.User
+	}
+	return ""
+}
+
+// LogValue describes s without any secret, for slog.
+func (s NATSSecurity) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("user", s.User),
+		slog.Bool("password", s.Password != "" || s.PasswordFile != "" || os.Getenv("NATS_PASSWORD") != ""),
+		slog.String("creds_file", s.CredsFile),
+		slog.Bool("tls", s.TLSCA != "" || s.TLSCert != ""),
+		slog.String("inbox_prefix", s.inboxPrefix()),
+	)
+}
+
+// RedisSecurity is how a service authenticates to Redis (an ACL user of
+// deploy/redis/users.acl) and secures the connection. As for NATS, the
+// password is never a flag: it comes from a file or from REDIS_PASSWORD.
+// A user and password in the URL also work but end up in process listings.
+type RedisSecurity struct {
+	Username     string
+	Password     string
+	PasswordFile string
+	// TLSCA, TLSCert, TLSKey: as for NATS. A rediss:// URL turns TLS on
+	// with the system roots; any of these turns it on as well.
+	TLSCA   string
+	TLSCert string
+	TLSKey  string
+	// Cluster talks to a Redis Cluster (the URL may list several seed
+	// nodes, comma-separated). Every ledger script touches one slot.
+	Cluster bool
+}
+
+// Register adds the Redis credential and TLS flags to fs, defaulting from
+// REDIS_USERNAME, REDIS_PASSWORD_FILE, REDIS_TLS_CA, REDIS_TLS_CERT,
+// REDIS_TLS_KEY and REDIS_CLUSTER. REDIS_PASSWORD is read at connect time.
+func (s *RedisSecurity) Register(fs *flag.FlagSet) {
+	fs.StringVar(&s.Username, "redis-user", os.Getenv("REDIS_USERNAME"), "Redis ACL user (env REDIS_USERNAME); the password comes from --redis-password-file or env REDIS_PASSWORD")
+	fs.StringVar(&s.PasswordFile, "redis-password-file", os.Getenv("REDIS_PASSWORD_FILE"), "file holding the Redis password (env REDIS_PASSWORD_FILE)")
+	fs.StringVar(&s.TLSCA, "redis-tls-ca", os.Getenv("REDIS_TLS_CA"), "CA bundle that verifies Redis (env REDIS_TLS_CA)")
+	fs.StringVar(&s.TLSCert, "redis-tls-cert", os.Getenv("REDIS_TLS_CERT"), "client certificate for Redis mutual TLS (env REDIS_TLS_CERT)")
+	fs.StringVar(&s.TLSKey, "redis-tls-key", os.Getenv("REDIS_TLS_KEY"), "client key for Redis mutual TLS (env REDIS_TLS_KEY)")
+	cluster, _ := strconv.ParseBool(os.Getenv("REDIS_CLUSTER"))
+	fs.BoolVar(&s.Cluster, "redis-cluster", cluster, "Redis is a Redis Cluster (env REDIS_CLUSTER)")
+}
+
+// LogValue describes s without any secret, for slog.
+func (s RedisSecurity) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("user", s.Username),
+		slog.Bool("password", s.Password != "" || s.PasswordFile != "" || os.Getenv("REDIS_PASSWORD") != ""),
+		slog.Bool("tls", s.TLSCA != "" || s.TLSCert != ""),
+		slog.Bool("cluster", s.Cluster),
+	)
+}
+
+// ConnectRedisSecure returns a client for rawURL (redis://, rediss:// or
+// host:port; with Cluster, a comma-separated list of seed nodes) that
+// authenticates and encrypts as sec says: a *redis.Client, or a
+// *redis.ClusterClient with Cluster. It fails if a password or
+// certificate file cannot be read. The client connects lazily: Ping it.
+func ConnectRedisSecure(rawURL string, sec RedisSecurity) (redis.UniversalClient, error) {
+	u := redis.UniversalOptions{MaxRetries: 3, IsClusterMode: sec.Cluster}
+	tlsOn := false
+	for _, one := range strings.Split(rawURL, ",") {
+		one = strings.TrimSpace(one)
+		if one == "" {
+			continue
+		}
+		o, err := redis.ParseURL(one)
+		if err != nil {
+			if strings.Contains(one, "://") {
+				return nil, fmt.Errorf("redis: bad URL %s: %w", RedactURL(one), err)
+			}
+			o = &redis.Options{Addr: one}
+		}
+		u.Addrs = append(u.Addrs, o.Addr)
+		if o.Username != "" && u.Username == "" {
+			u.Username, u.Password = o.Username, o.Password
+		} else if o.Password != "" && u.Password == "" {
+			u.Password = o.Password
+		}
+		if !sec.Cluster {
+			u.DB = o.DB
+		}
+		if o.TLSConfig != nil {
+			tlsOn = true
+		}
+	}
+	if len(u.Addrs) == 0 {
+		return nil, errors.New("redis: no address")
+	}
+	if !sec.Cluster && len(u.Addrs) > 1 {
+		return nil, errors.New("redis: several addresses need --redis-cluster")
+	}
+	if sec.Username != "" {
+		u.Username = sec.Username
+	}
+	pw, err := secret(sec.Password, sec.PasswordFile, "REDIS_PASSWORD")
+	if err != nil && !errors.Is(err, errNoSecret) {
+		return nil, fmt.Errorf("redis: password: %w", err)
+	}
+	if pw != "" {
+		u.Password = pw
+	}
+	if u.Username != "" && u.Password == "" {
+		return nil, fmt.Errorf("redis: user %q has no password (--redis-password-file or REDIS_PASSWORD)", u.Username)
+	}
+	if (sec.TLSCert == "") != (sec.TLSKey == "") {
+		return nil, errors.New("redis: --redis-tls-cert and --redis-tls-key go together")
+	}
+	if tlsOn || sec.TLSCA != "" || sec.TLSCert != "" {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if sec.TLSCA != "" {
+			pem, err := os.ReadFile(sec.TLSCA)
+			if err != nil {
+				return nil, fmt.Errorf("redis: tls ca: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("redis: tls ca %s holds no certificate", sec.TLSCA)
+			}
+			cfg.RootCAs = pool
+		}
+		if sec.TLSCert != "" {
+			cert, err := tls.LoadX509KeyPair(sec.TLSCert, sec.TLSKey)
+			if err != nil {
+				return nil, fmt.Errorf("redis: tls client certificate: %w", err)
+			}
+			cfg.Certificates = []tls.Certificate{cert}
+		}
+		u.TLSConfig = cfg
+	}
+	return redis.NewUniversalClient(&u), nil
+}
+
+var errNoSecret = errors.New("no password given")
+
+// secret returns value, else the content of file, else the environment
+// variable env.
+func secret(value, file, env string) (string, error) {
+	if value != "" {
+		return value, nil
+	}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", err
+		}
+		v := strings.TrimRight(string(b), "\r\n")
+		if v == "" {
+			return "", fmt.Errorf("%s is empty", file)
+		}
+		return v, nil
+	}
+	if v := os.Getenv(env); v != "" {
+		return v, nil
+	}
+	return "", errNoSecret
+}
+
+// RedactURL returns rawURL (or each URL of a comma-separated list) with any
+// password replaced by "xxxxx", for logs and errors.
+func RedactURL(rawURL string) string {
+	parts := strings.Split(rawURL, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || u.User == nil {
+			if err != nil && strings.Contains(p, "@") {
+				parts[i] = "(unparsable URL)"
+			}
+			continue
+		}
+		if _, hasPW := u.User.Password(); !hasPW {
+			u.User = url.User("xxxxx") // a bare user part may be a token
+		}
+		parts[i] = u.Redacted()
+	}
+	return strings.Join(parts, ",")
 }

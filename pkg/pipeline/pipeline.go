@@ -55,6 +55,8 @@ type Config struct {
 	Trace func(p int, recs []windower.Trace)
 	// Services selects which services to run (default all three).
 	Services []string
+	// ReplayHorizon is the windower's retirement horizon (0: keep all).
+	ReplayHorizon time.Duration
 	// PublisherTick is the publisher's health period (default 1s).
 	PublisherTick time.Duration
 }
@@ -149,7 +151,7 @@ func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 	if err := stream.Ensure(ctx, p.Admin.JS, p.Names, cfg.Stream); err != nil {
 		return nil, err
 	}
-	p.Store = ledger.NewStore(p.Redis, ledger.Keys{Prefix: p.Names.RedisPrefix()}, cfg.Lateness, cfg.Grace)
+	p.Store = ledger.NewStore(p.Redis, ledger.Keys{Prefix: p.Names.RedisPrefix()}, cfg.Lateness, cfg.Grace, ledger.WithHorizon(cfg.ReplayHorizon))
 	if p.Validator, err = contract.NewValidator(contract.Options{}); err != nil {
 		return nil, err
 	}
@@ -213,7 +215,7 @@ func (p *Pipeline) runOnce(ctx context.Context, svc string) error {
 		return err
 	}
 	defer rdb.Close()
-	store := ledger.NewStore(rdb, ledger.Keys{Prefix: p.Names.RedisPrefix()}, p.cfg.Lateness, p.cfg.Grace)
+	store := ledger.NewStore(rdb, ledger.Keys{Prefix: p.Names.RedisPrefix()}, p.cfg.Lateness, p.cfg.Grace, ledger.WithHorizon(p.cfg.ReplayHorizon))
 	log := p.cfg.Logger.With("service", svc)
 	switch svc {
 	case Validator:

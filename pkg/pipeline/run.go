@@ -37,6 +37,8 @@ type RunConfig struct {
 	Progress io.Writer
 	// HeartbeatEvery is ingest's heartbeat period in records.
 	HeartbeatEvery int
+	// Rate paces ingest to this many records per second (0: unpaced).
+	Rate int
 	// Now is the ingest time stamped on records without ingested_at, and
 	// given to the batch pass for the same records (default: start time).
 	Now time.Time
@@ -163,7 +165,7 @@ func Run(ctx context.Context, rc RunConfig) (*RunResult, error) {
 			tr.mu.Unlock()
 		},
 	})
-	if res.Ingest, err = ingest.File(ctx, in, f, nil); err != nil {
+	if res.Ingest, err = ingest.FileAtRate(ctx, in, f, rc.Rate, nil); err != nil {
 		return nil, err
 	}
 	if err := p.WaitDrained(ctx, nil); err != nil {

@@ -4,8 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
+	"sort"
 	"strconv"
+	"sync"
 	"time"
+	"weak"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/window"
@@ -33,6 +39,103 @@ type Health struct {
 	Stale          bool      `json:"stale"`
 	StaleAfter     string    `json:"stale_after"`
 	Generation     string    `json:"generation"`
+
+	// Grace is the grace period the window statuses are judged with, so a
+	// reader can tell which empty hours are final (confirmed zeros).
+	Grace string `json:"grace"`
+	// LateLastMinute is the late-event rate: messages routed to LATE in
+	// the last minute (since the publisher started, during its first one).
+	LateLastMinute uint64 `json:"late_per_minute"`
+	// CorrectionsLastMinute is the correction volume of the last minute:
+	// submissions counted as corrections, over the windows published.
+	CorrectionsLastMinute int64 `json:"corrections_per_minute"`
+	// CorrectionBacklog is the number of LATE messages awaiting offline
+	// recomputation: the largest backlog of a durable consumer of LATE,
+	// or every LATE message when no such consumer exists.
+	CorrectionBacklog uint64 `json:"correction_backlog"`
+	// PartitionRecent is, by partition, the submissions counted in the
+	// last minute (over the windows published).
+	PartitionRecent []int64 `json:"partition_recent"`
+	// Hottest lists up to three partitions with the most submissions
+	// counted in the last minute, busiest first (none when all are idle).
+	Hottest []PartitionHeat `json:"hottest_partitions"`
+}
+
+// PartitionHeat is one partition's recent traffic.
+type PartitionHeat struct {
+	Partition int   `json:"partition"`
+	Recent    int64 `json:"recent"`
+}
+
+// recentWindow is the span of the per-minute health figures.
+const recentWindow = time.Minute
+
+// healthSample is one tick's running totals.
+type healthSample struct {
+	at          time.Time
+	late        uint64
+	corrections int64
+	counted     []int64 // by partition, over the windows published
+}
+
+// recentTotals keeps the samples of the last minute of one publisher.
+type recentTotals struct {
+	mu      sync.Mutex
+	samples []healthSample
+}
+
+// recents holds each publisher instance's recentTotals; an entry goes
+// away with its instance (the key is weak, removed by a cleanup).
+var recents sync.Map // weak.Pointer[Service] -> *recentTotals
+
+func recentOf(s *Service) *recentTotals {
+	key := weak.Make(s)
+	if v, ok := recents.Load(key); ok {
+		return v.(*recentTotals)
+	}
+	v, loaded := recents.LoadOrStore(key, &recentTotals{})
+	if !loaded {
+		runtime.AddCleanup(s, func(k weak.Pointer[Service]) { recents.Delete(k) }, key)
+	}
+	return v.(*recentTotals)
+}
+
+// add records cur and returns the baseline to subtract: the newest sample
+// at least recentWindow old, else the oldest one kept.
+func (r *recentTotals) add(cur healthSample) healthSample {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.samples = append(r.samples, cur)
+	cut := cur.at.Add(-recentWindow)
+	for len(r.samples) > 1 && !r.samples[1].at.After(cut) {
+		r.samples = r.samples[1:]
+	}
+	return r.samples[0]
+}
+
+// recentFigures fills the per-minute fields of h from cur and its baseline.
+func recentFigures(h *Health, cur, base healthSample) {
+	if cur.late > base.late {
+		h.LateLastMinute = cur.late - base.late
+	}
+	h.CorrectionsLastMinute = max(cur.corrections-base.corrections, 0)
+	h.PartitionRecent = make([]int64, len(cur.counted))
+	for p, n := range cur.counted {
+		if p < len(base.counted) {
+			n -= base.counted[p]
+		}
+		h.PartitionRecent[p] = max(n, 0)
+	}
+	h.Hottest = []PartitionHeat{}
+	for p, n := range h.PartitionRecent {
+		if n > 0 {
+			h.Hottest = append(h.Hottest, PartitionHeat{Partition: p, Recent: n})
+		}
+	}
+	sort.SliceStable(h.Hottest, func(i, j int) bool { return h.Hottest[i].Recent > h.Hottest[j].Recent })
+	if len(h.Hottest) > 3 {
+		h.Hottest = h.Hottest[:3]
+	}
 }
 
 // tick refreshes staleness and health. When staleness flips, every
@@ -57,12 +160,18 @@ func (s *Service) tick(ctx context.Context) error {
 			return err
 		}
 	}
-	var corr int64
+	cur := healthSample{at: h.UpdatedAt, late: h.LateTotal, counted: make([]int64, s.cfg.Partitions)}
 	for _, st := range s.stored {
-		corr += st.snap.Corrections
+		cur.corrections += st.snap.Corrections
+		for _, part := range st.snap.Partitions {
+			if part.Partition >= 0 && part.Partition < len(cur.counted) {
+				cur.counted[part.Partition] += part.Count
+			}
+		}
 	}
 	s.mu.Unlock()
-	h.Corrections = corr
+	h.Corrections = cur.corrections
+	recentFigures(h, cur, recentOf(s).add(cur))
 	return s.writeHealth(ctx, h)
 }
 
@@ -70,7 +179,8 @@ func (s *Service) tick(ctx context.Context) error {
 // source freshness).
 func (s *Service) health(ctx context.Context) (*Health, error) {
 	now := s.cfg.Now().UTC()
-	h := &Health{UpdatedAt: now, Backlog: map[string]uint64{}, StaleAfter: s.cfg.StaleAfter.String(), Generation: s.cfg.Names.Generation}
+	h := &Health{UpdatedAt: now, Backlog: map[string]uint64{}, StaleAfter: s.cfg.StaleAfter.String(), Generation: s.cfg.Names.Generation,
+		Grace: s.cfg.Grace.String()}
 	global := int64(-1)
 	for p := 0; p < s.cfg.Partitions; p++ {
 		ck, err := s.store.Checkpoint(ctx, p)
@@ -121,8 +231,29 @@ func (s *Service) health(ctx context.Context) (*Health, error) {
 		if li, err := late.Info(ctx); err == nil {
 			h.LateTotal = li.State.Msgs
 		}
+		h.CorrectionBacklog = correctionBacklog(ctx, late, h.LateTotal)
 	}
 	return h, nil
+}
+
+// correctionBacklog is the number of LATE messages awaiting offline
+// recomputation: the largest backlog of a durable consumer of LATE (the
+// recomputation job), or all of them (total) when there is none.
+func correctionBacklog(ctx context.Context, late jetstream.Stream, total uint64) uint64 {
+	lister := late.ListConsumers(ctx)
+	found := false
+	var worst uint64
+	for ci := range lister.Info() {
+		if ci.Config.Durable == "" {
+			continue // an ephemeral reader (a report), not the recomputation
+		}
+		found = true
+		worst = max(worst, ci.NumPending+uint64(ci.NumAckPending))
+	}
+	if lister.Err() != nil || !found {
+		return total
+	}
+	return worst
 }
 
 func (s *Service) writeHealth(ctx context.Context, h *Health) error {
@@ -145,8 +276,8 @@ func (s *Service) writeHealth(ctx context.Context, h *Health) error {
 		"meta.watermark":   wm,
 		"meta.backlog":     h.Backlog,
 		"meta.state":       map[string]any{"ledger_entries": h.LedgerEntries, "windows": h.Windows},
-		"meta.late":        map[string]any{"total": h.LateTotal},
-		"meta.corrections": map[string]any{"total": h.Corrections},
+		"meta.late":        map[string]any{"total": h.LateTotal, "per_minute": h.LateLastMinute},
+		"meta.corrections": map[string]any{"total": h.Corrections, "per_minute": h.CorrectionsLastMinute, "backlog": h.CorrectionBacklog},
 		"meta.source":      map[string]any{"last_seen": h.SourceLastSeen, "stale": h.Stale, "stale_after": h.StaleAfter},
 		"meta.generation":  map[string]any{"generation": h.Generation},
 	} {

@@ -10,6 +10,11 @@ import (
 // after its window's grace period.
 const ReasonAfterGrace = "after_grace"
 
+// ReasonRetired is the reason of a LateRow for an event whose window's
+// state was already retired (final and past the replay horizon): it is
+// dropped without changing the window, not counted in late_dropped.
+const ReasonRetired = "retired"
+
 // LateRow is one line of late.ndjson (SPEC section 6): an event the stream
 // routed to LATE instead of counting it. Watermark is the partition
 // watermark the event was judged against, Seq its stream sequence.

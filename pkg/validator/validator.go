@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
+	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/window"
@@ -57,6 +59,11 @@ type Config struct {
 	// Now gives the ingested_at of a record that has none (default
 	// time.Now); ingest always stamps one, so this is a fallback.
 	Now func() time.Time
+	// MaxDeliveries bounds how often one RAW record is delivered before it
+	// is given up as poison: a record delivered more often goes to REJECTED
+	// (invalid_field, "poison message") without being validated again.
+	// Zero means DefaultMaxDeliveries; negative turns the guard off.
+	MaxDeliveries int
 }
 
 // Service is one validator instance. Run it once.
@@ -65,6 +72,10 @@ type Service struct {
 	store *ledger.Store
 	cfg   Config
 	m     *metrics
+	// validate is cfg.Validator.Validate (replaced in tests).
+	validate validateFunc
+	// claimDay is the newest ingest day seen (claims retire behind it).
+	claimDay atomic.Int64
 }
 
 // New returns a validator using js for streams and store for claims.
@@ -78,7 +89,10 @@ func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
 	if cfg.Batch <= 0 {
 		cfg.Batch = 500
 	}
-	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer)}
+	if cfg.MaxDeliveries == 0 {
+		cfg.MaxDeliveries = DefaultMaxDeliveries
+	}
+	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer), validate: cfg.Validator.Validate}
 }
 
 // Durable is the validator's consumer name for partition p.
@@ -157,28 +171,32 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 				out = append(out, s.rejectMsg(seq, m.Data(), contract.Reject(contract.ReasonInvalidField, "", "heartbeat progress %q is not an integer", hb)))
 				continue
 			}
-			msg := stream.NewMsg(s.cfg.Names.Subject(stream.Valid, p), "hb-"+strconv.Itoa(p)+"-"+strconv.FormatUint(seq, 10), nil)
+			msg := stream.NewMsg(s.cfg.Names.Subject(stream.Valid, p), heartbeatID(p, seq), nil)
 			msg.Header.Set(stream.HdrHeartbeat, hb)
 			msg.Header.Set(stream.HdrRawSeq, strconv.FormatUint(seq, 10))
 			out = append(out, msg)
 			s.m.in.WithLabelValues("heartbeat").Inc()
 			continue
 		}
-		ev, err := s.cfg.Validator.Validate(m.Data(), s.cfg.Now())
-		if err != nil {
-			rej, ok := contract.AsReject(err)
-			if !ok {
-				return fmt.Errorf("validator: %w", err)
-			}
+		if rej := s.poison(meta, m.Data()); rej != nil {
+			s.cfg.Logger.Warn("poison message routed to REJECTED", "partition", p, "raw_seq", seq, "deliveries", meta.NumDelivered)
+			out = append(out, s.rejectMsg(seq, m.Data(), rej))
+			continue
+		}
+		ev, rej := s.validateOne(m)
+		if rej != nil {
 			out = append(out, s.rejectMsg(seq, m.Data(), rej))
 			continue
 		}
 		valid = append(valid, pending{ev: ev, raw: m.Data(), seq: seq, claim: len(claims)})
-		claims = append(claims, ledger.Claim{EventID: ev.EventID, Fingerprint: ev.Fingerprint})
+		claims = append(claims, ledger.Claim{EventID: ev.EventID, Fingerprint: ev.Fingerprint, Day: ingestDay(ev.IngestedAt)})
 		out = append(out, nil) // placeholder keeps stream order
 	}
 	conflicts, err := s.store.Claims(ctx, claims)
 	if err != nil {
+		return err
+	}
+	if err := s.retireClaims(ctx, claims); err != nil {
 		return err
 	}
 	vi := 0
@@ -223,18 +241,41 @@ func (s *Service) validMsg(v pending) *nats.Msg {
 	return msg
 }
 
+// rejectMsg is the REJECTED message of the RAW record at seq. It carries
+// the event id only when the rejection names one: the contract leaves it
+// empty on purpose when the record's id is ambiguous (a repeated or
+// case-variant event_id key). A record longer than keepBytes is cut there,
+// its full size in ingest.HdrOrigSize, so the message always fits.
 func (s *Service) rejectMsg(seq uint64, raw []byte, rej *contract.RejectError) *nats.Msg {
-	msg := stream.NewMsg(s.cfg.Names.Subject(stream.Rejected, 0), "rej-"+strconv.FormatUint(seq, 10), raw)
+	body, orig := raw, ""
+	if keep := s.keepBytes(); len(raw) > keep {
+		body, orig = raw[:keep], strconv.Itoa(len(raw))
+	}
+	msg := stream.NewMsg(s.cfg.Names.Subject(stream.Rejected, 0), "rej-"+strconv.FormatUint(seq, 10), body)
 	msg.Header.Set(stream.HdrReason, string(rej.Reason))
 	msg.Header.Set(HdrDetail, rej.Detail)
 	msg.Header.Set(stream.HdrRawSeq, strconv.FormatUint(seq, 10))
-	id := rej.EventID
-	if id == "" {
-		id = contract.PeekEventID(raw)
+	if orig != "" {
+		msg.Header.Set(ingest.HdrOrigSize, orig)
 	}
-	if id != "" {
-		msg.Header.Set(HdrEventID, id)
+	if rej.EventID != "" {
+		msg.Header.Set(HdrEventID, rej.EventID)
 	}
 	s.m.out.WithLabelValues("rejected_" + string(rej.Reason)).Inc()
 	return msg
+}
+
+func ingestDay(t time.Time) int64 { return t.Unix() / 86400 }
+
+// retireClaims retires claims older than the claim horizon once the newest
+// ingest day seen by this instance advances.
+func (s *Service) retireClaims(ctx context.Context, claims []ledger.Claim) error {
+	newest := s.claimDay.Load()
+	for _, c := range claims {
+		newest = max(newest, c.Day)
+	}
+	if old := s.claimDay.Load(); newest > old && s.claimDay.CompareAndSwap(old, newest) {
+		return s.store.RetireClaims(ctx, newest)
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ type metrics struct {
 	script    prometheus.Histogram
 	watermark *prometheus.GaugeVec
 	entries   prometheus.Counter
+	retired   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -32,6 +33,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"partition"})),
 		entries: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "receiptflow_windower_ledger_entries_added_total", Help: "Ledger entries written.",
+		})),
+		retired: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "receiptflow_windower_windows_retired_total", Help: "Window states retired after the replay horizon.",
 		})),
 	}
 }

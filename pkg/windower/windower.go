@@ -44,6 +44,8 @@ type Config struct {
 	// Trace, when set, is called with every batch's decisions right after
 	// the script (before any failpoint after the write), in order.
 	Trace func(p int, recs []Trace)
+	// RetireEvery throttles retirement checks per partition (default 1s).
+	RetireEvery time.Duration
 }
 
 // Trace is the decision for one VALID message.
@@ -75,10 +77,22 @@ type LateEvent struct {
 	Event     json.RawMessage `json:"event,omitempty"`
 }
 
-// ReasonAfterGrace is the reason of an event routed to LATE.
-const ReasonAfterGrace = "after_grace"
+// retireEventStep is the partition watermark progress (ms of event time)
+// after which a retirement pass runs even within RetireEvery.
+const retireEventStep = 10 * 60 * 1000
 
-// Service is one windower instance.
+// Reasons of LATE messages.
+const (
+	// ReasonAfterGrace: judged too late against the partition watermark.
+	ReasonAfterGrace = "after_grace"
+	// ReasonRetired: its window's state was already retired.
+	ReasonRetired = "retired"
+)
+
+// Service is one windower instance. Its store's replay horizon
+// (ledger.WithHorizon) decides retirement: a window's state (ledger,
+// partial) is deleted once the global watermark has passed its end + grace
+// + horizon and its final snapshot is in the KV bucket.
 type Service struct {
 	js    jetstream.JetStream
 	store *ledger.Store
@@ -93,6 +107,9 @@ func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
 	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = 1000
+	}
+	if cfg.RetireEvery <= 0 {
+		cfg.RetireEvery = time.Second
 	}
 	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer)}
 }
@@ -168,12 +185,23 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 	}
 	s.cfg.Logger.Info("windower partition started", "partition", p, "checkpoint", ck.Seq, "watermark", ck.Watermark, "start", start)
 	lastWM := ck.Watermark
+	var lastRetire time.Time
+	lastRetireWM := ck.Watermark
 	return stream.Consume(ctx, cons, stream.BatchOptions{Max: s.cfg.Batch}, func(ctx context.Context, batch []jetstream.Msg) error {
 		wm, err := s.handle(ctx, p, batch, lastWM)
-		if err == nil {
-			lastWM = wm
+		if err != nil {
+			return err
 		}
-		return err
+		lastWM = wm
+		// Retire on wall-clock time for live traffic, and on event time for
+		// fast replays, where hours of event time pass in a second.
+		if s.store.Horizon() > 0 && (time.Since(lastRetire) >= s.cfg.RetireEvery || wm-lastRetireWM >= retireEventStep) {
+			lastRetire, lastRetireWM = time.Now(), wm
+			if err := s.retire(ctx, p); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
@@ -232,11 +260,16 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, last
 	var out []*nats.Msg
 	for i, d := range res.Decisions {
 		s.m.decisions.WithLabelValues(string(d.Code)).Inc()
-		if d.Code != ledger.Late && d.Code != ledger.LateAgain {
+		reason := ReasonAfterGrace
+		switch d.Code {
+		case ledger.Late, ledger.LateAgain:
+		case ledger.Retired:
+			reason = ReasonRetired
+		default:
 			continue
 		}
 		body, _ := json.Marshal(&LateEvent{
-			EventID: recs[i].EventID, WindowID: d.WindowID, Reason: ReasonAfterGrace,
+			EventID: recs[i].EventID, WindowID: d.WindowID, Reason: reason,
 			Watermark: window.Time(d.Watermark), Partition: p, Seq: rawSeqs[i], Event: batch[i].Data(),
 		})
 		out = append(out, stream.NewMsg(s.cfg.Names.Subject(stream.Late, p), "late-"+recs[i].EventID, body))

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/config"
+	"github.com/receiptflow/receiptflow/pkg/dashboard"
 	"github.com/receiptflow/receiptflow/pkg/demo"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
@@ -25,6 +27,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	idleEvery := fs.Duration("idle-every", 6*time.Minute, "how often the source goes silent (negative: never)")
 	idleFor := fs.Duration("idle-for", 150*time.Second, "how long the source stays silent")
 	rows := fs.Int("rows", 12, "table rows (most recent windows)")
+	listen := fs.String("listen", "127.0.0.1:8080", "address of the dashboard (the live web page)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -34,7 +37,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fps, _ := failpoint.Parse(c.Failpoints, failpoint.InProcess)
 	p, err := pipeline.Start(ctx, pipeline.Config{
 		Partitions: c.Partitions, Lateness: c.Lateness, Grace: c.Grace, StaleAfter: c.StaleAfter,
-		NATSURL: c.NATSURL, RedisURL: c.RedisURL, DataDir: *dataDir, Generation: c.Generation,
+		NATSURL: c.NATSURL, RedisURL: c.RedisURL, DataDir: *dataDir, Generation: c.Generation, ReplayHorizon: c.ReplayHorizon,
 		Failpoints: fps, Logger: slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
@@ -42,6 +45,26 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer p.Close()
 	fmt.Fprintf(stdout, "receiptflow demo: NATS %s, Redis %s, %d partitions; Ctrl-C to stop\n", p.NATSURL, p.RedisURL, c.Partitions)
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("dashboard: listen %s: %w", *listen, err)
+	}
+	dconn, err := pipeline.ConnectNATS(p.NATSURL, "receiptflow-dashboard")
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer dconn.Close()
+	dash, err := dashboard.New(dconn.NC, dashboard.Config{StaleAfter: c.StaleAfter, Listener: ln})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	dashCtx, stopDash := context.WithCancel(ctx)
+	dashDone := make(chan error, 1)
+	go func() { dashDone <- dash.Run(dashCtx) }()
+	defer func() { stopDash(); <-dashDone }()
+	fmt.Fprintf(stdout, "receiptflow demo: dashboard at http://%s\n", ln.Addr())
 
 	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: c.Partitions, Validator: p.Validator, HeartbeatEvery: 50, HeartbeatInterval: time.Second})
 	defer in.Close(context.Background())

@@ -45,7 +45,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Config: pipeline.Config{
 			Partitions: c.Partitions, Lateness: c.Lateness, Grace: c.Grace, StaleAfter: c.StaleAfter,
 			NATSURL: c.NATSURL, RedisURL: c.RedisURL, DataDir: *dataDir, SyncAlways: *syncAlways,
-			Generation: c.Generation, Failpoints: fps, Logger: log,
+			Generation: c.Generation, ReplayHorizon: c.ReplayHorizon, Failpoints: fps, Logger: log,
 		},
 		Events: *events, Out: *out, Progress: stderr, HeartbeatEvery: *hbEvery,
 	})

@@ -25,6 +25,7 @@ var commands = map[string]command{
 	"ingest":    {cmdIngest, "publish an NDJSON file to a running deployment"},
 	"reconcile": {cmdReconcile, "independent batch pass over a fixed raw snapshot"},
 	"gen":       {cmdGen, "deterministic synthetic traffic (seeded)"},
+	"watch":     {cmdWatch, "follow the KV bucket of a running deployment in a terminal (live table)"},
 }
 
 // exitError carries a specific exit code (e.g. parity failed).

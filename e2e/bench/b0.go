@@ -1,0 +1,182 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/receiptflow/receiptflow/pkg/pipeline"
+	"github.com/receiptflow/receiptflow/pkg/stream"
+)
+
+// b0InFlight bounds B0's unacknowledged publishes, as ingest's default
+// MaxInFlight does.
+const b0InFlight = 4096
+
+// b0Result is the raw JetStream limit.
+type b0Result struct {
+	Records    int
+	Publish    time.Duration
+	Consume    time.Duration
+	PublishEPS float64
+	ConsumeEPS float64
+}
+
+// runB0 measures raw JetStream on the same server setup as the pipeline:
+// the records of ds published asynchronously, Nats-Msg-Id = event_id, to
+// their partition's subject of the RAW stream (same config as the
+// pipeline's: file store, duplicate window), at most b0InFlight in flight;
+// then one durable pull consumer over every partition fetching them all and
+// acknowledging them (ack-all, one ack per 500 messages, as the services
+// ack once per batch). No record is parsed, validated or stored anywhere
+// else.
+func (b *bencher) runB0(ctx context.Context, ds *dataset) (b0Result, error) {
+	res := b0Result{}
+	dir := filepath.Join(b.work, "nats-b0")
+	ns, url, err := startNATS(dir)
+	if err != nil {
+		return res, err
+	}
+	defer stopNATS(ns, dir)
+	conn, err := pipeline.ConnectNATS(url, "bench-b0")
+	if err != nil {
+		return res, err
+	}
+	defer conn.Close()
+	names := stream.For("")
+	if err := stream.Ensure(ctx, conn.JS, names, stream.Config{Partitions: b.o.Partitions}); err != nil {
+		return res, err
+	}
+	subjects := make([]string, b.o.Partitions)
+	for p := range subjects {
+		subjects[p] = names.Subject(stream.Raw, p)
+	}
+
+	f, err := os.Open(ds.path)
+	if err != nil {
+		return res, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	acks := make(chan jetstream.PubAckFuture, b0InFlight)
+	ackErr := make(chan error, 1)
+	go func() {
+		var first error
+		for fut := range acks {
+			select {
+			case <-fut.Ok():
+			case err := <-fut.Err():
+				if first == nil {
+					first = err
+				}
+			}
+		}
+		ackErr <- first
+	}()
+	began := time.Now()
+	n := 0
+	for {
+		line, rerr := br.ReadBytes('\n')
+		line = bytes.TrimSuffix(line, []byte{'\n'})
+		if len(line) > 0 {
+			m := nats.NewMsg(subjects[ds.part[n]])
+			m.Data = line
+			m.Header.Set(jetstream.MsgIDHeader, eventID(line))
+			fut, err := conn.JS.PublishMsgAsync(m)
+			if err != nil {
+				close(acks)
+				return res, fmt.Errorf("bench: B0 publish: %w", err)
+			}
+			acks <- fut
+			n++
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			close(acks)
+			return res, rerr
+		}
+	}
+	close(acks)
+	if err := <-ackErr; err != nil {
+		return res, fmt.Errorf("bench: B0 publish ack: %w", err)
+	}
+	res.Publish = time.Since(began)
+	res.Records = n
+
+	st, err := conn.JS.Stream(ctx, names.Stream(stream.Raw))
+	if err != nil {
+		return res, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return res, err
+	}
+	if info.State.Msgs != uint64(n) {
+		return res, fmt.Errorf("bench: B0 stored %d of %d records", info.State.Msgs, n)
+	}
+
+	cons, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: "b0", FilterSubject: names.Wildcard(stream.Raw),
+		AckPolicy: jetstream.AckAllPolicy, MaxAckPending: 20000,
+	})
+	if err != nil {
+		return res, err
+	}
+	began = time.Now()
+	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
+	if err != nil {
+		return res, err
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for got := 1; got <= n; got++ {
+		m, err := it.Next()
+		if err != nil {
+			return res, fmt.Errorf("bench: B0 consume after %d: %w", got-1, err)
+		}
+		switch {
+		case got == n:
+			if err := m.DoubleAck(ctx); err != nil {
+				return res, fmt.Errorf("bench: B0 final ack: %w", err)
+			}
+		case got%500 == 0:
+			if err := m.Ack(); err != nil {
+				return res, err
+			}
+		}
+	}
+	res.Consume = time.Since(began)
+	res.PublishEPS = float64(n) / res.Publish.Seconds()
+	res.ConsumeEPS = float64(n) / res.Consume.Seconds()
+	return res, nil
+}
+
+// eventID returns the event_id of a generated record (the generator writes
+// it as a plain string), or a hash-free fallback for a record without one.
+func eventID(line []byte) string {
+	const key = `"event_id":"`
+	i := bytes.Index(line, []byte(key))
+	if i < 0 {
+		return ""
+	}
+	rest := line[i+len(key):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return ""
+	}
+	return string(rest[:j])
+}
+
+var errTimeout = errors.New("bench: timed out")

@@ -1,0 +1,366 @@
+// Package bench is receiptflow's performance bench (make bench): in one
+// run on one machine it measures raw JetStream (B0), the whole pipeline
+// end to end, latency at half load, Redis memory per event id, the
+// services' peak RSS, the batch pass against a Python reference, the cost
+// of duplicates, a skewed key and windower scaling, prints a table and
+// writes bench-results.json. Everything runs on loopback: an embedded
+// nats-server on a file store, a redis-server child process and the
+// services as processes from the bin directory (or in-process).
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Scenario names, for Options.Only and Options.Profile.
+const (
+	ScenarioB0      = "b0"
+	ScenarioE2E     = "e2e"
+	ScenarioLatency = "latency"
+	ScenarioBatch   = "batch"
+	ScenarioDup     = "dup"
+	ScenarioSkew    = "skew"
+	ScenarioScale   = "scale"
+)
+
+// Scenarios lists every scenario in the order a run performs them.
+var Scenarios = []string{ScenarioB0, ScenarioE2E, ScenarioLatency, ScenarioBatch, ScenarioDup, ScenarioSkew, ScenarioScale}
+
+// Options configure a bench run.
+type Options struct {
+	// Events is the number of records of every dataset (default 1,000,000;
+	// Quick: 20,000).
+	Events int
+	// Quick shrinks the run for a smoke test.
+	Quick bool
+	// Partitions is P (default 8).
+	Partitions int
+	// Mode is ModeProcess (default) or ModeInProcess.
+	Mode string
+	// BinDir holds validator, windower, publisher and receiptctl
+	// (ModeProcess; make build writes them to bin/).
+	BinDir string
+	// Work is the scratch directory (default: a new temporary directory,
+	// removed at the end).
+	Work string
+	// Redis is the redis-server binary (default: redis-server on PATH).
+	Redis string
+	// Python is the python3 binary (default: python3 on PATH).
+	Python string
+	// LatencyFor is how long the latency run publishes (default 15 s;
+	// Quick: 2 s).
+	LatencyFor time.Duration
+	// Windowers are the instance counts of the scaling runs (default 1, 2,
+	// 4; the 1-instance figure is the E2E run itself).
+	Windowers []int
+	// Only runs just these scenarios (default all); rows of the others are
+	// printed as skipped.
+	Only []string
+	// CPUProfile and MemProfile, when set, receive a CPU profile and an
+	// allocation profile of the Profile scenario (MemProfile+".base" holds
+	// the allocations before it, for pprof -base).
+	CPUProfile, MemProfile string
+	Profile                string
+	// Out receives the table, Log the progress lines.
+	Out, Log io.Writer
+}
+
+func (o *Options) defaults() error {
+	if o.Events <= 0 {
+		o.Events = 1_000_000
+		if o.Quick {
+			o.Events = 20_000
+		}
+	}
+	if o.Partitions <= 0 {
+		o.Partitions = 8
+	}
+	if o.Partitions > 255 {
+		return errors.New("bench: at most 255 partitions")
+	}
+	if o.Mode == "" {
+		o.Mode = ModeProcess
+	}
+	if o.Mode != ModeProcess && o.Mode != ModeInProcess {
+		return fmt.Errorf("bench: unknown mode %q", o.Mode)
+	}
+	if o.LatencyFor <= 0 {
+		o.LatencyFor = 15 * time.Second
+		if o.Quick {
+			o.LatencyFor = 2 * time.Second
+		}
+	}
+	if len(o.Windowers) == 0 {
+		o.Windowers = []int{1, 2, 4}
+	}
+	if o.Redis == "" {
+		o.Redis = "redis-server"
+	}
+	if o.Python == "" {
+		o.Python = "python3"
+	}
+	if o.Profile == "" {
+		o.Profile = ScenarioE2E
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	for _, s := range o.Only {
+		if !slices.Contains(Scenarios, s) {
+			return fmt.Errorf("bench: unknown scenario %q (have %s)", s, strings.Join(Scenarios, ", "))
+		}
+	}
+	if o.Mode == ModeProcess {
+		for _, svc := range []string{"validator", "windower", "publisher"} {
+			if _, err := os.Stat(filepath.Join(o.BinDir, svc)); err != nil {
+				return fmt.Errorf("bench: %s: %w (run make build, or pass --bin, or --mode inprocess)", svc, err)
+			}
+		}
+	}
+	return nil
+}
+
+// bencher holds what the scenarios share.
+type bencher struct {
+	o     Options
+	work  string
+	redis *redisServer
+	rdb   *redis.Client
+	logf  func(format string, args ...any)
+}
+
+func (b *bencher) wants(s string) bool { return len(b.o.Only) == 0 || slices.Contains(b.o.Only, s) }
+
+// Run runs the bench, prints the table to o.Out and returns the results.
+func Run(ctx context.Context, o Options) (*Results, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	b := &bencher{o: o}
+	b.logf = func(format string, args ...any) {
+		fmt.Fprintf(o.Log, "bench: %s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+	}
+	began := time.Now()
+	b.work = o.Work
+	if b.work == "" {
+		dir, err := os.MkdirTemp("", "receiptbench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		b.work = dir
+	}
+	redisBin, err := exec.LookPath(o.Redis)
+	if err != nil {
+		return nil, fmt.Errorf("bench: redis-server is needed: %w", err)
+	}
+	if b.redis, err = startRedis(ctx, redisBin, filepath.Join(b.work, "redis")); err != nil {
+		return nil, err
+	}
+	defer b.redis.stop()
+	b.rdb = redis.NewClient(&redis.Options{Addr: b.redis.addr})
+	defer b.rdb.Close()
+
+	r := newResults(o)
+	r.Load = append(r.Load, loadAvg())
+	r.RedisVersion = redisVersion(ctx, b.rdb)
+
+	b.logf("generating %d records per dataset", o.Events)
+	base, err := generate(b.work, "base", mix("base", o.Events), o.Partitions)
+	if err != nil {
+		return nil, err
+	}
+	r.RecordBytes = float64(base.bytes) / float64(len(base.part))
+	r.Windows = len(base.expected)
+
+	stopProfile := func() {}
+	profile := func(s string) {
+		if s != o.Profile || (o.CPUProfile == "" && o.MemProfile == "") {
+			return
+		}
+		if o.MemProfile != "" {
+			writeHeap(o.MemProfile + ".base")
+		}
+		if o.CPUProfile != "" {
+			f, err := os.Create(o.CPUProfile)
+			if err == nil && pprof.StartCPUProfile(f) == nil {
+				stopProfile = func() {
+					pprof.StopCPUProfile()
+					f.Close()
+					if o.MemProfile != "" {
+						writeHeap(o.MemProfile)
+					}
+				}
+				return
+			}
+		}
+		stopProfile = func() { writeHeap(o.MemProfile) }
+	}
+	endProfile := func() { stopProfile(); stopProfile = func() {} }
+
+	if b.wants(ScenarioB0) {
+		b.logf("B0: raw JetStream publish + consume of %d records", len(base.part))
+		profile(ScenarioB0)
+		b0, err := b.runB0(ctx, base)
+		endProfile()
+		if err != nil {
+			return nil, err
+		}
+		r.B0 = &b0
+		b.logf("B0: publish %.0f ev/s, consume %.0f ev/s", b0.PublishEPS, b0.ConsumeEPS)
+	}
+	if b.wants(ScenarioE2E) || b.wants(ScenarioLatency) || b.wants(ScenarioDup) || b.wants(ScenarioScale) {
+		b.logf("E2E: %d records, 1 windower", len(base.part))
+		profile(ScenarioE2E)
+		e, err := b.runE2E(ctx, e2eSpec{name: "e2e", ds: base, windowers: 1, measure: true})
+		endProfile()
+		if err != nil {
+			return nil, err
+		}
+		r.E2E = e
+		b.logf("E2E: %.0f ev/s in %s", e.EPS, e.Elapsed.Round(time.Millisecond))
+	}
+	if b.wants(ScenarioLatency) && r.E2E != nil {
+		rate := r.E2E.EPS / 2
+		limit := min(len(base.part), int(rate*o.LatencyFor.Seconds()))
+		b.logf("latency: %d records at %.0f ev/s", limit, rate)
+		profile(ScenarioLatency)
+		l, err := b.runE2E(ctx, e2eSpec{name: "latency", ds: base, windowers: 1, rate: rate, limit: limit, latency: true})
+		endProfile()
+		if err != nil {
+			return nil, err
+		}
+		r.Latency = &latencyResult{Rate: rate, Records: l.Records, Achieved: l.EPS, Ms: l.LatencyMs}
+		b.logf("latency: p50 %.1f ms p99 %.1f ms max %.1f ms", r.Latency.quantile(0.5), r.Latency.quantile(0.99), r.Latency.max())
+	}
+	if b.wants(ScenarioBatch) {
+		b.logf("batch: receiptctl reconcile and python over %s", base.path)
+		profile(ScenarioBatch)
+		bt, err := b.runBatch(ctx, base)
+		endProfile()
+		if err != nil {
+			return nil, err
+		}
+		r.Batch = bt
+		b.logf("batch: reconcile %.0f ev/s, python %.0f ev/s", bt.ReconcileEPS, bt.PythonEPS)
+	}
+	if b.wants(ScenarioDup) && r.E2E != nil {
+		ds, err := generate(b.work, "dup10", mix("dup10", o.Events), o.Partitions)
+		if err != nil {
+			return nil, err
+		}
+		b.logf("dup: %d records, %d retries", len(ds.part), ds.stats.Duplicates)
+		profile(ScenarioDup)
+		e, err := b.runE2E(ctx, e2eSpec{name: "dup10", ds: ds, windowers: 1})
+		endProfile()
+		if err != nil {
+			return nil, err
+		}
+		r.Dup = &dupResult{CleanEPS: r.E2E.EPS, DupEPS: e.EPS, Duplicates: ds.stats.Duplicates, Records: len(ds.part)}
+		os.Remove(ds.path)
+		b.logf("dup: %.0f ev/s", e.EPS)
+	}
+	if b.wants(ScenarioSkew) {
+		ds, err := generate(b.work, "skew50", mix("skew50", o.Events), o.Partitions)
+		if err != nil {
+			return nil, err
+		}
+		b.logf("skew: %d records, hot partition %.0f%%", len(ds.part), 100*ds.hotShare())
+		profile(ScenarioSkew)
+		e, err := b.runE2E(ctx, e2eSpec{name: "skew50", ds: ds, windowers: 1})
+		endProfile()
+		if err != nil {
+			return nil, err
+		}
+		r.Skew = &skewResult{EPS: e.EPS, HotPartitionShare: ds.hotShare()}
+		if r.E2E != nil {
+			r.Skew.BaseEPS = r.E2E.EPS
+		}
+		os.Remove(ds.path)
+		b.logf("skew: %.0f ev/s", e.EPS)
+	}
+	if b.wants(ScenarioScale) && r.E2E != nil {
+		for _, n := range o.Windowers {
+			var e *e2eResult
+			if n == 1 {
+				e = r.E2E
+			} else {
+				b.logf("scale: %d windowers", n)
+				profile(ScenarioScale)
+				e, err = b.runE2E(ctx, e2eSpec{name: fmt.Sprintf("scale%d", n), ds: base, windowers: n})
+				endProfile()
+				if err != nil {
+					return nil, err
+				}
+				b.logf("scale: %d windowers %.0f ev/s", n, e.EPS)
+			}
+			r.Scale = append(r.Scale, scaleResult{Windowers: n, EPS: e.EPS, Equal: sameWindows(r.E2E.Windows, e.Windows)})
+		}
+	}
+	r.Load = append(r.Load, loadAvg())
+	r.Elapsed = time.Since(began)
+	r.print(o.Out)
+	return r, nil
+}
+
+// sameWindows reports whether two runs published identical windows:
+// count, digest and every partition's partial count.
+func sameWindows(a, b map[string]windowSeen) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for id, x := range a {
+		y, ok := b[id]
+		if !ok || x.Count != y.Count || x.Digest != y.Digest || x.Status != y.Status || len(x.Partitions) != len(y.Partitions) {
+			return false
+		}
+		for p, c := range x.Partitions {
+			if y.Partitions[p] != c {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func writeHeap(path string) {
+	if path == "" {
+		return
+	}
+	runtime.GC()
+	f, err := os.Create(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_ = pprof.Lookup("allocs").WriteTo(f, 0)
+}
+
+func redisVersion(ctx context.Context, c *redis.Client) string {
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v
+		}
+	}
+	return "?"
+}

@@ -1,0 +1,405 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/receiptflow/receiptflow/pkg/contract"
+	"github.com/receiptflow/receiptflow/pkg/ingest"
+	"github.com/receiptflow/receiptflow/pkg/pipeline"
+	"github.com/receiptflow/receiptflow/pkg/snapshot"
+	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/window"
+)
+
+// e2eSpec is one end-to-end run.
+type e2eSpec struct {
+	name      string
+	ds        *dataset
+	windowers int
+	// rate paces ingest at this many records per second (0: as fast as it
+	// goes).
+	rate float64
+	// limit publishes only the first limit records (0: all).
+	limit int
+	// latency records, for every counted event, the time from its publish
+	// to the first KV snapshot whose partial of its partition includes it.
+	latency bool
+	// measure reads Redis memory and the services' peak RSS at the end.
+	measure bool
+}
+
+// windowSeen is the last snapshot of a window the bench saw in KV.
+type windowSeen struct {
+	Count      int64
+	Status     window.Status
+	Digest     string
+	Partitions map[int]int64
+}
+
+// e2eResult is what one end-to-end run measured.
+type e2eResult struct {
+	Records int
+	Elapsed time.Duration
+	EPS     float64
+	// Windows is the final state of every window.
+	Windows map[string]windowSeen
+	// LatencyMs are the per-event latencies (latency runs only), sorted.
+	LatencyMs []float64
+	// Measured at the end when spec.measure.
+	RedisBefore, RedisAfter int64
+	ClaimEntries            int64
+	LedgerEntries           int64
+	ClaimBytes, LedgerBytes int64
+	RSS                     map[string]int64
+	KVUpdates               int64
+}
+
+// runE2E runs the whole pipeline over the spec's records on a fresh
+// nats-server and an empty Redis, and returns once every window holds its
+// expected count with status final in the KV bucket.
+func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) {
+	P := b.o.Partitions
+	ds := spec.ds
+	n := len(ds.part)
+	if spec.limit > 0 && spec.limit < n {
+		n = spec.limit
+	}
+	expected := map[string]int64{}
+	lists := make([][]int32, len(ds.windows)*P)
+	for i := 0; i < n; i++ {
+		if w := ds.win[i]; w >= 0 {
+			expected[ds.windows[w]]++
+			k := int(w)*P + int(ds.part[i])
+			lists[k] = append(lists[k], int32(i))
+		}
+	}
+	winIdx := make(map[string]int, len(ds.windows))
+	for i, id := range ds.windows {
+		winIdx[id] = i
+	}
+
+	dir := filepath.Join(b.work, "nats-"+spec.name)
+	ns, url, err := startNATS(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer stopNATS(ns, dir)
+	admin, err := pipeline.ConnectNATS(url, "bench-admin")
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	names := stream.For("")
+	if err := stream.Ensure(ctx, admin.JS, names, stream.Config{Partitions: P}); err != nil {
+		return nil, err
+	}
+	if err := b.rdb.FlushAll(ctx).Err(); err != nil {
+		return nil, err
+	}
+	logDir := filepath.Join(b.work, "logs", spec.name)
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, err
+	}
+	dep, err := deploy(ctx, deploySpec{mode: b.o.Mode, bin: b.o.BinDir, natsURL: url, redisURL: b.redis.URL(),
+		partitions: P, windowers: spec.windowers, logDir: logDir})
+	if err != nil {
+		return nil, err
+	}
+	defer dep.stop()
+	if err := waitConsumers(ctx, admin.JS, names, P, dep); err != nil {
+		return nil, err
+	}
+	res := &e2eResult{Windows: map[string]windowSeen{}}
+	if spec.measure {
+		if res.RedisBefore, err = usedMemory(ctx, b.rdb); err != nil {
+			return nil, err
+		}
+		resetPeakRSS(os.Getpid())
+		resetPeakRSS(b.redis.pid())
+	}
+
+	// The watcher follows every window snapshot from the start.
+	kv, err := admin.JS.KeyValue(ctx, names.Bucket())
+	if err != nil {
+		return nil, err
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	watch, err := kv.Watch(wctx, stream.WindowKey("*"))
+	if err != nil {
+		return nil, err
+	}
+	defer watch.Stop()
+	pubNs := make([]atomic.Int64, n)
+	var lat []float64
+	if spec.latency {
+		lat = make([]float64, 0, n)
+	}
+	done := make(chan time.Time, 1)
+	var mu sync.Mutex // guards res.Windows and lat until done
+	go func() {
+		ptr := make([]int, len(lists))
+		complete := 0
+		for e := range watch.Updates() {
+			if e == nil {
+				continue
+			}
+			now := time.Now().UnixNano()
+			var s snapshot.Window
+			if err := json.Unmarshal(e.Value(), &s); err != nil {
+				continue
+			}
+			mu.Lock()
+			res.KVUpdates++
+			prev := res.Windows[s.WindowID]
+			seen := windowSeen{Count: s.Count, Status: s.Status, Digest: s.Digest, Partitions: map[int]int64{}}
+			w, known := winIdx[s.WindowID]
+			for _, p := range s.Partitions {
+				seen.Partitions[p.Partition] = p.Count
+				if !spec.latency || !known || p.Partition < 0 || p.Partition >= P {
+					continue
+				}
+				k := w*P + p.Partition
+				for ptr[k] < int(p.Count) && ptr[k] < len(lists[k]) {
+					i := lists[k][ptr[k]]
+					lat = append(lat, float64(now-pubNs[i].Load())/1e6)
+					ptr[k]++
+				}
+			}
+			res.Windows[s.WindowID] = seen
+			want, ok := expected[s.WindowID]
+			was := ok && prev.Count == want && prev.Status == window.StatusFinal
+			is := ok && s.Count == want && s.Status == window.StatusFinal
+			switch {
+			case is && !was:
+				complete++
+			case was && !is:
+				complete--
+			}
+			mu.Unlock()
+			if complete == len(expected) {
+				done <- time.Unix(0, now)
+				return
+			}
+		}
+	}()
+
+	// Publish through the real ingest code path.
+	conn, err := pipeline.ConnectNATS(url, "bench-ingest")
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	v, err := contract.NewValidator(contract.Options{})
+	if err != nil {
+		return nil, err
+	}
+	in := ingest.New(conn.JS, ingest.Options{Partitions: P, Validator: v, EndOfStream: true})
+	f, err := os.Open(ds.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	began := time.Now()
+	beganNs := began.UnixNano()
+	for i := 0; i < n; {
+		line, rerr := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			if spec.rate > 0 {
+				target := beganNs + int64(float64(i)*1e9/spec.rate)
+				if d := target - time.Now().UnixNano(); d > 200_000 {
+					time.Sleep(time.Duration(d))
+				}
+			}
+			pubNs[i].Store(time.Now().UnixNano())
+			if err := in.Publish(ctx, line); err != nil {
+				in.Close(ctx)
+				return nil, err
+			}
+			i++
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			in.Close(ctx)
+			return nil, rerr
+		}
+	}
+	if err := in.Close(ctx); err != nil {
+		return nil, err
+	}
+	published := time.Since(began)
+
+	timeout := time.NewTimer(60*time.Second + time.Duration(n)*time.Second/2000)
+	defer timeout.Stop()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	var end time.Time
+wait:
+	for {
+		select {
+		case end = <-done:
+			break wait
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timeout.C:
+			mu.Lock()
+			msg := b.describeMissing(expected, res.Windows)
+			mu.Unlock()
+			return nil, fmt.Errorf("%w: %s: windows not complete %s after publishing %d records in %s: %s",
+				errTimeout, spec.name, time.Since(began).Round(time.Second), n, published.Round(time.Millisecond), msg)
+		case <-tick.C:
+			if err := dep.failed(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	res.Records = n
+	res.Elapsed = end.Sub(began)
+	res.EPS = float64(n) / res.Elapsed.Seconds()
+	if spec.latency {
+		slices.Sort(lat)
+		res.LatencyMs = lat
+	}
+	if spec.measure {
+		if err := b.measureRedis(ctx, res); err != nil {
+			return nil, err
+		}
+		res.RSS = dep.peakRSS()
+		if v, err := peakRSS(os.Getpid()); err == nil {
+			res.RSS["bench (nats-server + ingest)"] = v
+		}
+		if v, err := peakRSS(b.redis.pid()); err == nil {
+			res.RSS["redis-server"] = v
+		}
+	}
+	return res, nil
+}
+
+// describeMissing says which windows have not reached their expected
+// count and final status.
+func (b *bencher) describeMissing(expected map[string]int64, got map[string]windowSeen) string {
+	var parts []string
+	for _, id := range slices.Sorted(mapsKeys(expected)) {
+		g := got[id]
+		if g.Count != expected[id] || g.Status != window.StatusFinal {
+			parts = append(parts, fmt.Sprintf("%s %d/%d %s", id, g.Count, expected[id], g.Status))
+		}
+	}
+	if len(parts) > 6 {
+		parts = append(parts[:6], fmt.Sprintf("… %d more", len(parts)-6))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func mapsKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// waitConsumers waits until every service has opened its consumers, so
+// that start-up is not part of the measurement.
+func waitConsumers(ctx context.Context, js jetstream.JetStream, names stream.Names, P int, dep *deployment) error {
+	want := map[string][]string{names.Stream(stream.Changes): {"publisher"}}
+	for p := 0; p < P; p++ {
+		want[names.Stream(stream.Raw)] = append(want[names.Stream(stream.Raw)], stream.Durable("validator", p))
+		want[names.Stream(stream.Valid)] = append(want[names.Stream(stream.Valid)], stream.Durable("windower", p))
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		missing := 0
+		for st, cs := range want {
+			for _, c := range cs {
+				if _, err := js.Consumer(ctx, st, c); err != nil {
+					missing++
+				}
+			}
+		}
+		if missing == 0 {
+			return nil
+		}
+		if err := dep.failed(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: %d consumers still missing after 60s", errTimeout, missing)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// measureRedis reads used_memory and how much of it the claims and the
+// window ledgers take.
+func (b *bencher) measureRedis(ctx context.Context, res *e2eResult) error {
+	var err error
+	if res.RedisAfter, err = usedMemory(ctx, b.rdb); err != nil {
+		return err
+	}
+	prefix := stream.For("").RedisPrefix()
+	var cursor uint64
+	for {
+		keys, next, err := b.rdb.Scan(ctx, cursor, prefix+"*", 1000).Result()
+		if err != nil {
+			return err
+		}
+		pipe := b.rdb.Pipeline()
+		lens := make([]*redis.IntCmd, len(keys))
+		mems := make([]*redis.IntCmd, len(keys))
+		for i, k := range keys {
+			lens[i] = pipe.HLen(ctx, k)
+			mems[i] = pipe.MemoryUsage(ctx, k, 0)
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			// WRONGTYPE for the index zset is expected; read what worked.
+			_ = err
+		}
+		for i, k := range keys {
+			switch {
+			case strings.HasSuffix(k, ":claims"):
+				res.ClaimEntries += lens[i].Val()
+				res.ClaimBytes += mems[i].Val()
+			case strings.Contains(k, "}:l:"):
+				res.LedgerEntries += lens[i].Val()
+				res.LedgerBytes += mems[i].Val()
+			}
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	return nil
+}
+
+// resetPeakRSS resets a process's VmHWM (Linux clear_refs 5), so the peak
+// covers only what follows. Best effort.
+func resetPeakRSS(pid int) {
+	_ = os.WriteFile("/proc/"+strconv.Itoa(pid)+"/clear_refs", []byte("5"), 0)
+}

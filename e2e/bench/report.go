@@ -1,0 +1,390 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Targets of issue 5 on the reference 2-core machine.
+const (
+	TargetE2ERatio    = 0.40
+	TargetP99Ms       = 25.0
+	TargetLedgerBytes = 64.0
+	TargetBatchEPS    = 500_000.0
+	TargetBatchRatio  = 20.0
+	TargetDupCost     = 0.15
+)
+
+// Keys are the top-level keys of bench-results.json, in order.
+var Keys = []string{
+	"b0_publish_eps", "b0_consume_eps", "e2e_eps", "e2e_ratio", "p50_ms", "p99_ms",
+	"ledger_bytes_per_id", "batch_eps", "python_eps", "dup_cost", "skew_eps",
+}
+
+// Rows are the labels of the printed table, in order.
+var Rows = []string{
+	"B0 publish", "B0 consume", "E2E", "E2E / B0 publish",
+	"Latency p50", "Latency p99", "Latency max",
+	"Redis per event id", "Redis claims", "Redis window ledger",
+	"RSS validator", "RSS windower", "RSS publisher", "RSS nats-server+ingest", "RSS redis-server",
+	"Batch reconcile", "Batch python", "Batch ratio",
+	"Dedup 0% dups", "Dedup 10% dups", "Dedup cost",
+	"Skew 50% one store",
+	"Scale 1 windower", "Scale 2 windowers", "Scale 4 windowers",
+}
+
+// Results is everything one run measured.
+type Results struct {
+	Events       int
+	RecordBytes  float64
+	Windows      int
+	Partitions   int
+	CPUs         int
+	Mode         string
+	GoVersion    string
+	NATSVersion  string
+	RedisVersion string
+	Load         []string
+	Elapsed      time.Duration
+
+	B0      *b0Result
+	E2E     *e2eResult
+	Latency *latencyResult
+	Batch   *batchResult
+	Dup     *dupResult
+	Skew    *skewResult
+	Scale   []scaleResult
+}
+
+type latencyResult struct {
+	Rate     float64
+	Achieved float64
+	Records  int
+	// Ms are the per-event latencies, sorted.
+	Ms []float64
+}
+
+func (l *latencyResult) quantile(q float64) float64 {
+	if l == nil || len(l.Ms) == 0 {
+		return math.NaN()
+	}
+	i := int(math.Ceil(q*float64(len(l.Ms)))) - 1
+	return l.Ms[min(max(i, 0), len(l.Ms)-1)]
+}
+
+func (l *latencyResult) max() float64 {
+	if l == nil || len(l.Ms) == 0 {
+		return math.NaN()
+	}
+	return l.Ms[len(l.Ms)-1]
+}
+
+type dupResult struct {
+	Records    int
+	Duplicates int
+	CleanEPS   float64
+	DupEPS     float64
+}
+
+// cost is the share of throughput lost to duplicates (records per second,
+// retries included).
+func (d *dupResult) cost() float64 { return 1 - d.DupEPS/d.CleanEPS }
+
+type skewResult struct {
+	EPS               float64
+	BaseEPS           float64
+	HotPartitionShare float64
+}
+
+type scaleResult struct {
+	Windowers int
+	EPS       float64
+	// Equal is true when the run published exactly the windows of the
+	// 1-windower run (counts, digests, every partition's partial).
+	Equal bool
+}
+
+func newResults(o Options) *Results {
+	return &Results{
+		Events: o.Events, Partitions: o.Partitions, CPUs: runtime.NumCPU(), Mode: o.Mode,
+		GoVersion: runtime.Version(), NATSVersion: server.VERSION,
+	}
+}
+
+// ledgerBytesPerID is the growth of Redis used_memory over the E2E run
+// divided by the distinct valid event ids (every one has a claim; counted
+// submissions also have a window-ledger entry).
+func (r *Results) ledgerBytesPerID() float64 {
+	if r.E2E == nil || r.E2E.ClaimEntries == 0 {
+		return math.NaN()
+	}
+	return float64(r.E2E.RedisAfter-r.E2E.RedisBefore) / float64(r.E2E.ClaimEntries)
+}
+
+func (r *Results) ratio() float64 {
+	if r.E2E == nil || r.B0 == nil {
+		return math.NaN()
+	}
+	return r.E2E.EPS / r.B0.PublishEPS
+}
+
+// JSON returns the bench-results.json document: the keys of Keys (null
+// when the scenario was skipped) and a "details" object.
+func (r *Results) JSON() map[string]any {
+	num := func(v float64) any {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil
+		}
+		return math.Round(v*1000) / 1000
+	}
+	m := map[string]any{}
+	get := func(ok bool, v func() float64) any {
+		if !ok {
+			return nil
+		}
+		return num(v())
+	}
+	m["b0_publish_eps"] = get(r.B0 != nil, func() float64 { return r.B0.PublishEPS })
+	m["b0_consume_eps"] = get(r.B0 != nil, func() float64 { return r.B0.ConsumeEPS })
+	m["e2e_eps"] = get(r.E2E != nil, func() float64 { return r.E2E.EPS })
+	m["e2e_ratio"] = num(r.ratio())
+	m["p50_ms"] = get(r.Latency != nil, func() float64 { return r.Latency.quantile(0.5) })
+	m["p99_ms"] = get(r.Latency != nil, func() float64 { return r.Latency.quantile(0.99) })
+	m["ledger_bytes_per_id"] = num(r.ledgerBytesPerID())
+	m["batch_eps"] = get(r.Batch != nil, func() float64 { return r.Batch.ReconcileEPS })
+	m["python_eps"] = get(r.Batch != nil, func() float64 { return r.Batch.PythonEPS })
+	m["dup_cost"] = get(r.Dup != nil, func() float64 { return r.Dup.cost() })
+	m["skew_eps"] = get(r.Skew != nil, func() float64 { return r.Skew.EPS })
+
+	d := map[string]any{
+		"events": r.Events, "record_bytes": num(r.RecordBytes), "windows": r.Windows, "partitions": r.Partitions,
+		"cpus": r.CPUs, "mode": r.Mode, "go": r.GoVersion, "nats_server": r.NATSVersion, "redis": r.RedisVersion,
+		"loadavg_start_end": r.Load, "elapsed_s": num(r.Elapsed.Seconds()),
+		"max_ms": get(r.Latency != nil, func() float64 { return r.Latency.max() }),
+	}
+	if r.Latency != nil {
+		d["latency_rate_eps"] = num(r.Latency.Rate)
+		d["latency_achieved_eps"] = num(r.Latency.Achieved)
+		d["latency_events"] = len(r.Latency.Ms)
+	}
+	if r.E2E != nil {
+		d["e2e_seconds"] = num(r.E2E.Elapsed.Seconds())
+		d["redis_used_before"] = r.E2E.RedisBefore
+		d["redis_used_after"] = r.E2E.RedisAfter
+		d["claim_entries"] = r.E2E.ClaimEntries
+		d["ledger_entries"] = r.E2E.LedgerEntries
+		d["claims_bytes_per_entry"] = num(float64(r.E2E.ClaimBytes) / float64(max(1, r.E2E.ClaimEntries)))
+		d["ledger_bytes_per_entry"] = num(float64(r.E2E.LedgerBytes) / float64(max(1, r.E2E.LedgerEntries)))
+		rss := map[string]any{}
+		for k, v := range r.E2E.RSS {
+			rss[k] = v
+		}
+		d["peak_rss_bytes"] = rss
+		d["kv_updates"] = r.E2E.KVUpdates
+	}
+	if r.Batch != nil {
+		d["batch_ratio"] = num(r.Batch.Ratio)
+		d["batch_inprocess"] = r.Batch.InProcess
+		d["python_wall_s"] = num(r.Batch.PythonWall.Seconds())
+	}
+	if r.Dup != nil {
+		d["dup_eps"] = num(r.Dup.DupEPS)
+		d["dup_records"] = r.Dup.Duplicates
+	}
+	if r.Skew != nil {
+		d["skew_hot_partition_share"] = num(r.Skew.HotPartitionShare)
+		d["skew_vs_e2e"] = num(r.Skew.EPS / r.Skew.BaseEPS)
+	}
+	var sc []any
+	for _, s := range r.Scale {
+		sc = append(sc, map[string]any{"windowers": s.Windowers, "eps": num(s.EPS), "windows_equal": s.Equal})
+	}
+	d["scale"] = sc
+	m["details"] = d
+	return m
+}
+
+// WriteJSON writes the JSON document to path.
+func (r *Results) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(r.JSON(), "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// print writes the table.
+func (r *Results) print(w io.Writer) {
+	fmt.Fprintf(w, "receiptflow bench: %d records of %.0f B in %d windows, P=%d, %d CPUs, services %s; %s, nats-server %s (embedded, file store), redis-server %s; load avg %s; %s\n",
+		r.Events, r.RecordBytes, r.Windows, r.Partitions, r.CPUs, r.Mode, r.GoVersion, r.NATSVersion, r.RedisVersion,
+		strings.Join(r.Load, "→"), r.Elapsed.Round(time.Second))
+	fmt.Fprintf(w, "%-24s %18s  %s\n", "ROW", "VALUE", "NOTE")
+	row := func(label, value, note string) { fmt.Fprintf(w, "%-24s %18s  %s\n", label, value, note) }
+	skipped := func(labels ...string) {
+		for _, l := range labels {
+			row(l, "skipped", "")
+		}
+	}
+	if b := r.B0; b != nil {
+		row("B0 publish", eps(b.PublishEPS), fmt.Sprintf("raw async publish, Nats-Msg-Id, %d in flight, %d records in %s", b0InFlight, b.Records, dur(b.Publish)))
+		row("B0 consume", eps(b.ConsumeEPS), "one durable pull consumer, ack-all every 500, in "+dur(b.Consume))
+	} else {
+		skipped("B0 publish", "B0 consume")
+	}
+	if e := r.E2E; e != nil {
+		row("E2E", eps(e.EPS), fmt.Sprintf("ingest→validator→windower→publisher until every window is final in KV, %s", dur(e.Elapsed)))
+		row("E2E / B0 publish", fmt.Sprintf("%.3f", r.ratio()), verdict(r.ratio() >= TargetE2ERatio, fmt.Sprintf("target ≥ %.2f", TargetE2ERatio)))
+	} else {
+		skipped("E2E", "E2E / B0 publish")
+	}
+	if l := r.Latency; l != nil {
+		note := fmt.Sprintf("%d counted events at %.0f ev/s (half of E2E; achieved %.0f)", len(l.Ms), l.Rate, l.Achieved)
+		row("Latency p50", ms(l.quantile(0.5)), note)
+		p99 := l.quantile(0.99)
+		row("Latency p99", ms(p99), verdict(p99 <= TargetP99Ms, fmt.Sprintf("target ≤ %.0f ms", TargetP99Ms)))
+		row("Latency max", ms(l.max()), "ingest publish → first KV snapshot whose partition partial includes the event")
+	} else {
+		skipped("Latency p50", "Latency p99", "Latency max")
+	}
+	if e := r.E2E; e != nil {
+		per := r.ledgerBytesPerID()
+		row("Redis per event id", fmt.Sprintf("%.1f B", per), verdict(per <= TargetLedgerBytes,
+			fmt.Sprintf("target ≤ %.0f B; used_memory %s → %s over %d event ids", TargetLedgerBytes, mib(e.RedisBefore), mib(e.RedisAfter), e.ClaimEntries)))
+		row("Redis claims", fmt.Sprintf("%.1f B", float64(e.ClaimBytes)/float64(max(1, e.ClaimEntries))),
+			fmt.Sprintf("MEMORY USAGE per entry, %d entries (validator fingerprint claims)", e.ClaimEntries))
+		row("Redis window ledger", fmt.Sprintf("%.1f B", float64(e.LedgerBytes)/float64(max(1, e.LedgerEntries))),
+			fmt.Sprintf("MEMORY USAGE per entry, %d entries (windower dedup ledger)", e.LedgerEntries))
+		for _, svc := range []string{"validator", "windower", "publisher"} {
+			row("RSS "+svc, rssOf(e.RSS, svc), rssNote(r.Mode))
+		}
+		row("RSS nats-server+ingest", rssOf(e.RSS, "bench (nats-server + ingest)"), "the bench process (embedded nats-server, ingest, KV watcher)")
+		row("RSS redis-server", rssOf(e.RSS, "redis-server"), "")
+	} else {
+		skipped("Redis per event id", "Redis claims", "Redis window ledger", "RSS validator", "RSS windower", "RSS publisher", "RSS nats-server+ingest", "RSS redis-server")
+	}
+	if bt := r.Batch; bt != nil {
+		how := "receiptctl reconcile --events F (process wall time)"
+		if bt.InProcess {
+			how = "reconcile.Count in the bench process"
+		}
+		row("Batch reconcile", eps(bt.ReconcileEPS), verdict(bt.ReconcileEPS >= TargetBatchEPS,
+			fmt.Sprintf("target ≥ %s; %s, %s", eps(TargetBatchEPS), how, dur(bt.Reconcile))))
+		row("Batch python", eps(bt.PythonEPS), fmt.Sprintf("seed receipt_hourly_counts incl. json.loads, %s (process %s)", dur(bt.Python), dur(bt.PythonWall)))
+		row("Batch ratio", fmt.Sprintf("%.2f×", bt.Ratio), verdict(bt.Ratio >= TargetBatchRatio, fmt.Sprintf("target ≥ %.0f×", TargetBatchRatio)))
+	} else {
+		skipped("Batch reconcile", "Batch python", "Batch ratio")
+	}
+	if d := r.Dup; d != nil {
+		row("Dedup 0% dups", eps(d.CleanEPS), "the E2E run")
+		row("Dedup 10% dups", eps(d.DupEPS), fmt.Sprintf("%d of %d records are retries (records/s, retries included)", d.Duplicates, d.Records))
+		row("Dedup cost", pct(d.cost()), verdict(d.cost() <= TargetDupCost, fmt.Sprintf("target ≤ %.0f%%", 100*TargetDupCost)))
+	} else {
+		skipped("Dedup 0% dups", "Dedup 10% dups", "Dedup cost")
+	}
+	if s := r.Skew; s != nil {
+		note := fmt.Sprintf("store-0 sends 50%%: busiest partition gets %.0f%% of records", 100*s.HotPartitionShare)
+		if s.BaseEPS > 0 {
+			note += fmt.Sprintf("; %.2f× the uniform E2E", s.EPS/s.BaseEPS)
+		}
+		row("Skew 50% one store", eps(s.EPS), note)
+	} else {
+		skipped("Skew 50% one store")
+	}
+	for _, n := range []int{1, 2, 4} {
+		label := fmt.Sprintf("Scale %d windower", n)
+		if n > 1 {
+			label += "s"
+		}
+		i := slices.IndexFunc(r.Scale, func(s scaleResult) bool { return s.Windowers == n })
+		if i < 0 {
+			skipped(label)
+			continue
+		}
+		s := r.Scale[i]
+		eq := "windows identical to 1 windower (counts, digests, partials)"
+		if !s.Equal {
+			eq = "WINDOWS DIFFER from the 1-windower run"
+		}
+		row(label, eps(s.EPS), fmt.Sprintf("%d partitions split %s; %s", r.Partitions, splitOf(r.Partitions, n), eq))
+	}
+}
+
+func splitOf(p, n int) string {
+	if p%n == 0 {
+		return fmt.Sprintf("%d each", p/n)
+	}
+	return "unevenly"
+}
+
+func rssNote(mode string) string {
+	if mode == ModeInProcess {
+		return "in-process mode: services share the bench process"
+	}
+	return "peak (VmHWM) of the service process"
+}
+
+func rssOf(m map[string]int64, prefix string) string {
+	var parts []string
+	for _, k := range slices.Sorted(mapsKeys(m)) {
+		if k == prefix || strings.HasPrefix(k, prefix+"-") {
+			parts = append(parts, mib(m[k]))
+		}
+	}
+	if len(parts) == 0 {
+		return "n/a"
+	}
+	return strings.Join(parts, " ")
+}
+
+func verdict(ok bool, s string) string {
+	if ok {
+		return "MET     " + s
+	}
+	return "NOT MET " + s
+}
+
+func eps(v float64) string {
+	if math.IsNaN(v) {
+		return "n/a"
+	}
+	return groupThousands(int64(math.Round(v))) + " ev/s"
+}
+
+func ms(v float64) string {
+	if math.IsNaN(v) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f ms", v)
+}
+
+func pct(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) }
+
+func mib(v int64) string { return fmt.Sprintf("%.1f MiB", float64(v)/(1<<20)) }
+
+func dur(d time.Duration) string { return d.Round(time.Millisecond).String() }
+
+func groupThousands(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}

@@ -1,0 +1,105 @@
+package contract
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// Typical records of about 400 bytes.
+var (
+	benchV2 = []byte(`{"schema_version":2,"event_id":"pos-0042:2026-12-02:000123456","receipt_id":"rcpt-88a1f0c2-77","type":"submitted","occurred_at":"2026-12-02T10:15:42.123Z","ingested_at":"2026-12-02T10:15:43.001Z","partition_key":"store-0042","producer_version":"pos-gateway 4.0.0","payload":{"total_cents":1299,"currency":"EUR","channel":"pos","lines":[{"sku":"A-1","qty":2},{"sku":"B-7","qty":1}],"loyalty":true}}`)
+	benchV1 = []byte(`{"schema_version":1,"event_id":"pos-0042:2026-12-02:000123457","receipt_id":"rcpt-88a1f0c2-78","type":"submitted","occurred_minute":29936775,"ingested_at":"2026-12-02T10:15:43.001Z","partition_key":"store-0042","producer_version":"pos-gateway 3.9.2","payload":{"total_cents":2599,"currency":"EUR","channel":"pos","lines":[{"sku":"A-1","qty":1},{"sku":"C-3","qty":4}],"loyalty":false,"note":"v1 record"}}`)
+	// benchBad breaks the schema in two places.
+	benchBad = []byte(`{"schema_version":2,"event_id":"pos-0042:2026-12-02:000123458","receipt_id":"rcpt-88a1f0c2-79","type":"refunded","occurred_at":"2026-12-02T10:15:42.123Z","ingested_at":"2026-12-02T10:15:43.001Z","partition_key":"store-0042","producer_version":"pos-gateway 4.0.0","amount":12,"payload":{"total_cents":1299,"currency":"EUR","channel":"pos","lines":[{"sku":"A-1","qty":2}]}}`)
+)
+
+// BenchmarkValidate is the validator's cost per record. Sub-benchmarks
+// split it: decode (the record reader), schema (the JSON Schema library on
+// the decoded value) and fingerprint.
+func BenchmarkValidate(b *testing.B) {
+	v := newValidator(b, Options{})
+	run := func(name string, rec []byte, wantErr bool) {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(rec)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := v.Validate(rec, clock); (err != nil) != wantErr {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	run("v2", benchV2, false)
+	run("v1", benchV1, false)
+	run("rejected", benchBad, true)
+
+	b.Run("decode", func(b *testing.B) {
+		b.SetBytes(int64(len(benchV2)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := decodeRecord(benchV2); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode-encoding-json", func(b *testing.B) { // for comparison
+		b.SetBytes(int64(len(benchV2)))
+		b.ReportAllocs()
+		for b.Loop() {
+			var m map[string]any
+			if err := json.Unmarshal(benchV2, &m); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("schema", func(b *testing.B) {
+		rec, err := decodeRecord(benchV2)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := v.v2.Validate(rec.fields); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("fingerprint", func(b *testing.B) {
+		e, err := v.Validate(benchV2, clock)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rec, _ := decodeRecord(benchV2)
+		b.ReportAllocs()
+		for b.Loop() {
+			fingerprint(&e, rec.fields[fieldPayload])
+		}
+	})
+}
+
+func BenchmarkStampIngestedAt(b *testing.B) {
+	var plain map[string]any
+	if err := json.Unmarshal(benchV2, &plain); err != nil {
+		b.Fatal(err)
+	}
+	unstamped := with(plain, map[string]any{"ingested_at": nil})
+	b.Run("stamp", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			StampIngestedAt(unstamped, clock)
+		}
+	})
+	b.Run("already-stamped", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			StampIngestedAt(benchV2, clock)
+		}
+	})
+}
+
+func BenchmarkPeekEventID(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		PeekEventID(benchBad)
+	}
+}

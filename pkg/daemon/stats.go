@@ -1,0 +1,168 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/receiptflow/receiptflow/pkg/window"
+)
+
+// stats samples, every interval, what a service's own counters cannot see:
+// the backlog of its consumers (pending, unacknowledged, redelivered), the
+// state size and watermark in Redis, and whether Redis answers (for
+// /readyz). Every gauge is named receiptflow_<svc>_*.
+type stats struct {
+	r   role
+	d   *Deps
+	h   *health
+	log *slog.Logger
+
+	pending     *prometheus.GaugeVec
+	ackPending  *prometheus.GaugeVec
+	redelivered *prometheus.GaugeVec
+	entries     *prometheus.GaugeVec
+	windows     *prometheus.GaugeVec
+	watermark   *prometheus.GaugeVec
+	lag         *prometheus.GaugeVec
+	redisUp     prometheus.Gauge
+	sampleErrs  prometheus.Counter
+}
+
+func newStats(svc string, r role, d *Deps, h *health, reg prometheus.Registerer, log *slog.Logger) *stats {
+	ns := "receiptflow_" + svc + "_"
+	cons := []string{"stream", "consumer"}
+	part := []string{"partition"}
+	if !r.perPartition {
+		part = nil
+	}
+	s := &stats{r: r, d: d, h: h, log: log,
+		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "consumer_pending_messages",
+			Help: "Messages in the stream not yet delivered to this service's consumer."}, cons),
+		ackPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "consumer_ack_pending_messages",
+			Help: "Messages delivered to this service's consumer and not yet acknowledged."}, cons),
+		redelivered: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "consumer_redelivered_messages",
+			Help: "Messages of this service's consumer delivered more than once and not yet acknowledged."}, cons),
+		entries: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "state_ledger_entries",
+			Help: "Dedup ledger entries held in Redis (state size)."}, part),
+		windows: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "state_windows",
+			Help: "Windows held in Redis (state size)."}, part),
+		watermark: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "checkpoint_watermark_seconds",
+			Help: "Watermark in the Redis checkpoint, seconds since the epoch (the publisher: the global watermark, the minimum over partitions)."}, part),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "watermark_lag_seconds",
+			Help: "Wall clock minus the checkpoint watermark: how far event time trails real time."}, part),
+		redisUp: prometheus.NewGauge(prometheus.GaugeOpts{Name: ns + "redis_up",
+			Help: "1 when the last Redis ping succeeded."}),
+		sampleErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: ns + "stats_errors_total",
+			Help: "Failed samples of consumer backlog or state size."}),
+	}
+	nc := d.NATS.NC
+	reg.MustRegister(s.pending, s.ackPending, s.redelivered, s.redisUp, s.sampleErrs,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: ns + "nats_connected", Help: "1 while connected to NATS."},
+			func() float64 { return b2f(nc.IsConnected()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: ns + "nats_reconnects_total", Help: "NATS reconnections."},
+			func() float64 { return float64(nc.Stats().Reconnects) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: ns + "ready", Help: "1 while /readyz answers 200."},
+			func() float64 { return b2f(h.notReady() == "") }),
+	)
+	if len(r.state) > 0 {
+		reg.MustRegister(s.entries, s.windows, s.watermark, s.lag)
+	}
+	return s
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (s *stats) loop(ctx context.Context, every time.Duration) {
+	s.h.maxAge.Store(int64(3 * every))
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		s.sample(ctx, every)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *stats) sample(ctx context.Context, every time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, every)
+	defer cancel()
+	if err := s.d.Redis.Ping(ctx).Err(); err == nil {
+		s.h.redisOK.Store(time.Now().UnixNano())
+		s.redisUp.Set(1)
+	} else {
+		s.redisUp.Set(0)
+	}
+	for _, c := range s.r.consumers {
+		cons, err := s.d.NATS.JS.Consumer(ctx, c.stream, c.durable)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.sampleErrs.Inc()
+			}
+			continue
+		}
+		ci := cons.CachedInfo()
+		s.pending.WithLabelValues(c.stream, c.durable).Set(float64(ci.NumPending))
+		s.ackPending.WithLabelValues(c.stream, c.durable).Set(float64(ci.NumAckPending))
+		s.redelivered.WithLabelValues(c.stream, c.durable).Set(float64(ci.NumRedelivered))
+	}
+	if len(s.r.state) == 0 {
+		return
+	}
+	var totalEntries, totalWindows float64
+	global := int64(-1)
+	now := time.Now()
+	for _, p := range s.r.state {
+		ck, err := s.d.Store.Checkpoint(ctx, p)
+		if err != nil {
+			s.sampleErrs.Inc()
+			return
+		}
+		n, err := s.d.Redis.ZCard(ctx, s.d.Store.Keys().Index(p)).Result()
+		if err != nil {
+			s.sampleErrs.Inc()
+			return
+		}
+		if s.r.perPartition {
+			l := strconv.Itoa(p)
+			s.entries.WithLabelValues(l).Set(float64(ck.Entries))
+			s.windows.WithLabelValues(l).Set(float64(n))
+			setWatermark(s.watermark.WithLabelValues(l), s.lag.WithLabelValues(l), ck.Watermark, now)
+		}
+		totalEntries += float64(ck.Entries)
+		totalWindows += float64(n)
+		if global < 0 || ck.Watermark < global {
+			global = ck.Watermark
+		}
+	}
+	if !s.r.perPartition {
+		s.entries.WithLabelValues().Set(totalEntries)
+		s.windows.WithLabelValues().Set(totalWindows)
+		setWatermark(s.watermark.WithLabelValues(), s.lag.WithLabelValues(), global, now)
+	}
+}
+
+// setWatermark sets the watermark gauge and the lag; a partition with no
+// data yet (0) or closed by the end-of-stream heartbeat has no lag.
+func setWatermark(wm, lag prometheus.Gauge, ms int64, now time.Time) {
+	if ms <= 0 {
+		return
+	}
+	wm.Set(float64(ms) / 1000)
+	if ms >= window.EndOfStream {
+		lag.Set(0)
+		return
+	}
+	lag.Set(max(0, now.Sub(time.UnixMilli(ms)).Seconds()))
+}

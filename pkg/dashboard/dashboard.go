@@ -1,0 +1,177 @@
+// Package dashboard is the dashboard service: it follows the active
+// generation's KV bucket (window snapshots and pipeline health) and serves
+// it to people and programs on one HTTP port: an embedded web page with a
+// chart and a table of the hourly windows, a Server-Sent Events stream
+// that pushes every change to the page, GET /api/windows, GET /api/health,
+// /healthz, /readyz and /metrics.
+//
+// The dashboard never lies about freshness or finality: provisional
+// windows (open, in_grace) are marked as such, an hour without events is a
+// confirmed zero only once it is final, and when the source (or the
+// publisher) has been silent for StaleAfter every non-final window is
+// marked stale and the page shows a banner.
+//
+// KV watchers stop when the nats-server restarts, so the service re-watches
+// and reloads the bucket whenever its connection reconnects, whenever the
+// watcher closes or goes silent, and whenever the active-generation pointer
+// moves.
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Config configures a dashboard.
+type Config struct {
+	// Generation pins the generation to show; empty follows the
+	// active-generation pointer (stream.ControlBucket, stream.ActiveKey).
+	Generation string
+	// StaleAfter: with no source message (or no publisher report) for this
+	// long, readers are told the data is stale (default 2m).
+	StaleAfter time.Duration
+	// Silence: with no KV update for this long while connected, the bucket
+	// is watched and loaded again (default 5s; the publisher rewrites its
+	// health every second). Repeated silences back off up to a minute.
+	Silence time.Duration
+	// Recent is how many of the newest windows the page receives (default
+	// 48); GET /api/windows always returns all of them.
+	Recent int
+	// Listener, if set, is where Run serves HTTP. Without one, mount
+	// Handler yourself.
+	Listener net.Listener
+	// Gatherer, if set, is served as /metrics.
+	Gatherer   prometheus.Gatherer
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+	// Now is the clock staleness is judged with (default time.Now).
+	Now func() time.Time
+}
+
+// Service is one dashboard instance. Create it with New.
+type Service struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	cfg Config
+	m   *metrics
+	st  *state
+	hub *hub
+
+	runMu   sync.Mutex
+	running bool
+}
+
+// New returns a dashboard reading the buckets through nc. It does no I/O.
+func New(nc *nats.Conn, cfg Config) (*Service, error) {
+	if cfg.StaleAfter <= 0 {
+		cfg.StaleAfter = 2 * time.Minute
+	}
+	if cfg.Silence <= 0 {
+		cfg.Silence = 5 * time.Second
+	}
+	if cfg.Recent <= 0 {
+		cfg.Recent = 48
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{nc: nc, js: js, cfg: cfg, m: newMetrics(cfg.Registerer), st: newState()}
+	s.hub = newHub(s.m)
+	return s, nil
+}
+
+// ErrRunning is returned by Run when the service is already running.
+var ErrRunning = errors.New("dashboard: already running")
+
+// Run follows the bucket and, with Config.Listener, serves HTTP until ctx
+// ends; then it closes every event stream, shuts the HTTP server down
+// (bounded by 5s) and returns nil. It returns an error only if the HTTP
+// server fails. Run must not be called twice at the same time.
+func (s *Service) Run(ctx context.Context) error {
+	s.runMu.Lock()
+	if s.running {
+		s.runMu.Unlock()
+		return ErrRunning
+	}
+	s.running = true
+	s.runMu.Unlock()
+	defer func() {
+		s.runMu.Lock()
+		s.running = false
+		s.runMu.Unlock()
+	}()
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	var srv *http.Server
+	if s.cfg.Listener != nil {
+		// No WriteTimeout: event streams are long-lived; each write has
+		// its own deadline instead (see serveEvents).
+		srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(s.cfg.Listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				cancel(err)
+			}
+		}()
+		s.cfg.Logger.Info("dashboard listening", "addr", s.cfg.Listener.Addr().String())
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.hub.run(ctx, s.pageView)
+	}()
+	s.follow(ctx)
+
+	// Ordered shutdown: end the event streams (their handlers return),
+	// then let the HTTP server finish what is in flight.
+	s.hub.close()
+	if srv != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := srv.Shutdown(sctx); err != nil {
+			srv.Close()
+		}
+		scancel()
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// Handler returns the HTTP handler of the page, the API and the probes.
+// Safe to call more than once.
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /{$}", http.HandlerFunc(s.serveIndex))
+	mux.Handle("GET /static/", http.StripPrefix("/static/", staticFiles()))
+	mux.HandleFunc("GET /api/windows", s.serveWindows)
+	mux.HandleFunc("GET /api/health", s.serveHealth)
+	mux.HandleFunc("GET /api/events", s.serveEvents)
+	mux.HandleFunc("GET /healthz", s.serveHealthz)
+	mux.HandleFunc("GET /readyz", s.serveReadyz)
+	if s.cfg.Gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}))
+	}
+	return mux
+}

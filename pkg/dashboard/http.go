@@ -1,0 +1,162 @@
+package dashboard
+
+import (
+	"embed"
+	"encoding/json"
+	"io/fs"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/publisher"
+)
+
+//go:embed web
+var webFiles embed.FS
+
+// securityHeaders keeps the page self-contained: nothing is loaded from
+// anywhere but this server.
+func securityHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+}
+
+func staticFiles() http.Handler {
+	sub, err := fs.Sub(webFiles, "web")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	files := http.FileServerFS(sub)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		securityHeaders(w.Header())
+		w.Header().Set("Cache-Control", "no-cache")
+		files.ServeHTTP(w, r)
+	})
+}
+
+func (s *Service) serveIndex(w http.ResponseWriter, r *http.Request) {
+	b, err := webFiles.ReadFile("web/index.html")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	securityHeaders(w.Header())
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Write(b)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// serveWindows is GET /api/windows: every window, newest first, with its
+// partitions, and the chart's hours. ?recent=N keeps the newest N.
+func (s *Service) serveWindows(w http.ResponseWriter, r *http.Request) {
+	recent := 0
+	if v := r.URL.Query().Get("recent"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			http.Error(w, "recent must be a non-negative integer", http.StatusBadRequest)
+			return
+		}
+		recent = n
+	}
+	writeJSON(w, http.StatusOK, s.buildView(recent, true))
+}
+
+// HealthView is the body of GET /api/health.
+type HealthView struct {
+	Generation  string    `json:"generation"`
+	Now         time.Time `json:"now"`
+	Connected   bool      `json:"connected"`
+	Loaded      bool      `json:"loaded"`
+	Stale       bool      `json:"stale"`
+	StaleReason string    `json:"stale_reason,omitempty"`
+	StaleAfter  string    `json:"stale_after"`
+	Watch       WatchInfo `json:"watch"`
+	// Health is the publisher's report (meta.health), nil before the first.
+	Health *publisher.Health `json:"health"`
+}
+
+func (s *Service) serveHealth(w http.ResponseWriter, r *http.Request) {
+	v := s.buildView(1, false)
+	writeJSON(w, http.StatusOK, HealthView{
+		Generation: v.Generation, Now: v.Now, Connected: v.Connected, Loaded: v.Loaded,
+		Stale: v.Stale, StaleReason: v.StaleReason, StaleAfter: v.StaleAfter, Watch: v.Watch, Health: v.Health,
+	})
+}
+
+// serveHealthz is the liveness probe: the process serves HTTP.
+func (s *Service) serveHealthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("ok\n"))
+}
+
+// serveReadyz is the readiness probe: connected and the bucket loaded.
+func (s *Service) serveReadyz(w http.ResponseWriter, r *http.Request) {
+	s.st.mu.Lock()
+	ready := s.st.connected && s.st.loaded
+	s.st.mu.Unlock()
+	if !ready {
+		http.Error(w, "not ready: waiting for NATS and the bucket", http.StatusServiceUnavailable)
+		return
+	}
+	w.Write([]byte("ready\n"))
+}
+
+// serveEvents is GET /api/events, a Server-Sent Events stream of "view"
+// events (the page's View as JSON): the current view at once, then one
+// after every change and at least every second.
+func (s *Service) serveEvents(w http.ResponseWriter, r *http.Request) {
+	ch, ok := s.hub.subscribe()
+	if !ok {
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	defer s.hub.unsubscribe(ch)
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	send := func(b []byte) bool {
+		rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		if _, err := w.Write([]byte("event: view\ndata: ")); err != nil {
+			return false
+		}
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		if _, err := w.Write([]byte("\n\n")); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if _, err := w.Write([]byte("retry: 1000\n\n")); err != nil {
+		return
+	}
+	first, err := json.Marshal(s.pageView())
+	if err != nil || !send(first) {
+		return
+	}
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.hub.done:
+			return
+		case b := <-ch:
+			if !send(b) {
+				return
+			}
+		}
+	}
+}

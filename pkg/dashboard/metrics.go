@@ -1,0 +1,39 @@
+package dashboard
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/receiptflow/receiptflow/pkg/telemetry"
+)
+
+type metrics struct {
+	loads      prometheus.Counter
+	reloads    *prometheus.CounterVec
+	updates    prometheus.Counter
+	badEntries prometheus.Counter
+	clients    prometheus.Gauge
+	pushes     prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	return &metrics{
+		loads: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "receiptflow_dashboard_bucket_loads_total", Help: "Full loads of the snapshot bucket.",
+		})),
+		reloads: telemetry.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "receiptflow_dashboard_rewatches_total", Help: "Watch sessions ended and started again, by reason.",
+		}, []string{"reason"})),
+		updates: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "receiptflow_dashboard_kv_updates_total", Help: "Live KV updates received.",
+		})),
+		badEntries: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "receiptflow_dashboard_bad_entries_total", Help: "KV entries that could not be decoded.",
+		})),
+		clients: telemetry.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "receiptflow_dashboard_event_streams", Help: "Open Server-Sent Events streams.",
+		})),
+		pushes: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "receiptflow_dashboard_pushes_total", Help: "Views pushed to the open event streams.",
+		})),
+	}
+}

@@ -1,0 +1,130 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/receiptflow/receiptflow/pkg/publisher"
+	"github.com/receiptflow/receiptflow/pkg/snapshot"
+	"github.com/receiptflow/receiptflow/pkg/stream"
+)
+
+// healthKey is the KV key of the publisher's health report.
+const healthKey = "meta.health"
+
+// contents is what one bucket holds that the dashboard shows.
+type contents struct {
+	windows map[string]snapshot.Window
+	health  *publisher.Health
+}
+
+func newContents() *contents { return &contents{windows: map[string]snapshot.Window{}} }
+
+// apply records one KV entry. It reports whether the entry mattered and,
+// for a window, the snapshot stored.
+func (c *contents) apply(e jetstream.KeyValueEntry) (changed bool, w *snapshot.Window, err error) {
+	key := e.Key()
+	deleted := e.Operation() == jetstream.KeyValueDelete || e.Operation() == jetstream.KeyValuePurge
+	switch {
+	case strings.HasPrefix(key, stream.WindowKey("")):
+		id := strings.TrimPrefix(key, stream.WindowKey(""))
+		if deleted {
+			_, had := c.windows[id]
+			delete(c.windows, id)
+			return had, nil, nil
+		}
+		var s snapshot.Window
+		if err := json.Unmarshal(e.Value(), &s); err != nil {
+			return false, nil, err
+		}
+		if s.WindowID == "" {
+			s.WindowID = id
+		}
+		if cur, ok := c.windows[id]; ok && cur.Version > s.Version {
+			return false, nil, nil // never move a window backwards
+		}
+		c.windows[id] = s
+		return true, &s, nil
+	case key == healthKey:
+		if deleted {
+			c.health = nil
+			return true, nil, nil
+		}
+		var h publisher.Health
+		if err := json.Unmarshal(e.Value(), &h); err != nil {
+			return false, nil, err
+		}
+		c.health = &h
+		return true, nil, nil
+	}
+	return false, nil, nil
+}
+
+// state is what the dashboard currently shows. Safe for concurrent use.
+type state struct {
+	mu         sync.Mutex
+	generation string
+	cur        *contents
+	loaded     bool
+	// firstCount is each window's count at its first hourly output, when
+	// the dashboard saw that revision (the bucket keeps no history).
+	firstCount map[string]int64
+	connected  bool
+	reloads    int64
+	lastReason string
+	lastReload time.Time
+	lastUpdate time.Time
+}
+
+func newState() *state {
+	return &state{cur: newContents(), firstCount: map[string]int64{}}
+}
+
+// noteFirst remembers the count of a window's first output revision.
+func (st *state) noteFirst(w *snapshot.Window) {
+	if w != nil && w.FirstOutputVersion > 0 && w.Version == w.FirstOutputVersion {
+		st.firstCount[w.WindowID] = w.Count
+	}
+}
+
+// replace swaps in a freshly loaded bucket of generation gen.
+func (st *state) replace(gen string, c *contents, now time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if gen != st.generation {
+		st.firstCount = map[string]int64{}
+	}
+	for _, w := range c.windows {
+		st.noteFirst(&w)
+	}
+	st.generation, st.cur, st.loaded, st.lastUpdate = gen, c, true, now
+}
+
+// apply records a live update; it reports whether anything changed.
+func (st *state) apply(e jetstream.KeyValueEntry, now time.Time) (bool, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.lastUpdate = now
+	changed, w, err := st.cur.apply(e)
+	st.noteFirst(w)
+	return changed, err
+}
+
+func (st *state) setConnected(c bool) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	was := st.connected
+	st.connected = c
+	return was != c
+}
+
+func (st *state) noteReload(reason string, now time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.reloads++
+	st.lastReason, st.lastReload = reason, now
+}

@@ -1,0 +1,239 @@
+package dashboard
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/publisher"
+	"github.com/receiptflow/receiptflow/pkg/snapshot"
+	"github.com/receiptflow/receiptflow/pkg/window"
+)
+
+// ChartHours is how many hourly bars the page's chart shows.
+const ChartHours = 24
+
+// Hour states of the chart (HourView.State).
+const (
+	// HourFinal: a final window with events.
+	HourFinal = "final"
+	// HourProvisional: an open or in_grace window; its count may change.
+	HourProvisional = "provisional"
+	// HourConfirmedZero: no events, and the hour is final.
+	HourConfirmedZero = "confirmed_zero"
+	// HourNoData: no events so far, and the hour is not final (or its
+	// status is unknown): never shown as a zero.
+	HourNoData = "no_data"
+)
+
+// View is what the page shows, pushed on every change.
+type View struct {
+	Generation string    `json:"generation"`
+	Now        time.Time `json:"now"`
+	// Connected is whether the dashboard is connected to NATS; Loaded
+	// whether it has read the bucket at least once.
+	Connected bool `json:"connected"`
+	Loaded    bool `json:"loaded"`
+	// Stale is the reader's verdict (see judgeStale); StaleReason says why.
+	Stale       bool              `json:"stale"`
+	StaleReason string            `json:"stale_reason,omitempty"`
+	StaleAfter  string            `json:"stale_after"`
+	Watch       WatchInfo         `json:"watch"`
+	Health      *publisher.Health `json:"health"`
+	// Windows are the newest windows first (all of them from
+	// /api/windows, Config.Recent on the page).
+	Windows      []WindowView `json:"windows"`
+	TotalWindows int          `json:"total_windows"`
+	// Hours are the chart's last ChartHours hours, oldest first.
+	Hours []HourView `json:"hours"`
+}
+
+// WatchInfo describes the dashboard's KV watch.
+type WatchInfo struct {
+	Reloads    int64     `json:"reloads"`
+	LastReason string    `json:"last_reason,omitempty"`
+	LastReload time.Time `json:"last_reload,omitzero"`
+	LastUpdate time.Time `json:"last_update,omitzero"`
+}
+
+// WindowView is one window as the reader sees it: the published snapshot
+// plus the dashboard's judgment.
+type WindowView struct {
+	WindowID           string        `json:"window_id"`
+	Start              time.Time     `json:"start"`
+	End                time.Time     `json:"end"`
+	Count              int64         `json:"count"`
+	Version            int64         `json:"version"`
+	Status             window.Status `json:"status"`
+	Watermark          time.Time     `json:"watermark"`
+	UpdatedAt          time.Time     `json:"updated_at"`
+	FirstOutputVersion int64         `json:"first_output_version"`
+	Corrections        int64         `json:"corrections"`
+	LateDropped        int64         `json:"late_dropped"`
+	// PublishedStale is the snapshot's own stale flag.
+	PublishedStale bool `json:"published_stale"`
+	// Final is whether the count can never change again.
+	Final bool `json:"final"`
+	// Stale: the snapshot was published stale, or the data is stale now
+	// and the window is not final.
+	Stale bool `json:"stale"`
+	// CorrectedBy is how much the count changed after the first hourly
+	// output: count minus the count at first output when the dashboard
+	// saw that revision, else the corrections counted.
+	CorrectedBy int64 `json:"corrected_by"`
+	// FirstOutputCount is the count at the first hourly output, if known.
+	FirstOutputCount *int64            `json:"first_output_count,omitempty"`
+	Partitions       []snapshot.Partial `json:"partitions,omitempty"`
+}
+
+// HourView is one bar of the chart.
+type HourView struct {
+	WindowID string    `json:"window_id"`
+	Start    time.Time `json:"start"`
+	Count    int64     `json:"count"`
+	// Status is the window's status ("" when unknown).
+	Status      window.Status `json:"status,omitempty"`
+	State       string        `json:"state"`
+	Stale       bool          `json:"stale"`
+	CorrectedBy int64         `json:"corrected_by"`
+	LateDropped int64         `json:"late_dropped"`
+}
+
+// judgeStale is the reader's verdict on freshness at now: stale when the
+// publisher has not reported for staleAfter (or ever), when it says the
+// source is stale, or when the source's last message is older than
+// staleAfter.
+func judgeStale(h *publisher.Health, now time.Time, staleAfter time.Duration) (bool, string) {
+	switch {
+	case h == nil:
+		return true, "no health report from the publisher yet"
+	case now.Sub(h.UpdatedAt) > staleAfter:
+		return true, fmt.Sprintf("the publisher has not reported since %s (stale after %s)",
+			h.UpdatedAt.UTC().Format(time.RFC3339), staleAfter)
+	case h.Stale:
+		return true, fmt.Sprintf("the source has sent nothing since %s (stale after %s)",
+			sourceSince(h), h.StaleAfter)
+	case !h.SourceLastSeen.IsZero() && now.Sub(h.SourceLastSeen) > staleAfter:
+		return true, fmt.Sprintf("the source has sent nothing since %s (stale after %s)",
+			sourceSince(h), staleAfter)
+	}
+	return false, ""
+}
+
+func sourceSince(h *publisher.Health) string {
+	if h.SourceLastSeen.IsZero() {
+		return "the start (no message yet)"
+	}
+	return h.SourceLastSeen.UTC().Format(time.RFC3339)
+}
+
+// buildView builds the view of st at now. recent > 0 keeps only the
+// newest windows, without their partitions.
+func (s *Service) buildView(recent int, partitions bool) View {
+	now := s.cfg.Now().UTC()
+	st := s.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	v := View{
+		Generation: st.generation, Now: now, Connected: st.connected, Loaded: st.loaded,
+		StaleAfter: s.cfg.StaleAfter.String(), Health: st.cur.health,
+		Watch: WatchInfo{Reloads: st.reloads, LastReason: st.lastReason, LastReload: st.lastReload, LastUpdate: st.lastUpdate},
+	}
+	v.Stale, v.StaleReason = judgeStale(st.cur.health, now, s.cfg.StaleAfter)
+	ids := make([]string, 0, len(st.cur.windows))
+	for id := range st.cur.windows {
+		ids = append(ids, id)
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(ids))) // ids sort by start
+	v.TotalWindows = len(ids)
+	byID := make(map[string]WindowView, len(ids))
+	for i, id := range ids {
+		w := st.cur.windows[id]
+		wv := windowView(w, v.Stale, st.firstCount)
+		if i < recent || recent <= 0 {
+			if partitions {
+				wv.Partitions = w.Partitions
+			}
+			v.Windows = append(v.Windows, wv)
+		}
+		byID[id] = wv
+	}
+	if v.Windows == nil {
+		v.Windows = []WindowView{}
+	}
+	v.Hours = hours(byID, ids, st.cur.health, v.Stale, now)
+	return v
+}
+
+func windowView(w snapshot.Window, staleNow bool, first map[string]int64) WindowView {
+	final := w.Status == window.StatusFinal
+	wv := WindowView{
+		WindowID: w.WindowID, Start: w.Start, End: w.End, Count: w.Count, Version: w.Version, Status: w.Status,
+		Watermark: w.Watermark, UpdatedAt: w.UpdatedAt, FirstOutputVersion: w.FirstOutputVersion,
+		Corrections: w.Corrections, LateDropped: w.LateDropped, PublishedStale: w.Stale,
+		Final: final, Stale: !final && (w.Stale || staleNow), CorrectedBy: w.Corrections,
+	}
+	if c, ok := first[w.WindowID]; ok {
+		wv.FirstOutputCount = &c
+		wv.CorrectedBy = w.Count - c
+	}
+	return wv
+}
+
+// hours builds the chart's bars: the ChartHours hours ending with the
+// current hour (or with the newest data when all of it is older).
+func hours(byID map[string]WindowView, idsDesc []string, h *publisher.Health, staleNow bool, now time.Time) []HourView {
+	last := now.Truncate(time.Hour)
+	var newest time.Time
+	if len(idsDesc) > 0 {
+		newest = byID[idsDesc[0]].Start
+	}
+	if h != nil && h.GlobalWatermark.Year() < 9999 && h.GlobalWatermark.After(newest) {
+		newest = h.GlobalWatermark.Truncate(time.Hour)
+	}
+	if newest.After(last) || (!newest.IsZero() && newest.Before(last.Add(-(ChartHours-1)*time.Hour))) {
+		last = newest.Truncate(time.Hour)
+	}
+	grace, graceOK := time.Duration(0), false
+	if h != nil {
+		if g, err := time.ParseDuration(h.Grace); err == nil {
+			grace, graceOK = g, true
+		}
+	}
+	out := make([]HourView, 0, ChartHours)
+	for i := ChartHours - 1; i >= 0; i-- {
+		start := last.Add(-time.Duration(i) * time.Hour)
+		id := start.Format(window.IDLayout)
+		hv := HourView{WindowID: id, Start: start}
+		if wv, ok := byID[id]; ok {
+			hv.Count, hv.Status, hv.Stale, hv.CorrectedBy, hv.LateDropped = wv.Count, wv.Status, wv.Stale, wv.CorrectedBy, wv.LateDropped
+			hv.State = HourProvisional
+			if wv.Final {
+				hv.State = HourFinal
+			}
+			if wv.Final && wv.Count == 0 {
+				hv.State = HourConfirmedZero
+			}
+		} else {
+			hv.State = HourNoData
+			if graceOK && !h.GlobalWatermark.IsZero() {
+				end := start.Add(window.Width)
+				hv.Status = window.StatusOf(window.Ms(h.GlobalWatermark), window.Ms(end), grace.Milliseconds())
+				if hv.Status == window.StatusFinal {
+					hv.State = HourConfirmedZero
+				}
+			}
+			hv.Stale = staleNow && hv.State != HourConfirmedZero
+		}
+		out = append(out, hv)
+	}
+	return out
+}
+
+// View returns what the page shows now: the newest recent windows (all
+// of them when recent <= 0, without their partitions), the chart's hours,
+// the health report and the reader's staleness verdict. Safe for
+// concurrent use, also while Run runs.
+func (s *Service) View(recent int) View { return s.buildView(recent, false) }
+
+func (s *Service) pageView() View { return s.buildView(s.cfg.Recent, false) }

@@ -1,0 +1,139 @@
+package dashboard
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/publisher"
+	"github.com/receiptflow/receiptflow/pkg/snapshot"
+	"github.com/receiptflow/receiptflow/pkg/window"
+)
+
+var t0 = time.Date(2026, 12, 2, 10, 30, 0, 0, time.UTC)
+
+func TestJudgeStale(t *testing.T) {
+	fresh := &publisher.Health{UpdatedAt: t0.Add(-time.Second), SourceLastSeen: t0.Add(-10 * time.Second), StaleAfter: "2m0s"}
+	cases := []struct {
+		name   string
+		h      *publisher.Health
+		stale  bool
+		reason string
+	}{
+		{"no report", nil, true, "no health report"},
+		{"fresh", fresh, false, ""},
+		{"publisher silent", &publisher.Health{UpdatedAt: t0.Add(-3 * time.Minute), SourceLastSeen: t0.Add(-3 * time.Minute)}, true, "publisher has not reported since 2026-12-02T10:27:00Z"},
+		{"publisher says stale", &publisher.Health{UpdatedAt: t0, Stale: true, StaleAfter: "2m0s", SourceLastSeen: t0.Add(-5 * time.Minute)}, true, "source has sent nothing since 2026-12-02T10:25:00Z (stale after 2m0s)"},
+		{"reader's own threshold", &publisher.Health{UpdatedAt: t0, SourceLastSeen: t0.Add(-150 * time.Second)}, true, "stale after 2m0s"},
+		{"nothing ever sent, publisher not yet stale", &publisher.Health{UpdatedAt: t0}, false, ""},
+		{"nothing ever sent, publisher stale", &publisher.Health{UpdatedAt: t0, Stale: true, StaleAfter: "2m0s"}, true, "since the start (no message yet)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			stale, reason := judgeStale(c.h, t0, 2*time.Minute)
+			if stale != c.stale || !strings.Contains(reason, c.reason) {
+				t.Fatalf("judgeStale = %v, %q; want %v, containing %q", stale, reason, c.stale, c.reason)
+			}
+		})
+	}
+}
+
+func snap(id string, count, version int64, status window.Status) snapshot.Window {
+	start, _ := window.ParseID(id)
+	return snapshot.Window{WindowID: id, Start: window.Time(start), End: window.Time(start + window.WidthMs),
+		Count: count, Version: version, Status: status}
+}
+
+func TestHoursNeverShowAZeroThatIsNotFinal(t *testing.T) {
+	// Global watermark 10:25 with 1h grace: hours ending at or before
+	// 09:25 are final (08:00 and earlier), 09:00 is in grace, 10:00 open.
+	h := &publisher.Health{GlobalWatermark: t0.Add(-5 * time.Minute), Grace: "1h0m0s", UpdatedAt: t0}
+	windows := map[string]WindowView{}
+	for _, w := range []snapshot.Window{
+		snap("2026-12-02T07", 5, 3, window.StatusFinal),
+		snap("2026-12-02T09", 2, 2, window.StatusInGrace),
+	} {
+		windows[w.WindowID] = windowView(w, false, nil)
+	}
+	ids := []string{"2026-12-02T09", "2026-12-02T07"}
+	cases := []struct {
+		name      string
+		stale     bool
+		wantState map[string]string
+		wantStale map[string]bool
+	}{
+		{"fresh", false,
+			map[string]string{"2026-12-02T10": HourNoData, "2026-12-02T09": HourProvisional, "2026-12-02T08": HourConfirmedZero, "2026-12-02T07": HourFinal, "2026-12-01T11": HourConfirmedZero},
+			map[string]bool{"2026-12-02T10": false, "2026-12-02T09": false, "2026-12-02T08": false}},
+		{"stale", true,
+			map[string]string{"2026-12-02T10": HourNoData, "2026-12-02T08": HourConfirmedZero},
+			map[string]bool{"2026-12-02T10": true, "2026-12-02T08": false}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := hours(windows, ids, h, c.stale, t0)
+			if len(got) != ChartHours || got[ChartHours-1].WindowID != "2026-12-02T10" || got[0].WindowID != "2026-12-01T11" {
+				t.Fatalf("hours span %s..%s (%d), want the 24 hours ending 2026-12-02T10", got[0].WindowID, got[len(got)-1].WindowID, len(got))
+			}
+			for _, hv := range got {
+				if want, ok := c.wantState[hv.WindowID]; ok && hv.State != want {
+					t.Errorf("%s: state %s, want %s", hv.WindowID, hv.State, want)
+				}
+				if want, ok := c.wantStale[hv.WindowID]; ok && hv.Stale != want {
+					t.Errorf("%s: stale %v, want %v", hv.WindowID, hv.Stale, want)
+				}
+				if hv.State == HourConfirmedZero && hv.Status != window.StatusFinal {
+					t.Errorf("%s: confirmed zero with status %q", hv.WindowID, hv.Status)
+				}
+			}
+		})
+	}
+	// Without a health report nothing is known to be final: no zeros.
+	for _, hv := range hours(map[string]WindowView{}, nil, nil, true, t0) {
+		if hv.State != HourNoData || !hv.Stale {
+			t.Fatalf("%s without health: state %s stale %v, want no_data, stale", hv.WindowID, hv.State, hv.Stale)
+		}
+	}
+}
+
+func TestHoursFollowOldData(t *testing.T) {
+	// A replay of last year's data: the chart ends at its newest window.
+	w := snap("2025-03-01T05", 1, 3, window.StatusFinal)
+	got := hours(map[string]WindowView{w.WindowID: windowView(w, false, nil)}, []string{w.WindowID},
+		&publisher.Health{GlobalWatermark: window.Time(window.EndOfStream), Grace: "1h0m0s"}, false, t0)
+	if last := got[len(got)-1]; last.WindowID != w.WindowID || last.State != HourFinal {
+		t.Fatalf("last bar %+v, want %s final", last, w.WindowID)
+	}
+	if got[0].State != HourConfirmedZero {
+		t.Fatalf("first bar %+v, want a confirmed zero (end of stream closes every window)", got[0])
+	}
+}
+
+func TestWindowView(t *testing.T) {
+	corrected := snap("2026-12-02T08", 12, 6, window.StatusInGrace)
+	corrected.Corrections, corrected.FirstOutputVersion = 2, 4
+	cases := []struct {
+		name      string
+		w         snapshot.Window
+		staleNow  bool
+		first     map[string]int64
+		final     bool
+		stale     bool
+		corrected int64
+	}{
+		{"open fresh", snap("2026-12-02T10", 3, 1, window.StatusOpen), false, nil, false, false, 0},
+		{"open, stale now", snap("2026-12-02T10", 3, 1, window.StatusOpen), true, nil, false, true, 0},
+		{"final is never stale", snap("2026-12-02T07", 3, 3, window.StatusFinal), true, nil, true, false, 0},
+		{"published stale", func() snapshot.Window { w := snap("2026-12-02T10", 3, 1, window.StatusOpen); w.Stale = true; return w }(), false, nil, false, true, 0},
+		{"corrected, first output unseen", corrected, false, nil, false, false, 2},
+		{"corrected, first output seen", corrected, false, map[string]int64{"2026-12-02T08": 11}, false, false, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := windowView(c.w, c.staleNow, c.first)
+			if v.Final != c.final || v.Stale != c.stale || v.CorrectedBy != c.corrected {
+				t.Fatalf("final %v stale %v corrected_by %d; want %v %v %d", v.Final, v.Stale, v.CorrectedBy, c.final, c.stale, c.corrected)
+			}
+		})
+	}
+}

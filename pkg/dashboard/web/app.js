@@ -1,0 +1,316 @@
+// receiptflow dashboard: renders the view pushed by /api/events (Server-
+// Sent Events) into a plain-SVG chart, a table and a health panel. No
+// dependencies; everything is built with DOM calls (never innerHTML), so a
+// window id or a consumer name can never inject markup.
+'use strict';
+
+(function () {
+  const SVG = 'http://www.w3.org/2000/svg';
+  // Without a view for this long the page says it has lost the dashboard
+  // and marks what it shows as stale instead of freezing silently.
+  const LOST_AFTER_MS = 5000;
+
+  const $ = (id) => document.getElementById(id);
+  let lastView = null;
+  let lastViewAt = 0;
+  let source = null;
+
+  function el(tag, attrs, ...children) {
+    const n = document.createElement(tag);
+    setAttrs(n, attrs);
+    for (const c of children) {
+      if (c === null || c === undefined || c === false) continue;
+      n.append(c instanceof Node ? c : String(c));
+    }
+    return n;
+  }
+  function sv(tag, attrs, text) {
+    const n = document.createElementNS(SVG, tag);
+    setAttrs(n, attrs);
+    if (text !== undefined) n.textContent = String(text);
+    return n;
+  }
+  function setAttrs(n, attrs) {
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      n.setAttribute(k, v === true ? 'true' : String(v));
+    }
+  }
+
+  // --- time formatting -------------------------------------------------
+  function validTime(iso) {
+    if (!iso) return null;
+    const d = new Date(iso);
+    const y = d.getUTCFullYear();
+    return isNaN(d) || y <= 1970 ? null : d;
+  }
+  function fmtTime(iso) {
+    const d = validTime(iso);
+    if (!d) return '–';
+    if (d.getUTCFullYear() >= 9999) return 'end of stream';
+    return d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
+  }
+  function ago(iso, nowIso) {
+    const d = validTime(iso);
+    if (!d) return '';
+    const s = Math.round((new Date(nowIso) - d) / 1000);
+    if (s < 0) return 'just now';
+    if (s < 90) return s + 's ago';
+    if (s < 5400) return Math.round(s / 60) + 'm ago';
+    return Math.round(s / 3600) + 'h ago';
+  }
+  function hourLabel(iso) {
+    return new Date(iso).toISOString().slice(11, 13);
+  }
+  function range(w) {
+    return hourLabel(w.start) + ':00–' + hourLabel(w.end) + ':00';
+  }
+
+  // --- connection state ------------------------------------------------
+  function setPill(id, state, text) {
+    const p = $(id);
+    p.dataset.state = state;
+    p.textContent = text;
+  }
+
+  function connect() {
+    if (source) source.close();
+    source = new EventSource('/api/events');
+    source.addEventListener('view', (ev) => {
+      let v;
+      try { v = JSON.parse(ev.data); } catch (e) { return; }
+      lastView = v;
+      lastViewAt = Date.now();
+      setPill('conn', 'live', 'live');
+      render(v, false);
+    });
+    source.onerror = () => {
+      if (Date.now() - lastViewAt > LOST_AFTER_MS) setPill('conn', 'reconnecting', 'reconnecting…');
+    };
+  }
+
+  // The page's own freshness check: a silent dashboard is stale too.
+  setInterval(() => {
+    if (!lastView) return;
+    if (Date.now() - lastViewAt > LOST_AFTER_MS) {
+      setPill('conn', 'lost', 'no updates');
+      render(lastView, true);
+    }
+  }, 1000);
+
+  // --- rendering -------------------------------------------------------
+  function render(v, lost) {
+    const stale = v.stale || lost;
+    document.body.dataset.ready = v.loaded ? 'true' : 'false';
+    document.body.dataset.stale = stale ? 'true' : 'false';
+    $('gen').textContent = 'generation ' + (v.generation || '–');
+    if (v.connected) setPill('nats', 'connected', 'NATS connected');
+    else setPill('nats', 'disconnected', 'NATS disconnected');
+    $('clock').textContent = fmtTime(v.now);
+
+    const banner = $('stale-banner');
+    banner.hidden = !stale;
+    $('stale-reason').textContent = lost
+      ? 'this page has had no update from the dashboard since ' + fmtTime(v.now)
+      : (v.stale_reason || 'the data is stale');
+
+    renderChart(v, lost);
+    renderTable(v, lost);
+    renderHealth(v);
+  }
+
+  function windowStale(w, lost) {
+    return w.stale || (lost && !w.final);
+  }
+
+  function renderChart(v, lost) {
+    const svg = $('chart');
+    const W = 760, H = 270, left = 40, right = 10, top = 26, bottom = 34;
+    const hours = v.hours || [];
+    const slot = (W - left - right) / Math.max(hours.length, 1);
+    const barW = Math.max(slot * 0.68, 4);
+    let max = 0;
+    for (const h of hours) max = Math.max(max, h.count);
+    const scaleMax = niceMax(max);
+    const y = (n) => top + (H - top - bottom) * (1 - n / scaleMax);
+    const base = y(0);
+
+    const nodes = [];
+    const defs = sv('defs');
+    defs.append(hatch('hatch-provisional', '#d98a06', '#fff4dc'));
+    defs.append(hatch('hatch-stale', '#8a94a3', '#eef0f3'));
+    nodes.push(defs);
+    for (const f of [0, 0.5, 1]) {
+      const val = Math.round(scaleMax * f);
+      nodes.push(sv('line', { class: 'gridline', x1: left, x2: W - right, y1: y(val), y2: y(val) }));
+      nodes.push(sv('text', { x: left - 6, y: y(val) + 3, 'text-anchor': 'end' }, val));
+    }
+    nodes.push(sv('line', { class: 'axis', x1: left, x2: W - right, y1: base, y2: base }));
+
+    hours.forEach((h, i) => {
+      const x = left + i * slot + (slot - barW) / 2;
+      const cx = x + barW / 2;
+      const stale = h.stale || (lost && h.state !== 'final' && h.state !== 'confirmed_zero');
+      const g = sv('g', {
+        class: 'bar ' + h.state + (stale ? ' stale' : ''),
+        'data-window-id': h.window_id, 'data-state': h.state, 'data-stale': stale ? 'true' : 'false',
+      });
+      const title = sv('title', {}, barTitle(h, stale));
+      g.append(title);
+      if (h.state === 'final' || h.state === 'provisional') {
+        const top_ = Math.min(y(h.count), base - 2);
+        const fill = stale ? 'url(#hatch-stale)' : h.state === 'final' ? '#1f5fd1' : 'url(#hatch-provisional)';
+        g.append(sv('rect', { class: 'body', x: x, y: top_, width: barW, height: base - top_, rx: 2, fill: fill }));
+        g.append(sv('text', { class: 'count', x: cx, y: top_ - 4, 'text-anchor': 'middle' }, h.count));
+        if (h.corrected_by > 0) {
+          const label = '+' + h.corrected_by;
+          const cw = Math.max(label.length * 6 + 4, 16);
+          const cy = Math.max(top_ - 28, 2);
+          g.append(sv('rect', { class: 'corr', x: cx - cw / 2, y: cy, width: cw, height: 12, rx: 3 }));
+          g.append(sv('text', { class: 'corr', x: cx, y: cy + 9, 'text-anchor': 'middle' }, label));
+        }
+      } else if (h.state === 'confirmed_zero') {
+        g.append(sv('rect', { class: 'zero-line', x: x, y: base - 2, width: barW, height: 2 }));
+        g.append(sv('text', { class: 'zero', x: cx, y: base - 6, 'text-anchor': 'middle' }, '0✓'));
+      } else {
+        g.append(sv('rect', { class: 'nodata', x: x, y: base - 22, width: barW, height: 22, rx: 2 }));
+        g.append(sv('text', { class: 'nodata', x: cx, y: base - 8, 'text-anchor': 'middle' }, '?'));
+      }
+      if (i % 3 === 0 || i === hours.length - 1) {
+        g.append(sv('text', { x: cx, y: base + 14, 'text-anchor': 'middle' }, hourLabel(h.start)));
+      }
+      nodes.push(g);
+    });
+    if (hours.length) {
+      const d = new Date(hours[0].start);
+      nodes.push(sv('text', { x: left, y: H - 4 }, d.toISOString().slice(0, 10) + ' → ' +
+        new Date(hours[hours.length - 1].start).toISOString().slice(0, 10) + ' (UTC hours)'));
+    }
+    svg.replaceChildren(...nodes);
+  }
+
+  function barTitle(h, stale) {
+    const what = {
+      final: 'final: ' + h.count,
+      provisional: 'provisional (' + h.status + '): ' + h.count,
+      confirmed_zero: 'confirmed zero: final, no events',
+      no_data: 'no data yet: not final, not a zero',
+    }[h.state] || h.state;
+    return h.window_id + ' — ' + what + (h.corrected_by > 0 ? ', corrected +' + h.corrected_by : '') +
+      (stale ? ' — STALE' : '');
+  }
+
+  function hatch(id, ink, paper) {
+    const p = sv('pattern', { id: id, width: 6, height: 6, patternUnits: 'userSpaceOnUse', patternTransform: 'rotate(45)' });
+    p.append(sv('rect', { width: 6, height: 6, fill: paper }));
+    p.append(sv('rect', { width: 2.5, height: 6, fill: ink }));
+    return p;
+  }
+
+  function niceMax(n) {
+    if (n <= 4) return 4;
+    const p = Math.pow(10, Math.floor(Math.log10(n)));
+    for (const m of [1, 2, 2.5, 5, 10]) {
+      if (m * p >= n) return m * p;
+    }
+    return 10 * p;
+  }
+
+  function renderTable(v, lost) {
+    const body = $('windows-body');
+    const ws = v.windows || [];
+    $('window-count').textContent = ws.length < v.total_windows
+      ? 'newest ' + ws.length + ' of ' + v.total_windows : v.total_windows + ' windows';
+    if (ws.length === 0) {
+      body.replaceChildren(el('tr', { class: 'empty' }, el('td', { colspan: 8 }, v.loaded ? 'no windows yet' : 'waiting for data…')));
+      return;
+    }
+    const rows = ws.map((w) => {
+      const stale = windowStale(w, lost);
+      const cls = [w.final ? 'final' : 'provisional'];
+      if (stale) cls.push('stale');
+      if (w.corrected_by > 0 || w.corrections > 0) cls.push('corrected');
+      const status = el('td', { class: 'c-status' });
+      if (w.final) status.append(el('span', { class: 'badge final' }, '✓ final'));
+      else status.append(el('span', { class: 'badge provisional' }, 'provisional · ' + w.status.replace('_', ' ')));
+      if (stale) status.append(el('span', { class: 'badge stale' }, 'stale'));
+      const corr = el('td', { class: 'c-corr' });
+      if (w.corrected_by > 0 || w.corrections > 0) {
+        corr.append(el('span', { class: 'badge corrected' }, 'corrected +' + w.corrected_by));
+        const parts = [w.corrections + ' late event' + (w.corrections === 1 ? '' : 's') + ' counted'];
+        if (w.first_output_count !== undefined && w.first_output_count !== null) {
+          parts.push('first output ' + w.first_output_count + ' at v' + w.first_output_version);
+        }
+        corr.append(el('span', { class: 'detail' }, parts.join('; ')));
+      } else {
+        corr.append(el('span', { class: 'muted' }, '—'));
+      }
+      const late = el('td', { class: 'c-late num' });
+      late.append(w.late_dropped > 0 ? el('span', { class: 'badge late' }, w.late_dropped) : '0');
+      return el('tr', {
+        class: cls.join(' '), 'data-window-id': w.window_id, 'data-status': w.status,
+        'data-final': w.final ? 'true' : 'false', 'data-stale': stale ? 'true' : 'false',
+        'data-corrected-by': w.corrected_by,
+      },
+      el('td', { class: 'c-window' }, w.window_id, el('span', { class: 'range' }, range(w))),
+      el('td', { class: 'c-count num' }, w.count),
+      el('td', { class: 'c-version num' }, w.version),
+      status, corr, late,
+      el('td', { class: 'c-wm' }, fmtTime(w.watermark)),
+      el('td', { class: 'c-updated' }, fmtTime(w.updated_at), ' ', el('span', { class: 'detail' }, ago(w.updated_at, v.now))));
+    });
+    body.replaceChildren(...rows);
+  }
+
+  function renderHealth(v) {
+    const h = v.health;
+    const set = (id, ...content) => $(id).replaceChildren(...content.map((c) => (c instanceof Node ? c : String(c))));
+    set('h-watch', v.watch.reloads + ' re-watch' + (v.watch.reloads === 1 ? '' : 'es') +
+      (v.watch.last_reason ? ' (last: ' + v.watch.last_reason + ' ' + ago(v.watch.last_reload, v.now) + ')' : ''));
+    $('h-watch').dataset.reloads = v.watch.reloads;
+    if (!h) {
+      for (const id of ['h-global-wm', 'h-source', 'h-report', 'h-late', 'h-corrections', 'h-correction-backlog', 'h-state', 'h-hottest']) set(id, '–');
+      $('partitions').tBodies[0].replaceChildren();
+      $('backlog').tBodies[0].replaceChildren();
+      return;
+    }
+    set('h-global-wm', fmtTime(h.global_watermark));
+    set('h-source', fmtTime(h.source_last_seen), ' ', el('span', { class: 'detail' }, ago(h.source_last_seen, v.now) + ' · stale after ' + h.stale_after));
+    set('h-report', fmtTime(h.updated_at), ' ', el('span', { class: 'detail' }, ago(h.updated_at, v.now)));
+    set('h-late', (h.late_per_minute || 0) + ' / min', ' ', el('span', { class: 'detail' }, h.late_total + ' routed to LATE in all'));
+    set('h-corrections', (h.corrections_per_minute || 0) + ' / min', ' ', el('span', { class: 'detail' }, h.corrections + ' counted as corrections in all'));
+    set('h-correction-backlog', h.correction_backlog || 0, ' ', el('span', { class: 'detail' }, 'late events awaiting offline recomputation'));
+    set('h-state', h.ledger_entries + ' ledger entries · ' + h.windows + ' windows held');
+    const hot = h.hottest_partitions || [];
+    set('h-hottest', ...(hot.length ? hot.map((p) => el('span', { class: 'badge hot' }, 'p' + p.partition + ': ' + p.recent + '/min')) : ['none (idle)']));
+
+    const gw = validTime(h.global_watermark);
+    const recent = h.partition_recent || [];
+    const hotSet = new Set(hot.map((p) => p.partition));
+    $('partitions').tBodies[0].replaceChildren(...(h.watermarks || []).map((wm, p) => {
+      const d = validTime(wm);
+      const behind = d && gw ? Math.round((d - gw) / 60000) : null;
+      return el('tr', { 'data-partition': p },
+        el('td', {}, 'p' + p, hotSet.has(p) ? el('span', { class: 'badge hot' }, 'hot') : null),
+        el('td', {}, fmtTime(wm)),
+        el('td', {}, behind === null ? '–' : behind === 0 ? 'min' : '+' + behind + 'm'),
+        el('td', {}, recent[p] !== undefined ? recent[p] : '–'));
+    }));
+
+    const groups = new Map();
+    for (const [name, n] of Object.entries(h.backlog || {}).sort()) {
+      const svc = name.replace(/-p\d+$/, '').replace(/-g[^-]+$/, '');
+      if (!groups.has(svc)) groups.set(svc, []);
+      groups.get(svc).push([name, n]);
+    }
+    $('backlog').tBodies[0].replaceChildren(...[...groups].map(([svc, list]) => {
+      const total = list.reduce((a, [, n]) => a + n, 0);
+      return el('tr', { 'data-service': svc },
+        el('td', {}, svc),
+        el('td', { class: 'num' }, total),
+        el('td', { class: 'detail' }, list.map(([name, n]) => name.replace(svc + '-', '') + ' ' + n).join(' · ')));
+    }));
+  }
+
+  connect();
+})();

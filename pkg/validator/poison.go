@@ -1,0 +1,100 @@
+package validator
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/receiptflow/receiptflow/pkg/contract"
+	"github.com/receiptflow/receiptflow/pkg/ingest"
+)
+
+// DefaultMaxDeliveries is Config.MaxDeliveries when it is zero.
+const DefaultMaxDeliveries = 5
+
+// validateFunc is the shape of (*contract.Validator).Validate; the service
+// calls it through a field so tests can make one record fail.
+type validateFunc func(raw []byte, defaultIngestedAt time.Time) (contract.Event, error)
+
+// heartbeatID is the VALID message id of the heartbeat at RAW sequence seq
+// of partition p. The '/' is outside the event id alphabet, so no event id
+// (the VALID message id of an event) can ever equal it: an event named like
+// a heartbeat cannot make JetStream drop the heartbeat, or the reverse.
+func heartbeatID(p int, seq uint64) string {
+	return "hb/" + strconv.Itoa(p) + "/" + strconv.FormatUint(seq, 10)
+}
+
+// poison returns the rejection of a record JetStream has delivered more than
+// MaxDeliveries times, or nil. Such a record was handed to this consumer
+// that often without its batch being acknowledged: whatever keeps failing,
+// it must not hold up its partition for ever. It is routed to REJECTED
+// without being validated again.
+func (s *Service) poison(meta *jetstream.MsgMetadata, raw []byte) *contract.RejectError {
+	n := s.cfg.MaxDeliveries
+	if n < 0 || meta.NumDelivered <= uint64(n) {
+		return nil
+	}
+	return contract.Reject(contract.ReasonInvalidField, contract.PeekEventID(raw),
+		"poison message: not processed after %d deliveries (delivery %d, limit %d); routed to REJECTED without validating it again",
+		n, meta.NumDelivered, n)
+}
+
+// validateOne validates one RAW record. Whatever goes wrong with this one
+// record ends as its rejection, never as an error of the batch: a panic in
+// the validator or an error that is not a contract violation would otherwise
+// fail the batch on every delivery and block the partition. A record ingest
+// cut to a bounded prefix (ingest.HdrOrigSize) is too_large with its full
+// size in the detail.
+func (s *Service) validateOne(m jetstream.Msg) (ev contract.Event, rej *contract.RejectError) {
+	raw := m.Data()
+	defer func() {
+		if v := recover(); v != nil {
+			ev = contract.Event{}
+			rej = contract.Reject(contract.ReasonInvalidField, contract.PeekEventID(raw),
+				"validating the record panicked: %s", sanitize(fmt.Sprint(v)))
+			s.cfg.Logger.Error("validator panicked on one record; rejected it", "panic", fmt.Sprint(v))
+		}
+	}()
+	if orig := m.Headers().Get(ingest.HdrOrigSize); orig != "" {
+		size, err := strconv.ParseInt(orig, 10, 64)
+		if err != nil {
+			return contract.Event{}, contract.Reject(contract.ReasonInvalidField, contract.PeekEventID(raw),
+				"header %s %s is not a size", ingest.HdrOrigSize, sanitize(orig))
+		}
+		return contract.Event{}, contract.Reject(contract.ReasonTooLarge, contract.PeekEventID(raw),
+			"record is %d bytes, more than the limit of %d (ingest kept the first %d bytes)",
+			size, s.cfg.Validator.Options().MaxSize, len(raw))
+	}
+	ev, err := s.validate(raw, s.cfg.Now())
+	if err == nil {
+		return ev, nil
+	}
+	if r, ok := contract.AsReject(err); ok {
+		return contract.Event{}, r
+	}
+	return contract.Event{}, contract.Reject(contract.ReasonInvalidField, contract.PeekEventID(raw),
+		"validating the record failed: %s", sanitize(err.Error()))
+}
+
+// keepBytes is how much of a record a REJECTED message carries: records
+// longer than that (too_large ones only) are cut, and the full size goes in
+// ingest.HdrOrigSize; the whole record stays in RAW at its sequence.
+func (s *Service) keepBytes() int {
+	var maxPayload int64
+	if nc := s.js.Conn(); nc != nil {
+		maxPayload = nc.MaxPayload()
+	}
+	return ingest.KeepBytes(s.cfg.Validator.Options().MaxSize, maxPayload)
+}
+
+// sanitize makes text safe for a header value and short: quoted, ASCII
+// only, at most 200 bytes.
+func sanitize(s string) string {
+	q := strconv.QuoteToASCII(s)
+	if len(q) > 200 {
+		q = q[:197] + "..."
+	}
+	return q
+}

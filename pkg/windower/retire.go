@@ -1,0 +1,120 @@
+package windower
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/receiptflow/receiptflow/pkg/snapshot"
+	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/window"
+)
+
+// retire retires partition p's windows that are final and past the replay
+// horizon: the global watermark is at least end + grace + Horizon, and the
+// window's final snapshot, including this partition's latest partial, is in
+// the KV bucket (so the publisher no longer needs the partial). Windows are retired oldest first; the first one whose
+// final snapshot is not yet in KV stops the pass.
+func (s *Service) retire(ctx context.Context, p int) error {
+	global, err := s.store.GlobalWatermark(ctx, s.cfg.Partitions)
+	if err != nil {
+		return err
+	}
+	cutoff := global - s.store.Grace() - s.store.Horizon()
+	mark := window.StartMs(cutoff) // every window ending at or before it qualifies
+	if mark <= 0 {
+		return nil
+	}
+	ck, err := s.store.Checkpoint(ctx, p)
+	if err != nil {
+		return err
+	}
+	if mark <= ck.Retired {
+		return nil
+	}
+	ids, err := s.store.Windows(ctx, p)
+	if err != nil {
+		return err
+	}
+	kv, err := s.js.KeyValue(ctx, s.cfg.Names.Bucket())
+	if err != nil {
+		return fmt.Errorf("windower: bucket: %w", err)
+	}
+	// Every partition's current partials of these windows: the KV snapshot
+	// must already include each of them, or a change another partition made
+	// would be lost once this partition's partial is gone.
+	views := make([]map[string]int64, s.cfg.Partitions)
+	for q := 0; q < s.cfg.Partitions; q++ {
+		v, err := s.store.Read(ctx, q, ids)
+		if err != nil {
+			return err
+		}
+		views[q] = map[string]int64{}
+		for id, part := range v.Partials {
+			views[q][id] = part.Version
+		}
+	}
+	var retire []string
+	for _, id := range ids { // oldest first
+		start, err := window.ParseID(id)
+		if err != nil {
+			return err
+		}
+		if start+window.WidthMs > mark {
+			break
+		}
+		final, err := publishedFinal(ctx, kv, id, views)
+		if err != nil {
+			return err
+		}
+		if !final {
+			mark = start // retire up to this window, not beyond
+			break
+		}
+		retire = append(retire, id)
+	}
+	if mark <= ck.Retired {
+		return nil
+	}
+	removed, err := s.store.Retire(ctx, p, mark, retire)
+	if err != nil {
+		return err
+	}
+	s.m.retired.Add(float64(len(retire)))
+	s.cfg.Logger.Info("windows retired", "partition", p, "windows", len(retire), "ledger_entries", removed,
+		"retired_until", window.Time(mark))
+	return nil
+}
+
+// publishedFinal reports whether KV holds window id as final with every
+// partition's partial that Redis still holds at its current version: only
+// then has the publisher nothing left to read from the window's state.
+func publishedFinal(ctx context.Context, kv jetstream.KeyValue, id string, views []map[string]int64) (bool, error) {
+	e, err := kv.Get(ctx, stream.WindowKey(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("windower: read snapshot %s: %w", id, err)
+	}
+	var w snapshot.Window
+	if err := json.Unmarshal(e.Value(), &w); err != nil {
+		return false, fmt.Errorf("windower: snapshot %s: %w", id, err)
+	}
+	if w.Status != window.StatusFinal {
+		return false, nil
+	}
+	inKV := map[int]int64{}
+	for _, part := range w.Partitions {
+		inKV[part.Partition] = part.Version
+	}
+	for q, v := range views {
+		if ver, ok := v[id]; ok && inKV[q] != ver {
+			return false, nil
+		}
+	}
+	return true, nil
+}
