@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -62,12 +61,11 @@ type e2eResult struct {
 	Windows map[string]windowSeen
 	// LatencyMs are the per-event latencies (latency runs only), sorted.
 	LatencyMs []float64
-	// Measured at the end when spec.measure.
-	RedisBefore, RedisAfter int64
-	ClaimEntries            int64
-	LedgerEntries           int64
-	ClaimBytes, LedgerBytes int64
-	RSS                     map[string]int64
+	// Measured when spec.measure: used_memory before the run and the
+	// Redis sample that held the most state (see sampleRedisUntil).
+	RedisBefore int64
+	Redis       redisSample
+	RSS         map[string]int64
 	KVUpdates               int64
 }
 
@@ -133,6 +131,13 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 		}
 		resetPeakRSS(os.Getpid())
 		resetPeakRSS(b.redis.pid())
+	}
+	stopSampling := func() redisSample { return redisSample{} }
+	if spec.measure {
+		sctx, scancel := context.WithCancel(ctx)
+		defer scancel()
+		get := b.sampleRedisUntil(sctx, time.Second)
+		stopSampling = func() redisSample { scancel(); return get() }
 	}
 
 	// The watcher follows every window snapshot from the start.
@@ -281,9 +286,7 @@ wait:
 		res.LatencyMs = lat
 	}
 	if spec.measure {
-		if err := b.measureRedis(ctx, res); err != nil {
-			return nil, err
-		}
+		res.Redis = stopSampling()
 		res.RSS = dep.peakRSS()
 		if v, err := peakRSS(os.Getpid()); err == nil {
 			res.RSS["bench (nats-server + ingest)"] = v
@@ -356,46 +359,113 @@ func waitConsumers(ctx context.Context, js jetstream.JetStream, names stream.Nam
 	}
 }
 
-// measureRedis reads used_memory and how much of it the claims and the
-// window ledgers take.
-func (b *bencher) measureRedis(ctx context.Context, res *e2eResult) error {
+// redisSample is one reading of Redis during a run.
+type redisSample struct {
+	used                    int64
+	claimEntries            int64
+	ledgerEntries           int64
+	claimBytes, claimSubset int64 // MEMORY USAGE of a subset of the claim hashes, and their entries
+	ledgerBytes, ledgerSub  int64 // the same for the window ledgers of partition 0
+}
+
+// sampleRedis reads used_memory, the entries of every claims hash and
+// window ledger, and MEMORY USAGE of a subset of them (every 32nd claims
+// bucket, partition 0's ledgers).
+func (b *bencher) sampleRedis(ctx context.Context) (redisSample, error) {
+	var s redisSample
 	var err error
-	if res.RedisAfter, err = usedMemory(ctx, b.rdb); err != nil {
-		return err
+	if s.used, err = usedMemory(ctx, b.rdb); err != nil {
+		return s, err
 	}
 	prefix := stream.For("").RedisPrefix()
 	var cursor uint64
+	n := 0
 	for {
-		keys, next, err := b.rdb.Scan(ctx, cursor, prefix+"*", 1000).Result()
+		keys, next, err := b.rdb.Scan(ctx, cursor, prefix+"*", 2000).Result()
 		if err != nil {
-			return err
+			return s, err
 		}
 		pipe := b.rdb.Pipeline()
-		lens := make([]*redis.IntCmd, len(keys))
-		mems := make([]*redis.IntCmd, len(keys))
-		for i, k := range keys {
-			lens[i] = pipe.HLen(ctx, k)
-			mems[i] = pipe.MemoryUsage(ctx, k, 0)
+		type probe struct {
+			claims bool
+			subset bool
+			hlen   *redis.IntCmd
+			mem    *redis.IntCmd
 		}
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			// WRONGTYPE for the index zset is expected; read what worked.
-			_ = err
-		}
-		for i, k := range keys {
+		var probes []probe
+		for _, k := range keys {
+			var pr probe
 			switch {
-			case strings.HasSuffix(k, ":claims"):
-				res.ClaimEntries += lens[i].Val()
-				res.ClaimBytes += mems[i].Val()
+			case strings.Contains(k, ":claims"):
+				pr.claims = true
+				pr.subset = n%32 == 0
+				n++
 			case strings.Contains(k, "}:l:"):
-				res.LedgerEntries += lens[i].Val()
-				res.LedgerBytes += mems[i].Val()
+				pr.subset = strings.HasPrefix(k, prefix+"{p0}:")
+			default:
+				continue
+			}
+			pr.hlen = pipe.HLen(ctx, k)
+			if pr.subset {
+				pr.mem = pipe.MemoryUsage(ctx, k, 0)
+			}
+			probes = append(probes, pr)
+		}
+		if len(probes) > 0 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return s, err
+			}
+		}
+		for _, pr := range probes {
+			h := pr.hlen.Val()
+			if pr.claims {
+				s.claimEntries += h
+			} else {
+				s.ledgerEntries += h
+			}
+			if pr.mem == nil {
+				continue
+			}
+			if pr.claims {
+				s.claimBytes += pr.mem.Val()
+				s.claimSubset += h
+			} else {
+				s.ledgerBytes += pr.mem.Val()
+				s.ledgerSub += h
 			}
 		}
 		if cursor = next; cursor == 0 {
-			break
+			return s, nil
 		}
 	}
-	return nil
+}
+
+// sampleRedisUntil samples Redis every interval until ctx ends and returns
+// the sample that held the most entries: the state is largest just before
+// windows are retired at the end of the stream.
+func (b *bencher) sampleRedisUntil(ctx context.Context, interval time.Duration) func() redisSample {
+	out := make(chan redisSample, 1)
+	go func() {
+		var best redisSample
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				out <- best
+				return
+			case <-t.C:
+			}
+			s, err := b.sampleRedis(ctx)
+			if err != nil {
+				continue
+			}
+			if s.claimEntries+s.ledgerEntries >= best.claimEntries+best.ledgerEntries {
+				best = s
+			}
+		}
+	}()
+	return func() redisSample { return <-out }
 }
 
 // resetPeakRSS resets a process's VmHWM (Linux clear_refs 5), so the peak

@@ -124,10 +124,10 @@ func newResults(o Options) *Results {
 // divided by the distinct valid event ids (every one has a claim; counted
 // submissions also have a window-ledger entry).
 func (r *Results) ledgerBytesPerID() float64 {
-	if r.E2E == nil || r.E2E.ClaimEntries == 0 {
+	if r.E2E == nil || r.E2E.Redis.claimEntries == 0 {
 		return math.NaN()
 	}
-	return float64(r.E2E.RedisAfter-r.E2E.RedisBefore) / float64(r.E2E.ClaimEntries)
+	return float64(r.E2E.Redis.used-r.E2E.RedisBefore) / float64(r.E2E.Redis.claimEntries)
 }
 
 func (r *Results) ratio() float64 {
@@ -179,11 +179,12 @@ func (r *Results) JSON() map[string]any {
 	if r.E2E != nil {
 		d["e2e_seconds"] = num(r.E2E.Elapsed.Seconds())
 		d["redis_used_before"] = r.E2E.RedisBefore
-		d["redis_used_after"] = r.E2E.RedisAfter
-		d["claim_entries"] = r.E2E.ClaimEntries
-		d["ledger_entries"] = r.E2E.LedgerEntries
-		d["claims_bytes_per_entry"] = num(float64(r.E2E.ClaimBytes) / float64(max(1, r.E2E.ClaimEntries)))
-		d["ledger_bytes_per_entry"] = num(float64(r.E2E.LedgerBytes) / float64(max(1, r.E2E.LedgerEntries)))
+		rs := r.E2E.Redis
+		d["redis_used_at_sample"] = rs.used
+		d["claim_entries"] = rs.claimEntries
+		d["ledger_entries"] = rs.ledgerEntries
+		d["claims_bytes_per_entry"] = num(perEntry(rs.claimBytes, rs.claimSubset))
+		d["ledger_bytes_per_entry"] = num(perEntry(rs.ledgerBytes, rs.ledgerSub))
 		rss := map[string]any{}
 		for k, v := range r.E2E.RSS {
 			rss[k] = v
@@ -257,12 +258,14 @@ func (r *Results) print(w io.Writer) {
 	}
 	if e := r.E2E; e != nil {
 		per := r.ledgerBytesPerID()
+		rs := e.Redis
 		row("Redis per event id", fmt.Sprintf("%.1f B", per), verdict(per <= TargetLedgerBytes,
-			fmt.Sprintf("target ≤ %.0f B; used_memory %s → %s over %d event ids", TargetLedgerBytes, mib(e.RedisBefore), mib(e.RedisAfter), e.ClaimEntries)))
-		row("Redis claims", fmt.Sprintf("%.1f B", float64(e.ClaimBytes)/float64(max(1, e.ClaimEntries))),
-			fmt.Sprintf("MEMORY USAGE per entry, %d entries (validator fingerprint claims)", e.ClaimEntries))
-		row("Redis window ledger", fmt.Sprintf("%.1f B", float64(e.LedgerBytes)/float64(max(1, e.LedgerEntries))),
-			fmt.Sprintf("MEMORY USAGE per entry, %d entries (windower dedup ledger)", e.LedgerEntries))
+			fmt.Sprintf("target ≤ %.0f B; used_memory %s → %s holding %d claims + %d ledger entries, over %d event ids",
+				TargetLedgerBytes, mib(e.RedisBefore), mib(rs.used), rs.claimEntries, rs.ledgerEntries, rs.claimEntries)))
+		row("Redis claims", fmt.Sprintf("%.1f B", perEntry(rs.claimBytes, rs.claimSubset)),
+			fmt.Sprintf("MEMORY USAGE per entry of 1/32 of the claim hashes (validator fingerprint claims, %d entries)", rs.claimEntries))
+		row("Redis window ledger", fmt.Sprintf("%.1f B", perEntry(rs.ledgerBytes, rs.ledgerSub)),
+			fmt.Sprintf("MEMORY USAGE per entry of partition 0's ledgers (windower dedup ledger, %d entries)", rs.ledgerEntries))
 		for _, svc := range []string{"validator", "windower", "publisher"} {
 			row("RSS "+svc, rssOf(e.RSS, svc), rssNote(r.Mode))
 		}
@@ -316,6 +319,13 @@ func (r *Results) print(w io.Writer) {
 		}
 		row(label, eps(s.EPS), fmt.Sprintf("%d partitions split %s; %s", r.Partitions, splitOf(r.Partitions, n), eq))
 	}
+}
+
+func perEntry(bytes, entries int64) float64 {
+	if entries == 0 {
+		return math.NaN()
+	}
+	return float64(bytes) / float64(entries)
 }
 
 func splitOf(p, n int) string {

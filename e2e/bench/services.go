@@ -141,7 +141,7 @@ func runInProcess(ctx context.Context, spec deploySpec, svc string, owned []int,
 	}
 	defer rdb.Close()
 	names := stream.For("")
-	store := ledger.NewStore(rdb, ledger.Keys{Prefix: names.RedisPrefix()}, 5*time.Minute, time.Hour)
+	store := ledger.NewStore(rdb, ledger.Keys{Prefix: names.RedisPrefix()}, 5*time.Minute, time.Hour, ledger.WithHorizon(24*time.Hour))
 	switch svc {
 	case "validator":
 		return validator.New(conn.JS, store, validator.Config{Names: names, Partitions: spec.partitions, Owned: owned, Validator: v}).Run(ctx)

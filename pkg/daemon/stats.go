@@ -154,15 +154,12 @@ func (s *stats) sample(ctx context.Context, every time.Duration) {
 }
 
 // setWatermark sets the watermark gauge and the lag; a partition with no
-// data yet (0) or closed by the end-of-stream heartbeat has no lag.
+// data yet has neither, and one closed by the end-of-stream heartbeat (a
+// watermark in year 9999) has no lag.
 func setWatermark(wm, lag prometheus.Gauge, ms int64, now time.Time) {
-	if ms <= 0 {
+	if ms <= window.NoWatermark {
 		return
 	}
 	wm.Set(float64(ms) / 1000)
-	if ms >= window.EndOfStream {
-		lag.Set(0)
-		return
-	}
 	lag.Set(max(0, now.Sub(time.UnixMilli(ms)).Seconds()))
 }

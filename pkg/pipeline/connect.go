@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // Conn is one service instance's own NATS connection.
@@ -208,7 +209,13 @@ func (s RedisSecurity) LogValue() slog.Value {
 // *redis.ClusterClient with Cluster. It fails if a password or
 // certificate file cannot be read. The client connects lazily: Ping it.
 func ConnectRedisSecure(rawURL string, sec RedisSecurity) (redis.UniversalClient, error) {
-	u := redis.UniversalOptions{MaxRetries: 3, IsClusterMode: sec.Cluster}
+	u := redis.UniversalOptions{
+		MaxRetries: 3, IsClusterMode: sec.Cluster,
+		// Send nothing on connect beyond HELLO/AUTH: CLIENT SETINFO and
+		// CLIENT MAINT_NOTIFICATIONS are not in the services' ACLs.
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	}
 	tlsOn := false
 	for _, one := range strings.Split(rawURL, ",") {
 		one = strings.TrimSpace(one)

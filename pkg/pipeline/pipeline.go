@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -164,6 +165,9 @@ func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 	return p, nil
 }
 
+// Config returns the pipeline's configuration (with defaults applied).
+func (p *Pipeline) Config() Config { return p.cfg }
+
 // Crashes returns how often each service instance died and was restarted.
 func (p *Pipeline) Crashes() map[string]int {
 	p.mu.Lock()
@@ -249,6 +253,9 @@ func (p *Pipeline) Backlog(ctx context.Context) (map[string]uint64, bool, error)
 		}
 		l := st.ListConsumers(ctx)
 		for ci := range l.Info() {
+			if !p.ownsConsumer(ci.Name) {
+				continue // another generation's consumer of RAW
+			}
 			out[ci.Stream+"/"+ci.Name] = ci.NumPending + uint64(ci.NumAckPending)
 		}
 		if err := l.Err(); err != nil {
@@ -264,6 +271,21 @@ func (p *Pipeline) Backlog(ctx context.Context) (map[string]uint64, bool, error)
 		}
 	}
 	return out, len(out) >= want, nil
+}
+
+// ownsConsumer reports whether a durable consumer belongs to this
+// pipeline's generation (names from the services' durable()).
+func (p *Pipeline) ownsConsumer(name string) bool {
+	for _, svc := range []string{Validator, Windower, Publisher} {
+		base := svc
+		if p.Names.Generation != stream.DefaultGeneration {
+			base += "-g" + p.Names.Generation
+		}
+		if name == base || strings.HasPrefix(name, base+"-p") {
+			return true
+		}
+	}
+	return false
 }
 
 // WaitDrained waits until every consumer has processed everything in its

@@ -237,7 +237,13 @@ func (t *tracer) finish(rejected []reconcile.RejectedRow) []TraceRow {
 
 // Windows reads every window snapshot from the KV bucket, sorted by start.
 func (p *Pipeline) Windows(ctx context.Context) ([]snapshot.Window, error) {
-	kv, err := p.KV(ctx)
+	return ReadWindows(ctx, p.Admin.JS, p.Names)
+}
+
+// ReadWindows reads every window snapshot of generation n from its KV
+// bucket, sorted by start.
+func ReadWindows(ctx context.Context, js jetstream.JetStream, n stream.Names) ([]snapshot.Window, error) {
+	kv, err := js.KeyValue(ctx, n.Bucket())
 	if err != nil {
 		return nil, err
 	}
@@ -263,9 +269,15 @@ func (p *Pipeline) Windows(ctx context.Context) ([]snapshot.Window, error) {
 
 // LateRows reads LATE, one row per distinct event id (first occurrence).
 func (p *Pipeline) LateRows(ctx context.Context) ([]reconcile.LateRow, error) {
+	return ReadLate(ctx, p.Admin.JS, p.Names)
+}
+
+// ReadLate reads generation n's LATE stream, one row per distinct event id
+// (first occurrence).
+func ReadLate(ctx context.Context, js jetstream.JetStream, n stream.Names) ([]reconcile.LateRow, error) {
 	seen := map[string]bool{}
 	var out []reconcile.LateRow
-	err := stream.ReadAll(ctx, p.Admin.JS, p.Names.Stream(stream.Late), func(m jetstream.Msg) error {
+	err := stream.ReadAll(ctx, js, n.Stream(stream.Late), func(m jetstream.Msg) error {
 		var le windower.LateEvent
 		if err := json.Unmarshal(m.Data(), &le); err != nil {
 			return fmt.Errorf("run: LATE message: %w", err)

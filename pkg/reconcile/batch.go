@@ -42,6 +42,9 @@ type Batch struct {
 	Duplicates []Duplicate
 
 	claims map[string]claim
+	// validator and ingestedAt are the options of the pass.
+	validator  *contract.Validator
+	ingestedAt time.Time
 	// rejectedIn indexes Rejected by the window of each rejected record
 	// whose event time could be read.
 	rejectedIn map[string][]int
@@ -107,17 +110,11 @@ type claim struct {
 // validator returns an error that is not a *contract.RejectError. It reads r
 // to the end and does not close it.
 func Count(r io.Reader, opts Options) (*Batch, error) {
-	opts, err := opts.withDefaults()
+	b, err := NewBatch(opts)
 	if err != nil {
 		return nil, err
 	}
-	b := &Batch{
-		Partitions: opts.Partitions,
-		Windows:    make(map[string]*WindowCount),
-		claims:     make(map[string]claim),
-		rejectedIn: make(map[string][]int),
-	}
-	maxLine := max(maxLineBytes, opts.Validator.Options().MaxSize+1)
+	maxLine := max(maxLineBytes, b.validator.Options().MaxSize+1)
 	lines := newLineReader(r, maxLine)
 	for n := 1; ; n++ {
 		line, size, cut, err := lines.next()
@@ -130,23 +127,52 @@ func Count(r io.Reader, opts Options) (*Batch, error) {
 		if len(bytes.TrimSpace(line)) == 0 && !cut {
 			continue
 		}
-		b.Records++
 		if cut {
+			b.Records++
 			b.reject(n, line, contract.Reject(contract.ReasonTooLarge, "",
 				"record is %d bytes, over the %d the pass reads", size, maxLine), nil)
 			continue
 		}
-		ev, err := opts.Validator.Validate(line, opts.DefaultIngestedAt)
-		if err != nil {
-			re, ok := contract.AsReject(err)
-			if !ok {
-				return nil, fmt.Errorf("reconcile: line %d: %w", n, err)
-			}
-			b.reject(n, line, re, nil)
-			continue
+		if err := b.Add(n, line, b.ingestedAt); err != nil {
+			return nil, err
 		}
-		b.apply(n, line, &ev)
 	}
+}
+
+// NewBatch starts an empty batch pass, to be fed record by record with Add
+// (for a raw snapshot that is not a file, such as a RAW stream range).
+func NewBatch(opts Options) (*Batch, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Batch{
+		Partitions: opts.Partitions,
+		Windows:    make(map[string]*WindowCount),
+		claims:     make(map[string]claim),
+		rejectedIn: make(map[string][]int),
+		validator:  opts.Validator,
+		ingestedAt: opts.DefaultIngestedAt,
+	}, nil
+}
+
+// Add applies record number n (its position in the snapshot, 1-based),
+// judging a record without ingested_at as ingested at defaultIngestedAt.
+// It returns an error only for a validator error that is not a contract
+// rejection. Records must be added in snapshot order.
+func (b *Batch) Add(n int, raw []byte, defaultIngestedAt time.Time) error {
+	b.Records++
+	ev, err := b.validator.Validate(raw, defaultIngestedAt)
+	if err != nil {
+		re, ok := contract.AsReject(err)
+		if !ok {
+			return fmt.Errorf("reconcile: record %d: %w", n, err)
+		}
+		b.reject(n, raw, re, nil)
+		return nil
+	}
+	b.apply(n, raw, &ev)
+	return nil
 }
 
 // apply applies one valid event read from line n.

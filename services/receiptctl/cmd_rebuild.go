@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/receiptflow/receiptflow/pkg/config"
+	"github.com/receiptflow/receiptflow/pkg/generation"
+	"github.com/receiptflow/receiptflow/pkg/pipeline"
+)
+
+func cmdRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("rebuild", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c config.Common
+	c.Register(fs)
+	noSwitch := fs.Bool("no-switch", false, "reconcile the new generation but do not switch readers to it")
+	out := fs.String("out", "", "write the parity report (parity.json, parity.md) here")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if c.Generation == "" || c.Generation == "1" && !flagSet(fs, "generation") {
+		return usageError("--generation G is required (a new generation, e.g. 2)")
+	}
+	if c.NATSURL == "" || c.RedisURL == "" {
+		return usageError("--nats-url and --redis-url (or NATS_URL, REDIS_URL) of the running deployment are required")
+	}
+	if err := c.Validate(); err != nil {
+		return usageError("%v", err)
+	}
+	res, err := generation.Rebuild(ctx, generation.RebuildConfig{
+		Config: pipeline.Config{
+			Partitions: c.Partitions, Lateness: c.Lateness, Grace: c.Grace, StaleAfter: c.StaleAfter,
+			NATSURL: c.NATSURL, RedisURL: c.RedisURL, Generation: c.Generation, ReplayHorizon: c.ReplayHorizon,
+			Logger: slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		},
+		NoSwitch: *noSwitch, Progress: stderr,
+	})
+	if err != nil {
+		return err
+	}
+	if *out != "" {
+		if err := writeReport(*out, res.Report); err != nil {
+			return err
+		}
+	}
+	switch {
+	case !res.Report.Holds:
+		return &exitError{code: 1, msg: fmt.Sprintf("generation %s failed parity (%d unexplained differences); readers stay on the active generation", c.Generation, len(res.Report.Unexplained))}
+	case res.Switched:
+		fmt.Fprintf(stdout, "rebuild: generation %s reconciled and active (previous %s; roll back with: receiptctl switch %s)\n", c.Generation, res.Pointer.Previous, res.Pointer.Previous)
+		fmt.Fprintf(stdout, "rebuild: restart the services with --generation %s so it keeps up with new events\n", c.Generation)
+	default:
+		fmt.Fprintf(stdout, "rebuild: generation %s reconciled; not switched (--no-switch). Switch with: receiptctl switch %s\n", c.Generation, c.Generation)
+	}
+	return nil
+}
+
+func cmdSwitch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("switch", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	natsURL := fs.String("nats-url", os.Getenv("NATS_URL"), "NATS server URL (env NATS_URL)")
+	force := fs.Bool("force", false, "switch even without a passing parity record")
+	if err := fs.Parse(reorder(args)); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError("usage: receiptctl switch G [--force]")
+	}
+	if *natsURL == "" {
+		return usageError("--nats-url (or NATS_URL) is required")
+	}
+	conn, err := pipeline.ConnectNATS(*natsURL, "receiptctl-switch")
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	p, err := generation.Switch(ctx, conn.JS, fs.Arg(0), *force)
+	if err != nil {
+		return &exitError{code: 1, msg: err.Error()}
+	}
+	fmt.Fprintf(stdout, "switch: readers now follow generation %s (previous %s%s)\n", p.Generation, p.Previous, map[bool]string{true: ", forced"}[p.Forced])
+	return nil
+}
+
+// reorder puts flags before positional arguments so "switch 2 --force"
+// parses like "switch --force 2".
+func reorder(args []string) []string {
+	var flags, pos []string
+	for _, a := range args {
+		if len(a) > 1 && a[0] == '-' {
+			flags = append(flags, a)
+		} else {
+			pos = append(pos, a)
+		}
+	}
+	return append(flags, pos...)
+}
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+type reportWriter interface {
+	WriteJSON(io.Writer) error
+	WriteMarkdown(io.Writer) error
+}
+
+func writeReport(dir string, r reportWriter) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, write := range map[string]func(io.Writer) error{"parity.json": r.WriteJSON, "parity.md": r.WriteMarkdown} {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if err := write(f); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
