@@ -245,15 +245,22 @@ func (p *Pipeline) runOnce(ctx context.Context, svc string) error {
 // unacknowledged) of the pipeline's streams, and whether every expected
 // consumer exists.
 func (p *Pipeline) Backlog(ctx context.Context) (map[string]uint64, bool, error) {
+	return Backlog(ctx, p.Admin.JS, p.Names, p.cfg.Services, p.cfg.Partitions)
+}
+
+// Backlog returns the unprocessed messages of every consumer that services
+// of generation n run (validator and windower: one per partition;
+// publisher: one), and whether all of them exist yet.
+func Backlog(ctx context.Context, js jetstream.JetStream, n stream.Names, services []string, partitions int) (map[string]uint64, bool, error) {
 	out := map[string]uint64{}
 	for _, base := range []string{stream.Raw, stream.Valid, stream.Changes} {
-		st, err := p.Admin.JS.Stream(ctx, p.Names.Stream(base))
+		st, err := js.Stream(ctx, n.Stream(base))
 		if err != nil {
 			return nil, false, err
 		}
 		l := st.ListConsumers(ctx)
 		for ci := range l.Info() {
-			if !p.ownsConsumer(ci.Name) {
+			if !ownsConsumer(n, ci.Name) {
 				continue // another generation's consumer of RAW
 			}
 			out[ci.Stream+"/"+ci.Name] = ci.NumPending + uint64(ci.NumAckPending)
@@ -263,23 +270,54 @@ func (p *Pipeline) Backlog(ctx context.Context) (map[string]uint64, bool, error)
 		}
 	}
 	want := 0
-	for _, svc := range p.cfg.Services {
+	for _, svc := range services {
 		if svc == Publisher {
 			want++
 		} else {
-			want += p.cfg.Partitions
+			want += partitions
 		}
 	}
 	return out, len(out) >= want, nil
 }
 
-// ownsConsumer reports whether a durable consumer belongs to this
-// pipeline's generation (names from the services' durable()).
-func (p *Pipeline) ownsConsumer(name string) bool {
+// WaitDrained waits until every consumer of generation n's services has
+// processed everything (checked three times in a row).
+func WaitDrained(ctx context.Context, js jetstream.JetStream, n stream.Names, services []string, partitions int) error {
+	quiet := 0
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		b, complete, err := Backlog(ctx, js, n, services, partitions)
+		if err != nil {
+			quiet = 0
+			continue
+		}
+		var total uint64
+		for _, v := range b {
+			total += v
+		}
+		if complete && total == 0 {
+			if quiet++; quiet >= 3 {
+				return nil
+			}
+		} else {
+			quiet = 0
+		}
+	}
+}
+
+// ownsConsumer reports whether a durable consumer belongs to
+// generation n (names from the services' durable()).
+func ownsConsumer(n stream.Names, name string) bool {
 	for _, svc := range []string{Validator, Windower, Publisher} {
 		base := svc
-		if p.Names.Generation != stream.DefaultGeneration {
-			base += "-g" + p.Names.Generation
+		if n.Generation != stream.DefaultGeneration {
+			base += "-g" + n.Generation
 		}
 		if name == base || strings.HasPrefix(name, base+"-p") {
 			return true
