@@ -10,7 +10,9 @@
 -- ARGV[1] lateness ms, ARGV[2] grace ms, ARGV[3] replay horizon ms (0: none),
 -- ARGV[4] window count W,
 -- ARGV[5..4+W]     window start ms, ARGV[5+W..4+2W] window ids,
--- ARGV[5+2W]       record count N, then N records of 5 fields:
+-- ARGV[5+2W]       expected checkpoint sequence (the caller's last applied;
+--                  0: unknown), then ARGV[6+2W] record count N, then N
+--                  records of 5 fields:
 --                  seq, kind (s submission | o other type | h heartbeat),
 --                  event id, window index j (1-based, 0 for h), time ms
 --                  (event time; for h the source progress),
@@ -31,7 +33,8 @@ for j = 1, nw do
   starts[j] = tonumber(ARGV[4 + j])
   ids[j] = ARGV[4 + nw + j]
 end
-local base = 5 + 2 * nw
+local expect = tonumber(ARGV[5 + 2 * nw])
+local base = 6 + 2 * nw
 local n = tonumber(ARGV[base])
 local F = 7
 
@@ -40,6 +43,12 @@ local seq = tonumber(cur[1]) or 0
 local wm = tonumber(cur[2]) or 0
 local retired = tonumber(cur[3]) or 0
 local entries = tonumber(cur[4]) or 0
+if expect > 0 and seq < expect then
+  -- Redis is behind what this writer applied: it lost writes (restarted
+  -- from an older snapshot, or empty). Refuse; the writer restarts from
+  -- the checkpoint and applies the lost records again.
+  return redis.error_reply('REGRESSED checkpoint ' .. string.format('%d', seq) .. ' is behind ' .. string.format('%d', expect))
+end
 local added = 0
 
 local parts = {}

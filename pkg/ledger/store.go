@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	_ "embed"
 	"fmt"
 	"strconv"
@@ -24,6 +25,10 @@ var (
 	applyScript = redis.NewScript(applySrc)
 	readScript  = redis.NewScript(readSrc)
 )
+
+// ErrRegressed means Redis holds an older checkpoint than the writer last
+// saw: it lost writes. The writer must restart from the checkpoint.
+var ErrRegressed = errors.New("ledger: checkpoint regressed")
 
 // Client is what the store needs of a Redis client: scripts, and the
 // commands used to read state. *redis.Client and *redis.ClusterClient fit.
@@ -138,7 +143,11 @@ type Result struct {
 // call. Applying the same records again changes nothing and returns
 // Replayed decisions. Safe for concurrent use on different partitions; one
 // partition must have one writer.
-func (s *Store) Apply(ctx context.Context, p int, recs []Record) (*Result, error) {
+//
+// expect is the checkpoint sequence the caller last saw (0 when unknown):
+// if Redis holds an older checkpoint it lost writes, and Apply fails with
+// ErrRegressed instead of applying on top of the loss.
+func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect uint64) (*Result, error) {
 	widx := map[string]int{}
 	var starts []int64
 	var wids []string
@@ -170,7 +179,7 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record) (*Result, error
 	for _, id := range wids {
 		args = append(args, id)
 	}
-	args = append(args, len(recs))
+	args = append(args, expect, len(recs))
 	for i, r := range recs {
 		var h1, h2 uint32
 		if r.Kind == Submission {
@@ -180,6 +189,9 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record) (*Result, error
 	}
 	raw, err := applyScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
+		if redis.HasErrorPrefix(err, "REGRESSED") {
+			return nil, fmt.Errorf("ledger: apply partition %d: %w: %v", p, ErrRegressed, err)
+		}
 		return nil, fmt.Errorf("ledger: apply partition %d: %w", p, err)
 	}
 	if len(raw) != 3+len(recs) {

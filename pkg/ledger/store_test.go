@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -91,7 +92,7 @@ func TestApplyClassifiesAndIsIdempotent(t *testing.T) {
 			{Seq: 7, Kind: Submission, EventID: "c", Time: h10 + 30*min},  // dup of a late id
 			{Seq: 8, Kind: Submission, EventID: "d", Time: h10 + 181*min}, // on time in 13:00
 		}
-		res, err := s.Apply(ctx, 3, batch)
+		res, err := s.Apply(ctx, 3, batch, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +114,7 @@ func TestApplyClassifiesAndIsIdempotent(t *testing.T) {
 		}
 
 		before := dump(t, rdb)
-		again, err := s.Apply(ctx, 3, batch)
+		again, err := s.Apply(ctx, 3, batch, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,11 +173,11 @@ func TestApplyOverlappingBatchAppliesOnlyNewRecords(t *testing.T) {
 		for i := 1; i <= 200; i++ {
 			recs = append(recs, Record{Seq: uint64(i), Kind: Submission, EventID: fmt.Sprintf("e%d", i%150), Time: h10 + int64(i)*1000})
 		}
-		if _, err := s.Apply(ctx, 0, recs[:120]); err != nil {
+		if _, err := s.Apply(ctx, 0, recs[:120], 0); err != nil {
 			t.Fatal(err)
 		}
 		// A redelivery overlapping what was applied: 100..200.
-		res, err := s.Apply(ctx, 0, recs[99:])
+		res, err := s.Apply(ctx, 0, recs[99:], 120)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,6 +210,25 @@ func TestApplyOverlappingBatchAppliesOnlyNewRecords(t *testing.T) {
 		p := v.Partials[window.ID(h10)]
 		if p.Count != 150 || p.Version != 150 || p.Digest != dg {
 			t.Fatalf("partial = %+v, want count 150 digest %v", p, dg)
+		}
+	})
+}
+
+func TestApplyRefusesARegressedCheckpoint(t *testing.T) {
+	backends(t, func(t *testing.T, rdb *redis.Client) {
+		ctx := context.Background()
+		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour)
+		res, err := s.Apply(ctx, 1, []Record{{Seq: 5, Kind: Submission, EventID: "a", Time: h10}}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rdb.FlushAll(ctx) // Redis comes back empty
+		_, err = s.Apply(ctx, 1, []Record{{Seq: 9, Kind: Submission, EventID: "b", Time: h10}}, res.Seq)
+		if !errors.Is(err, ErrRegressed) {
+			t.Fatalf("apply on a regressed checkpoint: %v", err)
+		}
+		if n, _ := rdb.DBSize(ctx).Result(); n != 0 {
+			t.Fatalf("the refused apply wrote %d keys", n)
 		}
 	})
 }

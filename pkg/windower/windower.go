@@ -184,15 +184,16 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 		return err
 	}
 	s.cfg.Logger.Info("windower partition started", "partition", p, "checkpoint", ck.Seq, "watermark", ck.Watermark, "start", start)
-	lastWM := ck.Watermark
+	lastWM, lastSeq := ck.Watermark, ck.Seq
 	var lastRetire time.Time
 	lastRetireWM := ck.Watermark
 	return stream.Consume(ctx, cons, stream.BatchOptions{Max: s.cfg.Batch}, func(ctx context.Context, batch []jetstream.Msg) error {
-		wm, err := s.handle(ctx, p, batch, lastWM)
+		res, err := s.handle(ctx, p, batch, lastWM, lastSeq)
 		if err != nil {
 			return err
 		}
-		lastWM = wm
+		lastWM, lastSeq = res.Watermark, res.Seq
+		wm := res.Watermark
 		// Retire on wall-clock time for live traffic, and on event time for
 		// fast replays, where hours of event time pass in a second.
 		if s.store.Horizon() > 0 && (time.Since(lastRetire) >= s.cfg.RetireEvery || wm-lastRetireWM >= retireEventStep) {
@@ -205,14 +206,14 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 	})
 }
 
-func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, lastWM int64) (int64, error) {
+func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, lastWM int64, lastSeq uint64) (*ledger.Result, error) {
 	s.m.batch.Observe(float64(len(batch)))
 	recs := make([]ledger.Record, len(batch))
 	rawSeqs := make([]uint64, len(batch))
 	for i, m := range batch {
 		meta, err := m.Metadata()
 		if err != nil {
-			return 0, fmt.Errorf("windower: metadata: %w", err)
+			return nil, fmt.Errorf("windower: metadata: %w", err)
 		}
 		h := m.Headers()
 		rawSeqs[i], _ = strconv.ParseUint(h.Get(stream.HdrRawSeq), 10, 64)
@@ -234,17 +235,17 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, last
 		if err != nil {
 			// VALID is written only by the validator; a message it could
 			// not have written is a bug or tampering, never skipped quietly.
-			return 0, fmt.Errorf("windower: VALID sequence %d is not a validator message: %w", r.Seq, err)
+			return nil, fmt.Errorf("windower: VALID sequence %d is not a validator message: %w", r.Seq, err)
 		}
 		recs[i] = r
 	}
 	if err := s.cfg.Failpoints.Hit(failpoint.WindowerBeforeWrite); err != nil {
-		return 0, err
+		return nil, err
 	}
 	began := time.Now()
-	res, err := s.store.Apply(ctx, p, recs)
+	res, err := s.store.Apply(ctx, p, recs, lastSeq)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	s.m.script.Observe(time.Since(began).Seconds())
 	if s.cfg.Trace != nil {
@@ -255,7 +256,7 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, last
 		s.cfg.Trace(p, tr)
 	}
 	if err := s.cfg.Failpoints.Hit(failpoint.WindowerAfterWrite); err != nil {
-		return 0, err
+		return nil, err
 	}
 	var out []*nats.Msg
 	for i, d := range res.Decisions {
@@ -280,14 +281,14 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, last
 		out = append(out, stream.NewMsg(s.cfg.Names.Subject(stream.Changes, p), id, body))
 	}
 	if _, err := stream.PublishAll(ctx, s.js, out); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if err := batch[len(batch)-1].Ack(); err != nil {
-		return 0, fmt.Errorf("windower: ack: %w", err)
+		return nil, fmt.Errorf("windower: ack: %w", err)
 	}
 	s.m.watermark.WithLabelValues(strconv.Itoa(p)).Set(float64(res.Watermark) / 1000)
 	s.m.entries.Add(float64(res.Added))
-	return res.Watermark, nil
+	return res, nil
 }
 
 func anyReplayed(res *ledger.Result) bool {
