@@ -37,6 +37,9 @@ type RunConfig struct {
 	Progress io.Writer
 	// HeartbeatEvery is ingest's heartbeat period in records.
 	HeartbeatEvery int
+	// AfterDrain, if set, runs once the pipeline has drained, before it
+	// stops (e.g. to dump the KV bucket).
+	AfterDrain func(ctx context.Context, p *Pipeline) error
 	// Rate paces ingest to this many records per second (0: unpaced).
 	Rate int
 	// Now is the ingest time stamped on records without ingested_at, and
@@ -174,6 +177,11 @@ func Run(ctx context.Context, rc RunConfig) (*RunResult, error) {
 	stopProgress()
 	sampler()
 	res.Crashes = p.Crashes()
+	if rc.AfterDrain != nil {
+		if err := rc.AfterDrain(ctx, p); err != nil {
+			return nil, err
+		}
+	}
 
 	if res.Windows, err = p.Windows(ctx); err != nil {
 		return nil, err

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const seed = "../../e2e/testdata/seed.ndjson"
+
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestRunWritesArtifactsAndHoldsParity(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := runCLI(t, "run", "--events", seed, "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "parity holds") {
+		t.Fatalf("output: %s", out)
+	}
+	var windows []map[string]any
+	b, err := os.ReadFile(filepath.Join(dir, "windows.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &windows); err != nil || len(windows) != 4 {
+		t.Fatalf("windows.json: %d windows, %v", len(windows), err)
+	}
+}
+
+func TestRunWithFailpointsEndsLikeTheCleanRun(t *testing.T) {
+	clean, faulty := t.TempDir(), t.TempDir()
+	if code, out, e := runCLI(t, "run", "--events", seed, "--out", clean); code != 0 {
+		t.Fatalf("clean: %d %s %s", code, out, e)
+	}
+	code, out, e := runCLI(t, "run", "--events", seed, "--out", faulty,
+		"--failpoints", "windower.after-write=crash@every:2,validator.after-publish=crash@every:3,publisher.after-put=crash@every:2")
+	if code != 0 {
+		t.Fatalf("faulty: %d %s %s", code, out, e)
+	}
+	if !strings.Contains(out, "crashes map[") || strings.Contains(out, "crashes map[]") {
+		t.Fatalf("no crash happened: %s", out)
+	}
+	a, b := readCounts(t, clean), readCounts(t, faulty)
+	if a != b {
+		t.Fatalf("windows differ:\nclean  %s\nfaulty %s", a, b)
+	}
+}
+
+func readCounts(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "windows.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws []struct {
+		WindowID    string `json:"window_id"`
+		Count       int64  `json:"count"`
+		Version     int64  `json:"version"`
+		Status      string `json:"status"`
+		Corrections int64  `json:"corrections"`
+		LateDropped int64  `json:"late_dropped"`
+		Digest      string `json:"digest"`
+	}
+	if err := json.Unmarshal(b, &ws); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := json.Marshal(ws)
+	return string(s)
+}
+
+func TestHandoffBundle(t *testing.T) {
+	dir := t.TempDir()
+	code, out, e := runCLI(t, "handoff", "--out", dir, "--events", seed, "--docs", "../../docs")
+	if code != 0 {
+		t.Fatalf("exit %d %s %s", code, out, e)
+	}
+	for _, f := range []string{"README.md", "dashboard-state.json", "source/seed.ndjson", "schemas/event.v1.schema.json",
+		"schemas/event.v2.schema.json", "docs/sink-transaction-plan.md", "docs/recovery.md", "run/windows.json",
+		"run/trace.ndjson", "run/parity.md", "run/parity.json"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("bundle file %s: %v", f, err)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"nope"},
+		{"run", "--out", t.TempDir()},
+		{"run", "--events", seed, "--out", t.TempDir(), "--failpoints", "bogus=crash@every:1"},
+		{"run", "--events", seed, "--out", t.TempDir(), "--partitions", "0"},
+		{"switch"},
+		{"rebuild", "--generation", "2"},
+	} {
+		if code, _, _ := runCLI(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
