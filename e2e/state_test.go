@@ -19,7 +19,7 @@ func TestStateIsBoundedOverALongRun(t *testing.T) {
 	// Paced like a live source, so the pipeline keeps up and retirement
 	// follows the watermark (an unpaced replay is bounded by the slowest
 	// partition instead).
-	res := runFileAt(t, cfg, path, 1500)
+	res := runFileAt(t, cfg, path, 1200)
 	if len(res.Windows) < 200 {
 		t.Fatalf("only %d windows", len(res.Windows))
 	}

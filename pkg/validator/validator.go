@@ -189,7 +189,11 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 			continue
 		}
 		valid = append(valid, pending{ev: ev, raw: m.Data(), seq: seq, claim: len(claims)})
-		claims = append(claims, ledger.Claim{EventID: ev.EventID, Fingerprint: ev.Fingerprint, Day: ingestDay(ev.IngestedAt)})
+		// The claim day is the day RAW stored the record, not its
+		// ingested_at: a producer may write ingested_at, and a forged one
+		// would file the claim where the first version's claim is not
+		// looked up, or advance the retirement past live claims.
+		claims = append(claims, ledger.Claim{EventID: ev.EventID, Fingerprint: ev.Fingerprint, Day: ingestDay(meta.Timestamp)})
 		out = append(out, nil) // placeholder keeps stream order
 	}
 	conflicts, err := s.store.Claims(ctx, claims)
@@ -278,4 +282,11 @@ func (s *Service) retireClaims(ctx context.Context, claims []ledger.Claim) error
 		return s.store.RetireClaims(ctx, newest)
 	}
 	return nil
+}
+
+// Process validates one batch of RAW messages of partition p and publishes
+// the outputs, exactly as the live loop does (receiptctl replay uses it with
+// an ordered consumer, whose acks are no-ops).
+func (s *Service) Process(ctx context.Context, p int, batch []jetstream.Msg) error {
+	return s.handle(ctx, p, batch)
 }

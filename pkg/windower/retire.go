@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -19,6 +20,9 @@ import (
 // the KV bucket (so the publisher no longer needs the partial). Windows are retired oldest first; the first one whose
 // final snapshot is not yet in KV stops the pass.
 func (s *Service) retire(ctx context.Context, p int) error {
+	mu, _ := s.retiring.LoadOrStore(p, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
 	global, err := s.store.GlobalWatermark(ctx, s.cfg.Partitions)
 	if err != nil {
 		return err

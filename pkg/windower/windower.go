@@ -98,6 +98,8 @@ type Service struct {
 	store *ledger.Store
 	cfg   Config
 	m     *metrics
+	// retiring serializes retirement passes per partition.
+	retiring sync.Map // partition -> *sync.Mutex
 }
 
 // New returns a windower that applies to store and reads/writes js.
@@ -139,6 +141,28 @@ func (s *Service) Run(ctx context.Context) error {
 			defer wg.Done()
 			if err := s.runPartition(ctx, p); err != nil {
 				cancel(err)
+			}
+		}()
+	}
+	if s.store.Horizon() > 0 {
+		// Retire on wall-clock time too, so an idle partition (or the end
+		// of a bounded stream) still gets its final windows retired.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(s.cfg.RetireEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				for _, p := range owned {
+					if err := s.retire(ctx, p); err != nil && ctx.Err() == nil {
+						s.cfg.Logger.Warn("retirement pass failed", "partition", p, "err", err)
+					}
+				}
 			}
 		}()
 	}
@@ -185,7 +209,6 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 	}
 	s.cfg.Logger.Info("windower partition started", "partition", p, "checkpoint", ck.Seq, "watermark", ck.Watermark, "start", start)
 	lastWM, lastSeq := ck.Watermark, ck.Seq
-	var lastRetire time.Time
 	lastRetireWM := ck.Watermark
 	return stream.Consume(ctx, cons, stream.BatchOptions{Max: s.cfg.Batch}, func(ctx context.Context, batch []jetstream.Msg) error {
 		res, err := s.handle(ctx, p, batch, lastWM, lastSeq)
@@ -194,10 +217,10 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 		}
 		lastWM, lastSeq = res.Watermark, res.Seq
 		wm := res.Watermark
-		// Retire on wall-clock time for live traffic, and on event time for
-		// fast replays, where hours of event time pass in a second.
-		if s.store.Horizon() > 0 && (time.Since(lastRetire) >= s.cfg.RetireEvery || wm-lastRetireWM >= retireEventStep) {
-			lastRetire, lastRetireWM = time.Now(), wm
+		// Retire also on event time, for fast replays, where hours of event
+		// time pass between two ticks of the retirement timer.
+		if s.store.Horizon() > 0 && wm-lastRetireWM >= retireEventStep {
+			lastRetireWM = wm
 			if err := s.retire(ctx, p); err != nil {
 				return err
 			}

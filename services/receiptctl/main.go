@@ -26,6 +26,7 @@ var commands = map[string]command{
 	"reconcile": {cmdReconcile, "independent batch pass over a fixed raw snapshot"},
 	"gen":       {cmdGen, "deterministic synthetic traffic (seeded)"},
 	"handoff":   {cmdHandoff, "write the hand-off bundle from a run over the seed fixture"},
+	"replay":    {cmdReplay, "re-drive a RAW or VALID sequence range through the downstream services (a no-op for every count)"},
 	"rebuild":   {cmdRebuild, "replay RAW into a new generation, reconcile it, and switch readers only if parity holds"},
 	"switch":    {cmdSwitch, "switch readers to generation G (refused without a passing parity record unless --force)"},
 	"watch":     {cmdWatch, "follow the KV bucket of a running deployment in a terminal (live table)"},

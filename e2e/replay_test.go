@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/ingest"
+	"github.com/receiptflow/receiptflow/pkg/pipeline"
+	"github.com/receiptflow/receiptflow/pkg/replay"
+	"github.com/receiptflow/receiptflow/pkg/snapshot"
+	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/validator"
+)
+
+// livePipeline starts the services against a real nats-server and Redis
+// and ingests path (closing every window when eos is set).
+func livePipeline(t *testing.T, cfg pipeline.Config, path string, eos bool) *pipeline.Pipeline {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, natsURL := testenv.NATS(t)
+	r := testenv.RedisServer(t)
+	cfg.NATSURL, cfg.RedisURL = natsURL, r.URL()
+	cfg.PublisherTick = 100 * time.Millisecond
+	p, err := pipeline.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: 8, Validator: p.Validator, EndOfStream: eos})
+	if _, err := ingest.File(ctx, in, f, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitDrained(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func windowsNow(t *testing.T, p *pipeline.Pipeline) []snapshot.Window {
+	t.Helper()
+	ws, err := p.Windows(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+func TestReplayOfRawAndValidChangesNoCountAndNoVersion(t *testing.T) {
+	o := troubled
+	o.Events = 6000
+	path, _ := writeGenerated(t, o)
+	p := livePipeline(t, pipeline.Config{}, path, false) // windows still open and in grace
+	before := windowsNow(t, p)
+	var open int
+	for _, w := range before {
+		if w.Status != "final" {
+			open++
+		}
+	}
+	if open == 0 {
+		t.Fatal("want some non-final windows to replay into")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	st, err := replay.Raw(ctx, p.Admin.JS, p.Store, validator.Config{Names: p.Names, Partitions: 8, Validator: p.Validator}, replay.Range{From: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Read < o.Events/2 {
+		t.Fatalf("replayed only %d RAW messages", st.Read)
+	}
+	if err := p.WaitDrained(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := windowsNow(t, p); !reflect.DeepEqual(project(got), project(before)) {
+		t.Fatalf("RAW replay changed windows:\n got %+v\nwant %+v", project(got), project(before))
+	}
+
+	vst, err := replay.Valid(ctx, p.Admin.JS, p.Names, replay.Range{From: 100, To: 3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vst.Read != 2901 {
+		t.Fatalf("replayed %d VALID messages, want 2901", vst.Read)
+	}
+	if err := p.WaitDrained(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := windowsNow(t, p); !reflect.DeepEqual(project(got), project(before)) {
+		t.Fatalf("VALID replay changed windows:\n got %+v\nwant %+v", project(got), project(before))
+	}
+	// The replays really went through the windower: VALID grew.
+	vs, _ := p.Admin.JS.Stream(ctx, p.Names.Stream(stream.Valid))
+	info, _ := vs.Info(ctx)
+	if info.State.Msgs < uint64(2*st.Read) {
+		t.Fatalf("VALID holds %d messages after replaying %d RAW and %d VALID", info.State.Msgs, st.Read, vst.Read)
+	}
+}
+
+func TestReplayAfterRetirementChangesNothing(t *testing.T) {
+	o := troubled
+	o.Events, o.Hours = 6000, 48
+	path, _ := writeGenerated(t, o)
+	p := livePipeline(t, pipeline.Config{ReplayHorizon: time.Hour}, path, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	before := windowsNow(t, p)
+	// Every window is final after the end of stream; wait until each
+	// partition retired its state.
+	testenv.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		return retainedState(ctx, p)
+	})
+	if _, err := replay.Raw(ctx, p.Admin.JS, p.Store, validator.Config{Names: p.Names, Partitions: 8, Validator: p.Validator}, replay.Range{From: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitDrained(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := windowsNow(t, p); !reflect.DeepEqual(project(got), project(before)) {
+		t.Fatalf("replay after retirement changed windows")
+	}
+	if err := retainedState(ctx, p); err != nil {
+		t.Fatalf("replay re-created retired state: %v", err)
+	}
+}
+
+// retainedState fails while any partition still holds ledger entries or
+// window state.
+func retainedState(ctx context.Context, p *pipeline.Pipeline) error {
+	for q := 0; q < 8; q++ {
+		ck, err := p.Store.Checkpoint(ctx, q)
+		if err != nil {
+			return err
+		}
+		ids, err := p.Store.Windows(ctx, q)
+		if err != nil {
+			return err
+		}
+		if ck.Entries != 0 || len(ids) != 0 {
+			return &stateError{q, ck.Entries, len(ids)}
+		}
+	}
+	return nil
+}
+
+type stateError struct {
+	p       int
+	entries int64
+	windows int
+}
+
+func (e *stateError) Error() string {
+	return "partition " + itoa(e.p) + " holds " + itoa(int(e.entries)) + " ledger entries and " + itoa(e.windows) + " windows"
+}
