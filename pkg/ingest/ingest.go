@@ -141,13 +141,47 @@ func (in *Ingester) collect() {
 				in.opts.OnAck(f.Msg().Header.Get(jetstream.MsgIDHeader), ack.Sequence, ack.Duplicate)
 			}
 		case err := <-f.Err():
-			in.errMu.Lock()
-			if in.ackErr == nil {
-				in.ackErr = fmt.Errorf("ingest: publish %s: %w", f.Msg().Subject, err)
+			// Lost in a disconnect, a server restart or a timeout: publish
+			// it again, synchronously (backpressure), under the same
+			// Nats-Msg-Id, so a copy that did get stored is dropped.
+			ack, err := in.retry(f.Msg(), err)
+			if err != nil {
+				in.errMu.Lock()
+				if in.ackErr == nil {
+					in.ackErr = fmt.Errorf("ingest: publish %s: %w", f.Msg().Subject, err)
+				}
+				in.errMu.Unlock()
+				continue
 			}
-			in.errMu.Unlock()
+			if ack.Duplicate {
+				in.dups.Add(1)
+			}
+			if in.opts.OnAck != nil && f.Msg().Header.Get(stream.HdrHeartbeat) == "" {
+				in.opts.OnAck(f.Msg().Header.Get(jetstream.MsgIDHeader), ack.Sequence, ack.Duplicate)
+			}
 		}
 	}
+}
+
+// retryFor bounds how long a failed publish is retried.
+const retryFor = 30 * time.Second
+
+// retry publishes m synchronously until JetStream stores it or retryFor
+// has passed since the first failure.
+func (in *Ingester) retry(m *nats.Msg, first error) (*jetstream.PubAck, error) {
+	deadline := time.Now().Add(retryFor)
+	err := first
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var ack *jetstream.PubAck
+		ack, err = in.js.PublishMsg(ctx, m)
+		cancel()
+		if err == nil {
+			return ack, nil
+		}
+	}
+	return nil, fmt.Errorf("gave up after %s: %w", retryFor, err)
 }
 
 func (in *Ingester) beatLoop(ctx context.Context) {
@@ -239,6 +273,11 @@ func (in *Ingester) publishLocked(m *nats.Msg) error {
 		return ErrClosed
 	}
 	f, err := in.js.PublishMsgAsync(m)
+	for deadline := time.Now().Add(retryFor); err != nil && time.Now().Before(deadline); {
+		// Not even sent (e.g. the connection is down): wait and retry.
+		time.Sleep(100 * time.Millisecond)
+		f, err = in.js.PublishMsgAsync(m)
+	}
 	if err != nil {
 		return fmt.Errorf("ingest: publish %s: %w", m.Subject, err)
 	}

@@ -266,7 +266,10 @@ func TestOneRecordFailingIsItsOwnRejection(t *testing.T) {
 func TestRejectedCopyIsBounded(t *testing.T) {
 	r := newRig(t, 0)
 	maxPayload := int(r.js.Conn().MaxPayload())
-	big := append([]byte(`{"event_id":"huge-1","x":"`), bytes.Repeat([]byte("x"), maxPayload-200)...)
+	// 64 bytes under max_payload: RAW takes it, a REJECTED copy with five
+	// headers would not fit.
+	big := []byte(`{"event_id":"huge-1","x":"`)
+	big = append(big, bytes.Repeat([]byte("x"), maxPayload-64-len(big))...)
 	r.publish(big, record("after-1"))
 	if err := r.s.handle(r.ctx, 0, r.fetch(2)); err != nil {
 		t.Fatalf("handle: %v", err)
@@ -314,5 +317,50 @@ func TestValidHeartbeatIDsCannotCollide(t *testing.T) {
 	}
 	if contract.PeekEventID(record("hb/0/1")) != "" {
 		t.Error("'/' is in the id alphabet")
+	}
+}
+
+// TestConflictSurvivesHostileIngestedAt (docs/bad-input.md, "same event_id,
+// different payload"): ingested_at is written by the producer when it
+// wants to, so it must not decide whether a conflicting duplicate is
+// caught. A record that claims to be ingested days later, or a conflicting
+// record that claims to be ingested days earlier, must not let a second
+// version of a counted event through.
+func TestConflictSurvivesHostileIngestedAt(t *testing.T) {
+	rec := func(id, occurred, ingested, payload string) []byte {
+		return []byte(`{"schema_version":2,"event_id":"` + id + `","receipt_id":"r1","type":"submitted","occurred_at":"` + occurred +
+			`","ingested_at":"` + ingested + `","partition_key":"store-a","producer_version":"p","payload":` + payload + `}`)
+	}
+	for _, tc := range []struct {
+		name     string
+		between  []byte
+		conflict []byte
+	}{
+		{"a record ingested 3 days later in between",
+			rec("other-1", "2026-12-02T10:20:00Z", "2026-12-05T10:00:00Z", `{}`),
+			rec("x-1", "2026-12-02T11:15:00Z", "2026-12-02T11:16:00Z", `{"v":2}`)},
+		{"the conflicting record ingested 4 days earlier", nil,
+			rec("x-1", "2026-11-28T11:15:00Z", "2026-11-28T11:16:00Z", `{"v":2}`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, 0)
+			batches := [][]byte{rec("x-1", "2026-12-02T10:15:00Z", "2026-12-02T10:16:00Z", `{"v":1}`), tc.between, tc.conflict}
+			for _, b := range batches {
+				if b == nil {
+					continue
+				}
+				r.publish(b)
+				if err := r.s.handle(r.ctx, 0, r.fetch(1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var rejected []string
+			for _, m := range r.read(stream.Rejected) {
+				rejected = append(rejected, m.Headers().Get(HdrEventID)+"/"+m.Headers().Get(stream.HdrReason))
+			}
+			if strings.Join(rejected, " ") != "x-1/conflicting_duplicate" {
+				t.Errorf("REJECTED %v, want x-1/conflicting_duplicate: the second version of x-1 went to VALID and counts in another window", rejected)
+			}
+		})
 	}
 }
