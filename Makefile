@@ -11,6 +11,8 @@ HANDOFF      ?= handoff
 
 # Every module of the workspace.
 PKGS := ./schemas/... ./pkg/... ./services/... ./e2e/...
+# Everything but the process-level fault tests, which have their own target.
+UNIT_PKGS = ./schemas/... ./pkg/... ./services/... $(shell $(GO) list ./e2e/... | grep -v '/e2e/faults$$')
 
 # One binary per directory services/<name>; the dashboard once it exists.
 BINARIES := validator windower publisher receiptctl
@@ -18,7 +20,7 @@ ifneq ($(wildcard services/dashboard/*.go),)
 BINARIES += dashboard
 endif
 
-.PHONY: all build test vet e2e bench demo handoff clean
+.PHONY: all build test vet unit faults e2e bench demo handoff clean
 
 all: build
 
@@ -31,17 +33,28 @@ build:
 vet:
 	$(GO) vet $(PKGS)
 
-## test: go vet, then every test of every module (real servers, no cache)
-test: vet
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKGS)
+## test: go vet, then every test of every module (real servers, no cache),
+## including the process-level fault tests
+test: vet unit faults
+
+## unit: every test but the process-level fault tests
+unit:
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(UNIT_PKGS)
+
+## faults: the process-level fault tests (services from services/ as separate
+## processes, real redis-server, in-process nats-server, 100k events each)
+faults:
+	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -v $(TESTFLAGS) ./e2e/faults
 
 ## e2e: the end-to-end suite only
 e2e:
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) ./e2e/...
 
-## bench: benchmarks only (no tests)
-bench:
-	$(GO) test -run '^$$' -bench . $(BENCHFLAGS) ./pkg/...
+## bench: build, then the performance bench (docs/performance.md): one run on this
+## machine prints B0 / E2E / latency / memory / batch / dedup / skew / scaling
+## and writes bench-results.json. BENCH_ARGS="--events 200000" or "--quick" to shrink it.
+bench: build
+	$(GO) run ./e2e/bench/cmd/receiptbench --bin $(BIN) --json bench-results.json $(BENCH_ARGS)
 
 ## demo: build, then run the whole pipeline on the embedded default
 demo: build
