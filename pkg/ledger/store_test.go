@@ -232,3 +232,37 @@ func TestApplyRefusesARegressedCheckpoint(t *testing.T) {
 		}
 	})
 }
+
+// TestApplyAfterALostReplyChangesNothing: the script ran, but its reply was
+// lost; the caller retries the same batch with the checkpoint it knew
+// before. Nothing is applied twice and no regression is reported.
+func TestApplyAfterALostReplyChangesNothing(t *testing.T) {
+	backends(t, func(t *testing.T, rdb *redis.Client) {
+		ctx := context.Background()
+		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour)
+		first := []Record{{Seq: 1, Kind: Submission, EventID: "a", Time: h10}}
+		if _, err := s.Apply(ctx, 2, first, 0); err != nil {
+			t.Fatal(err)
+		}
+		batch := []Record{
+			{Seq: 2, Kind: Submission, EventID: "b", Time: h10},
+			{Seq: 3, Kind: Submission, EventID: "c", Time: h10 + min},
+		}
+		if _, err := s.Apply(ctx, 2, batch, 1); err != nil { // reply "lost"
+			t.Fatal(err)
+		}
+		before := dump(t, rdb)
+		again, err := s.Apply(ctx, 2, batch, 1) // the retry, same expectation
+		if err != nil {
+			t.Fatalf("retry after a lost reply: %v", err)
+		}
+		for _, d := range again.Decisions {
+			if d.Code != Replayed {
+				t.Fatalf("retry decision %+v, want replayed", d)
+			}
+		}
+		if after := dump(t, rdb); !reflect.DeepEqual(before, after) {
+			t.Fatal("the retried script changed state")
+		}
+	})
+}
