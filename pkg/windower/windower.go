@@ -144,6 +144,29 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	// The stream must never be behind the checkpoint: checked at start by
+	// each partition, and here every few seconds, which covers a nats-server
+	// that came back (reconnect) without its tail.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := s.checkStream(ctx, owned); err != nil && ctx.Err() == nil {
+				if errors.Is(err, errStreamBehind) {
+					cancel(err)
+					return
+				}
+				s.cfg.Logger.Warn("stream check failed", "err", err)
+			}
+		}
+	}()
 	if s.store.Horizon() > 0 {
 		// Retire on wall-clock time too, so an idle partition (or the end
 		// of a bounded stream) still gets its final windows retired.
@@ -184,9 +207,7 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 		return fmt.Errorf("windower: stream %s: %w", streamName, err)
 	}
 	if last := st.CachedInfo().State.LastSeq; ck.Seq > last {
-		return fmt.Errorf("windower: partition %d checkpoint at %s sequence %d is ahead of the stream's last sequence %d: "+
-			"JetStream lost data the Redis state already counted; see docs/recovery.md (\"checkpoint ahead of stream\")",
-			p, streamName, ck.Seq, last)
+		return behind(p, streamName, ck.Seq, last)
 	}
 	// Resume from the older of the checkpoint and the ack floor: a batch
 	// applied but not acked is redelivered, so its LATE and CHANGES outputs
@@ -321,4 +342,38 @@ func anyReplayed(res *ledger.Result) bool {
 		}
 	}
 	return false
+}
+
+// errStreamBehind marks a stream that lost messages the checkpoint counted.
+var errStreamBehind = errors.New("checkpoint ahead of the stream")
+
+func behind(p int, streamName string, seq, last uint64) error {
+	return fmt.Errorf("windower: partition %d checkpoint at %s sequence %d is ahead of the stream's last sequence %d: "+
+		"JetStream lost data the Redis state already counted; see docs/recovery.md (\"checkpoint ahead of the stream\"): %w",
+		p, streamName, seq, last, errStreamBehind)
+}
+
+// checkStream compares the owned partitions' checkpoints with VALID's last
+// sequence (checkpoints first: the stream only grows while it is healthy).
+func (s *Service) checkStream(ctx context.Context, owned []int) error {
+	cks := make([]uint64, len(owned))
+	for i, p := range owned {
+		ck, err := s.store.Checkpoint(ctx, p)
+		if err != nil {
+			return err
+		}
+		cks[i] = ck.Seq
+	}
+	name := s.cfg.Names.Stream(stream.Valid)
+	st, err := s.js.Stream(ctx, name)
+	if err != nil {
+		return err
+	}
+	last := st.CachedInfo().State.LastSeq
+	for i, p := range owned {
+		if cks[i] > last {
+			return behind(p, name, cks[i], last)
+		}
+	}
+	return nil
 }
