@@ -42,7 +42,7 @@ type Config struct {
 	StaleAfter time.Duration
 	// Silence: with no KV update for this long while connected, the bucket
 	// is watched and loaded again (default 5s; the publisher rewrites its
-	// health every second). Repeated silences back off up to a minute.
+	// health every second). Repeated silences back off up to 16 times that.
 	Silence time.Duration
 	// Recent is how many of the newest windows the page receives (default
 	// 48); GET /api/windows always returns all of them.
@@ -165,6 +165,7 @@ func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", http.HandlerFunc(s.serveIndex))
 	mux.Handle("GET /static/", http.StripPrefix("/static/", staticFiles()))
+	mux.Handle("GET /favicon.ico", http.RedirectHandler("/static/favicon.svg", http.StatusMovedPermanently))
 	mux.HandleFunc("GET /api/windows", s.serveWindows)
 	mux.HandleFunc("GET /api/health", s.serveHealth)
 	mux.HandleFunc("GET /api/events", s.serveEvents)

@@ -337,3 +337,23 @@ func TestProbesAndPage(t *testing.T) {
 		t.Errorf("bad recent: %v %v", resp, err)
 	}
 }
+
+func TestWatchesAgainWhenSilent(t *testing.T) {
+	_, url := testenv.NATS(t)
+	f := start(t, url, Config{Silence: 200 * time.Millisecond})
+	kv := f.bucket("1")
+	w := snap(window.ID(window.Ms(time.Now())), 3, 1, window.StatusOpen)
+	f.putWindow(kv, w)
+	testenv.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		v := f.windows()
+		if v.Watch.LastReason != reasonSilent {
+			return fmt.Errorf("watch %+v, want a re-watch after silence", v.Watch)
+		}
+		return nil
+	})
+	// What was loaded stays shown across the re-watch, and updates still come.
+	testenv.CheckFor(t, 5*time.Second, 50*time.Millisecond, hasCount(f, w.WindowID, 3))
+	w.Count, w.Version = 4, 2
+	f.putWindow(kv, w)
+	testenv.CheckFor(t, 10*time.Second, 50*time.Millisecond, hasCount(f, w.WindowID, 4))
+}

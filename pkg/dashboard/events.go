@@ -12,7 +12,7 @@ import (
 // pushEvery even without a change, so that staleness judged by the clock
 // shows and idle connections stay open.
 const (
-	pushDelay = 50 * time.Millisecond
+	pushDelay = 100 * time.Millisecond
 	pushEvery = time.Second
 )
 

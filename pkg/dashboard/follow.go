@@ -188,7 +188,10 @@ func (s *Service) session(ctx context.Context, silence time.Duration) (string, e
 						continue
 					}
 				}
-				if g, err := s.resolve(ctx, ctrl); err == nil && g != gen {
+				pctx, pcancel := context.WithTimeout(ctx, pollEvery*4)
+				g, err := s.resolve(pctx, ctrl)
+				pcancel()
+				if err == nil && g != gen {
 					return reasonSwitched, nil
 				}
 			}

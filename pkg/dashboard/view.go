@@ -82,7 +82,7 @@ type WindowView struct {
 	// saw that revision, else the corrections counted.
 	CorrectedBy int64 `json:"corrected_by"`
 	// FirstOutputCount is the count at the first hourly output, if known.
-	FirstOutputCount *int64            `json:"first_output_count,omitempty"`
+	FirstOutputCount *int64             `json:"first_output_count,omitempty"`
 	Partitions       []snapshot.Partial `json:"partitions,omitempty"`
 }
 

@@ -68,6 +68,8 @@ func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		case *once && time.Since(waited) > 15*time.Second:
 			return errors.New("the bucket was not loaded within 15s")
 		case *once:
+		case !v.Loaded && time.Since(waited) < 3*time.Second:
+			// Give the first load a moment rather than print an empty table.
 		case tty:
 			var buf bytes.Buffer
 			buf.WriteString("\x1b[H\x1b[2J") // home, clear screen: redraw in place

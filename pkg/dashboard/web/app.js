@@ -59,6 +59,19 @@
     if (s < 5400) return Math.round(s / 60) + 'm ago';
     return Math.round(s / 3600) + 'h ago';
   }
+  // shortTime drops the date when it is the same as ref's.
+  function shortTime(iso, ref) {
+    const full = fmtTime(iso);
+    const r = fmtTime(ref);
+    return full.slice(0, 10) === r.slice(0, 10) ? full.slice(11) : full;
+  }
+  function ahead(ms) {
+    if (ms <= 0) return 'holds it';
+    const s = ms / 1000;
+    if (s < 90) return '+' + (s < 10 ? s.toFixed(1) : Math.round(s)) + 's';
+    if (s < 5400) return '+' + Math.round(s / 60) + 'm';
+    return '+' + Math.round(s / 3600) + 'h';
+  }
   function hourLabel(iso) {
     return new Date(iso).toISOString().slice(11, 13);
   }
@@ -210,7 +223,7 @@
   function niceMax(n) {
     if (n <= 4) return 4;
     const p = Math.pow(10, Math.floor(Math.log10(n)));
-    for (const m of [1, 2, 2.5, 5, 10]) {
+    for (const m of [1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10]) {
       if (m * p >= n) return m * p;
     }
     return 10 * p;
@@ -229,15 +242,18 @@
       const stale = windowStale(w, lost);
       const cls = [w.final ? 'final' : 'provisional'];
       if (stale) cls.push('stale');
-      if (w.corrected_by > 0 || w.corrections > 0) cls.push('corrected');
+      if (w.corrected_by > 0) cls.push('corrected');
       const status = el('td', { class: 'c-status' });
       if (w.final) status.append(el('span', { class: 'badge final' }, '✓ final'));
       else status.append(el('span', { class: 'badge provisional' }, 'provisional · ' + w.status.replace('_', ' ')));
       if (stale) status.append(el('span', { class: 'badge stale' }, 'stale'));
       const corr = el('td', { class: 'c-corr' });
       if (w.corrected_by > 0 || w.corrections > 0) {
-        corr.append(el('span', { class: 'badge corrected' }, 'corrected +' + w.corrected_by));
-        const parts = [w.corrections + ' late event' + (w.corrections === 1 ? '' : 's') + ' counted'];
+        // corrected_by is the change after the first hourly output; late
+        // events counted before it changed no number a reader had seen.
+        if (w.corrected_by > 0) corr.append(el('span', { class: 'badge corrected' }, 'corrected +' + w.corrected_by));
+        const parts = [w.corrections + ' late event' + (w.corrections === 1 ? '' : 's') + ' counted' +
+          (w.corrected_by > 0 ? '' : ' before the first output')];
         if (w.first_output_count !== undefined && w.first_output_count !== null) {
           parts.push('first output ' + w.first_output_count + ' at v' + w.first_output_version);
         }
@@ -289,12 +305,11 @@
     const hotSet = new Set(hot.map((p) => p.partition));
     $('partitions').tBodies[0].replaceChildren(...(h.watermarks || []).map((wm, p) => {
       const d = validTime(wm);
-      const behind = d && gw ? Math.round((d - gw) / 60000) : null;
       return el('tr', { 'data-partition': p },
         el('td', {}, 'p' + p, hotSet.has(p) ? el('span', { class: 'badge hot' }, 'hot') : null),
-        el('td', {}, fmtTime(wm)),
-        el('td', {}, behind === null ? '–' : behind === 0 ? 'min' : '+' + behind + 'm'),
-        el('td', {}, recent[p] !== undefined ? recent[p] : '–'));
+        el('td', { title: fmtTime(wm) }, shortTime(wm, h.global_watermark)),
+        el('td', {}, d && gw ? ahead(d - gw) : '–'),
+        el('td', { class: 'num' }, recent[p] !== undefined ? recent[p] : '–'));
     }));
 
     const groups = new Map();
