@@ -126,9 +126,13 @@ func (s *Service) Run(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := s.tick(ctx); err != nil && ctx.Err() == nil {
+				// Bounded, so a request lost in a server restart does not
+				// hold health reports back for the client's default timeout.
+				tctx, cancel := context.WithTimeout(ctx, max(s.cfg.Tick, time.Second))
+				if err := s.tick(tctx); err != nil && ctx.Err() == nil {
 					s.cfg.Logger.Warn("publisher tick failed", "err", err)
 				}
+				cancel()
 			}
 		}
 	}()
