@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,15 +30,19 @@ type b0Result struct {
 	Consume    time.Duration
 	PublishEPS float64
 	ConsumeEPS float64
+	// PublishCPU and ConsumeCPU are the bench process's CPU time (the
+	// embedded nats-server and the client) in each phase.
+	PublishCPU, ConsumeCPU time.Duration
 }
 
 // runB0 measures raw JetStream on the same server setup as the pipeline:
 // the records of ds published asynchronously, Nats-Msg-Id = event_id, to
 // their partition's subject of the RAW stream (same config as the
 // pipeline's: file store, duplicate window), at most b0InFlight in flight;
-// then one durable pull consumer over every partition fetching them all and
-// acknowledging them (ack-all, one ack per 500 messages, as the services
-// ack once per batch). No record is parsed, validated or stored anywhere
+// then one durable pull consumer over every partition fetching them all
+// (the client's callback API, 1000 messages per pull) and acknowledging
+// them (ack-all, one ack per 500 messages, as the services ack once per
+// batch). No record is parsed, validated or stored anywhere
 // else.
 func (b *bencher) runB0(ctx context.Context, ds *dataset) (b0Result, error) {
 	res := b0Result{}
@@ -82,12 +87,18 @@ func (b *bencher) runB0(ctx context.Context, ds *dataset) (b0Result, error) {
 		}
 		ackErr <- first
 	}()
+	meter := cpuMeter{"bench": os.Getpid()}
+	cpu0 := meter.read()
 	began := time.Now()
 	n := 0
 	for {
 		line, rerr := br.ReadBytes('\n')
 		line = bytes.TrimSuffix(line, []byte{'\n'})
 		if len(line) > 0 {
+			if n%1024 == 0 && ctx.Err() != nil {
+				close(acks)
+				return res, ctx.Err()
+			}
 			m := nats.NewMsg(subjects[ds.part[n]])
 			m.Data = line
 			m.Header.Set(jetstream.MsgIDHeader, eventID(line))
@@ -112,6 +123,7 @@ func (b *bencher) runB0(ctx context.Context, ds *dataset) (b0Result, error) {
 		return res, fmt.Errorf("bench: B0 publish ack: %w", err)
 	}
 	res.Publish = time.Since(began)
+	res.PublishCPU = meter.since(cpu0)["bench"]
 	res.Records = n
 
 	st, err := conn.JS.Stream(ctx, names.Stream(stream.Raw))
@@ -133,31 +145,42 @@ func (b *bencher) runB0(ctx context.Context, ds *dataset) (b0Result, error) {
 	if err != nil {
 		return res, err
 	}
+	cpu0 = meter.read()
 	began = time.Now()
-	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
-	if err != nil {
-		return res, err
-	}
-	defer it.Stop()
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	for got := 1; got <= n; got++ {
-		m, err := it.Next()
-		if err != nil {
-			return res, fmt.Errorf("bench: B0 consume after %d: %w", got-1, err)
-		}
+	var got atomic.Int64
+	done := make(chan error, 1)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		got := int(got.Add(1))
 		switch {
 		case got == n:
-			if err := m.DoubleAck(ctx); err != nil {
-				return res, fmt.Errorf("bench: B0 final ack: %w", err)
+			err := m.DoubleAck(ctx)
+			select {
+			case done <- err:
+			default:
 			}
 		case got%500 == 0:
 			if err := m.Ack(); err != nil {
-				return res, err
+				select {
+				case done <- err:
+				default:
+				}
 			}
 		}
+	}, jetstream.PullMaxMessages(1000))
+	if err != nil {
+		return res, err
+	}
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	cc.Stop()
+	if err != nil {
+		return res, fmt.Errorf("bench: B0 consume after %d: %w", got.Load(), err)
 	}
 	res.Consume = time.Since(began)
+	res.ConsumeCPU = meter.since(cpu0)["bench"]
 	res.PublishEPS = float64(n) / res.Publish.Seconds()
 	res.ConsumeEPS = float64(n) / res.Consume.Seconds()
 	return res, nil

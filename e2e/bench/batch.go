@@ -31,8 +31,8 @@ type batchResult struct {
 	// (process start and schema compilation included).
 	Reconcile    time.Duration
 	ReconcileEPS float64
-	// InProcess is true when no receiptctl binary was given and
-	// reconcile.Count ran inside the bench.
+	// InProcess is true when reconcile.Count ran inside the bench
+	// (in-process mode, or no receiptctl binary).
 	InProcess bool
 	// Python is the time the Python pass took inside the interpreter
 	// (file reading and JSON parsing included, start-up excluded).
@@ -52,7 +52,7 @@ var countedLine = regexp.MustCompile(`records (\d+), valid \d+, counted (\d+) in
 func (b *bencher) runBatch(ctx context.Context, ds *dataset) (*batchResult, error) {
 	res := &batchResult{Records: len(ds.part)}
 	bin := filepath.Join(b.o.BinDir, "receiptctl")
-	if _, err := os.Stat(bin); err == nil && b.o.BinDir != "" {
+	if _, err := os.Stat(bin); err == nil && b.o.Mode == ModeProcess {
 		cmd := exec.CommandContext(ctx, bin, "reconcile", "--events", ds.path,
 			"--ingested-at", batchIngestedAt, "--partitions", strconv.Itoa(b.o.Partitions))
 		var out, errOut bytes.Buffer

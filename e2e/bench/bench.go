@@ -246,7 +246,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.Latency = &latencyResult{Rate: rate, Records: l.Records, Achieved: l.EPS, Ms: l.LatencyMs}
+		r.Latency = &latencyResult{Rate: rate, Records: l.Records, Achieved: l.EPS, Ms: l.LatencyMs, Stages: l.Stages}
 		b.logf("latency: p50 %.1f ms p99 %.1f ms max %.1f ms", r.Latency.quantile(0.5), r.Latency.quantile(0.99), r.Latency.max())
 	}
 	if b.wants(ScenarioBatch) {
@@ -288,7 +288,20 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.Skew = &skewResult{EPS: e.EPS, HotPartitionShare: ds.hotShare()}
+		r.Skew = &skewResult{EPS: e.EPS, HotPartitionShare: ds.hotShare(), Published: e.Published}
+		hot := 0
+		for p, c := range ds.perPartition {
+			if c > ds.perPartition[hot] {
+				hot = p
+			}
+		}
+		for p, d := range e.PartitionDone {
+			if p == hot {
+				r.Skew.HotDone = d
+			} else {
+				r.Skew.OthersDone = max(r.Skew.OthersDone, d)
+			}
+		}
 		if r.E2E != nil {
 			r.Skew.BaseEPS = r.E2E.EPS
 		}
@@ -320,14 +333,15 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 }
 
 // sameWindows reports whether two runs published identical windows:
-// count, digest and every partition's partial count.
+// count, digest and every partition's partial count (status aside: final
+// status is reported on its own).
 func sameWindows(a, b map[string]windowSeen) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for id, x := range a {
 		y, ok := b[id]
-		if !ok || x.Count != y.Count || x.Digest != y.Digest || x.Status != y.Status || len(x.Partitions) != len(y.Partitions) {
+		if !ok || x.Count != y.Count || x.Digest != y.Digest || len(x.Partitions) != len(y.Partitions) {
 			return false
 		}
 		for p, c := range x.Partitions {

@@ -56,7 +56,13 @@ type windowSeen struct {
 type e2eResult struct {
 	Records int
 	Elapsed time.Duration
-	EPS     float64
+	// Published is when ingest had every record stored in RAW.
+	Published time.Duration
+	// FinalAfter is how long after the last count every window was final
+	// (0 with NotFinal set: not within the wait).
+	FinalAfter time.Duration
+	NotFinal   string
+	EPS       float64
 	// Windows is the final state of every window.
 	Windows map[string]windowSeen
 	// LatencyMs are the per-event latencies (latency runs only), sorted.
@@ -66,12 +72,27 @@ type e2eResult struct {
 	RedisBefore int64
 	Redis       redisSample
 	RSS         map[string]int64
-	KVUpdates               int64
+	KVUpdates   int64
+	// CPU is the CPU time each process used from the first publish to
+	// completion ("bench" is the embedded nats-server, ingest and the KV
+	// watcher).
+	CPU map[string]time.Duration
+	// Hist holds the services' batch-size and script-latency histograms.
+	Hist map[string]histMean
+	// Stages splits the latency of a latency run by hop (sorted ms).
+	Stages []stage
+	// PartitionDone is when each partition's last partial reached its
+	// count, from the first publish.
+	PartitionDone []time.Duration
+	// Commands is Redis's INFO commandstats over the run (measure runs;
+	// commands run by scripts are counted too).
+	Commands []cmdStat
 }
 
 // runE2E runs the whole pipeline over the spec's records on a fresh
-// nats-server and an empty Redis, and returns once every window holds its
-// expected count with status final in the KV bucket.
+// nats-server and an empty Redis. The run's time ends when every window
+// holds its expected count in the KV bucket; it then waits (at most 20 s)
+// for every window to turn final too and reports when, or which did not.
 func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) {
 	P := b.o.Partitions
 	ds := spec.ds
@@ -131,13 +152,14 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 		}
 		resetPeakRSS(os.Getpid())
 		resetPeakRSS(b.redis.pid())
+		if err := b.rdb.ConfigResetStat(ctx).Err(); err != nil {
+			return nil, err
+		}
 	}
 	stopSampling := func() redisSample { return redisSample{} }
 	if spec.measure {
-		sctx, scancel := context.WithCancel(ctx)
-		defer scancel()
-		get := b.sampleRedisUntil(sctx, time.Second)
-		stopSampling = func() redisSample { scancel(); return get() }
+		stopSampling = b.sampleRedisUntil(ctx, time.Second)
+		defer stopSampling()
 	}
 
 	// The watcher follows every window snapshot from the start.
@@ -153,15 +175,31 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 	}
 	defer watch.Stop()
 	pubNs := make([]atomic.Int64, n)
+	var seenNs, kvNs []int64 // latency runs: when each event became visible, and its KV entry's time
+	if spec.latency {
+		seenNs, kvNs = make([]int64, n), make([]int64, n)
+	}
 	var lat []float64
 	if spec.latency {
 		lat = make([]float64, 0, n)
 	}
-	done := make(chan time.Time, 1)
-	var mu sync.Mutex // guards res.Windows and lat until done
+	var beganNs atomic.Int64 // set when publishing starts
+	// counted fires when every window holds its expected count, final when
+	// every one is also final.
+	counted, final := make(chan time.Time, 1), make(chan time.Time, 1)
+	var mu sync.Mutex // guards res.Windows and lat until final
+	// Per partition: cells (window, partition) still short of their count.
+	cellsLeft := make([]int, P)
+	for k, l := range lists {
+		if len(l) > 0 {
+			cellsLeft[k%P]++
+		}
+	}
+	cellDone := make([]bool, len(lists))
+	res.PartitionDone = make([]time.Duration, P)
 	go func() {
 		ptr := make([]int, len(lists))
-		complete := 0
+		nCounted, nFinal, countedSent := 0, 0, false
 		for e := range watch.Updates() {
 			if e == nil {
 				continue
@@ -178,29 +216,39 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 			w, known := winIdx[s.WindowID]
 			for _, p := range s.Partitions {
 				seen.Partitions[p.Partition] = p.Count
-				if !spec.latency || !known || p.Partition < 0 || p.Partition >= P {
+				if !known || p.Partition < 0 || p.Partition >= P {
 					continue
 				}
 				k := w*P + p.Partition
+				if !cellDone[k] && int(p.Count) >= len(lists[k]) && len(lists[k]) > 0 {
+					cellDone[k] = true
+					if cellsLeft[p.Partition]--; cellsLeft[p.Partition] == 0 {
+						res.PartitionDone[p.Partition] = time.Duration(now - beganNs.Load())
+					}
+				}
+				if !spec.latency {
+					continue
+				}
 				for ptr[k] < int(p.Count) && ptr[k] < len(lists[k]) {
 					i := lists[k][ptr[k]]
 					lat = append(lat, float64(now-pubNs[i].Load())/1e6)
+					seenNs[i], kvNs[i] = now, e.Created().UnixNano()
 					ptr[k]++
 				}
 			}
 			res.Windows[s.WindowID] = seen
 			want, ok := expected[s.WindowID]
-			was := ok && prev.Count == want && prev.Status == window.StatusFinal
-			is := ok && s.Count == want && s.Status == window.StatusFinal
-			switch {
-			case is && !was:
-				complete++
-			case was && !is:
-				complete--
-			}
+			wasC, isC := ok && prev.Count == want, ok && s.Count == want
+			wasF, isF := wasC && prev.Status == window.StatusFinal, isC && s.Status == window.StatusFinal
+			nCounted += b2i(isC) - b2i(wasC)
+			nFinal += b2i(isF) - b2i(wasF)
 			mu.Unlock()
-			if complete == len(expected) {
-				done <- time.Unix(0, now)
+			if nCounted == len(expected) && !countedSent {
+				counted <- time.Unix(0, now)
+				countedSent = true
+			}
+			if nFinal == len(expected) {
+				final <- time.Unix(0, now)
 				return
 			}
 		}
@@ -216,23 +264,38 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 	if err != nil {
 		return nil, err
 	}
-	in := ingest.New(conn.JS, ingest.Options{Partitions: P, Validator: v, EndOfStream: true})
+	var rawSeq []uint64 // latency runs: each record's RAW sequence, in publish order
+	var onAck func(string, uint64, bool)
+	if spec.latency {
+		rawSeq = make([]uint64, 0, n)
+		onAck = func(_ string, seq uint64, _ bool) { rawSeq = append(rawSeq, seq) }
+	}
+	in := ingest.New(conn.JS, ingest.Options{Partitions: P, Validator: v, EndOfStream: true, OnAck: onAck})
 	f, err := os.Open(ds.path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	br := bufio.NewReaderSize(f, 1<<20)
+	meter := cpuMeter{"bench": os.Getpid(), "redis-server": b.redis.pid()}
+	for name, pid := range dep.pids() {
+		meter[name] = pid
+	}
+	cpu0 := meter.read()
 	began := time.Now()
-	beganNs := began.UnixNano()
+	beganNs.Store(began.UnixNano())
 	for i := 0; i < n; {
 		line, rerr := br.ReadBytes('\n')
 		if len(bytes.TrimSpace(line)) > 0 {
 			if spec.rate > 0 {
-				target := beganNs + int64(float64(i)*1e9/spec.rate)
+				target := beganNs.Load() + int64(float64(i)*1e9/spec.rate)
 				if d := target - time.Now().UnixNano(); d > 200_000 {
 					time.Sleep(time.Duration(d))
 				}
+			}
+			if i%1024 == 0 && ctx.Err() != nil {
+				in.Close(ctx)
+				return nil, ctx.Err()
 			}
 			pubNs[i].Store(time.Now().UnixNano())
 			if err := in.Publish(ctx, line); err != nil {
@@ -262,7 +325,7 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 wait:
 	for {
 		select {
-		case end = <-done:
+		case end = <-counted:
 			break wait
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -278,12 +341,40 @@ wait:
 			}
 		}
 	}
+	res.CPU = meter.since(cpu0)
+	// Final status needs the end-of-stream watermark on every partition;
+	// wait for it a bounded time and report what did not get there.
+	finalWait := time.NewTimer(20 * time.Second)
+	defer finalWait.Stop()
+	select {
+	case t := <-final:
+		res.FinalAfter = t.Sub(end)
+	case <-finalWait.C:
+		mu.Lock()
+		res.NotFinal = b.describeMissing(expected, res.Windows)
+		mu.Unlock()
+		b.logf("WARNING %s: every count is in KV but not every window turned final within 20s: %s", spec.name, res.NotFinal)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	res.Hist = dep.histograms(ctx, logDir)
+	if spec.measure {
+		res.Commands, _ = commandStats(ctx, b.rdb)
+	}
 	res.Records = n
+	res.Published = published
 	res.Elapsed = end.Sub(began)
 	res.EPS = float64(n) / res.Elapsed.Seconds()
 	if spec.latency {
 		slices.Sort(lat)
 		res.LatencyMs = lat
+		mu.Lock()
+		stages, err := b.stages(ctx, admin.JS, names, spec, n, pubNs, rawSeq, seenNs, kvNs)
+		mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		res.Stages = stages
 	}
 	if spec.measure {
 		res.Redis = stopSampling()
@@ -296,6 +387,13 @@ wait:
 		}
 	}
 	return res, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // describeMissing says which windows have not reached their expected
@@ -440,32 +538,40 @@ func (b *bencher) sampleRedis(ctx context.Context) (redisSample, error) {
 	}
 }
 
-// sampleRedisUntil samples Redis every interval until ctx ends and returns
-// the sample that held the most entries: the state is largest just before
-// windows are retired at the end of the stream.
+// sampleRedisUntil samples Redis every interval until the returned
+// function is called; that function takes a last sample and returns the
+// one that held the most entries (the state is largest just before windows
+// are retired at the end of the stream); calling it again only samples
+// once more.
 func (b *bencher) sampleRedisUntil(ctx context.Context, interval time.Duration) func() redisSample {
-	out := make(chan redisSample, 1)
+	var best redisSample
+	take := func(ctx context.Context) {
+		s, err := b.sampleRedis(ctx)
+		if err == nil && s.claimEntries+s.ledgerEntries >= best.claimEntries+best.ledgerEntries {
+			best = s
+		}
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
 	go func() {
-		var best redisSample
+		defer close(done)
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
-			case <-ctx.Done():
-				out <- best
+			case <-sctx.Done():
 				return
 			case <-t.C:
-			}
-			s, err := b.sampleRedis(ctx)
-			if err != nil {
-				continue
-			}
-			if s.claimEntries+s.ledgerEntries >= best.claimEntries+best.ledgerEntries {
-				best = s
+				take(sctx)
 			}
 		}
 	}()
-	return func() redisSample { return <-out }
+	return func() redisSample {
+		cancel()
+		<-done
+		take(ctx) // one more at the end of the run
+		return best
+	}
 }
 
 // resetPeakRSS resets a process's VmHWM (Linux clear_refs 5), so the peak

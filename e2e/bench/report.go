@@ -32,9 +32,9 @@ var Keys = []string{
 
 // Rows are the labels of the printed table, in order.
 var Rows = []string{
-	"B0 publish", "B0 consume", "E2E", "E2E / B0 publish",
-	"Latency p50", "Latency p99", "Latency max",
-	"Redis per event id", "Redis claims", "Redis window ledger",
+	"B0 publish", "B0 consume", "B0 CPU per event", "E2E", "E2E / B0 publish", "E2E CPU per event",
+	"Latency p50", "Latency p99", "Latency max", "Latency by hop p50", "Latency by hop p99",
+	"Redis per event id", "Redis claims", "Redis window ledger", "Redis CPU by command",
 	"RSS validator", "RSS windower", "RSS publisher", "RSS nats-server+ingest", "RSS redis-server",
 	"Batch reconcile", "Batch python", "Batch ratio",
 	"Dedup 0% dups", "Dedup 10% dups", "Dedup cost",
@@ -71,6 +71,17 @@ type latencyResult struct {
 	Records  int
 	// Ms are the per-event latencies, sorted.
 	Ms []float64
+	// Stages split them by hop.
+	Stages []stage
+}
+
+// hops renders quantile q of every hop.
+func (l *latencyResult) hops(q float64) string {
+	var parts []string
+	for _, s := range l.Stages {
+		parts = append(parts, fmt.Sprintf("%s %.1f", s.Name, quantile(s.Ms, q)))
+	}
+	return strings.Join(parts, ", ") + " (ms)"
 }
 
 func (l *latencyResult) quantile(q float64) float64 {
@@ -103,6 +114,9 @@ type skewResult struct {
 	EPS               float64
 	BaseEPS           float64
 	HotPartitionShare float64
+	// Published is when ingest was done; HotDone when the hot partition's
+	// counts were all in KV, OthersDone when the last other one's were.
+	Published, HotDone, OthersDone time.Duration
 }
 
 type scaleResult struct {
@@ -175,9 +189,17 @@ func (r *Results) JSON() map[string]any {
 		d["latency_rate_eps"] = num(r.Latency.Rate)
 		d["latency_achieved_eps"] = num(r.Latency.Achieved)
 		d["latency_events"] = len(r.Latency.Ms)
+		hops := map[string]any{}
+		for _, st := range r.Latency.Stages {
+			hops[st.Name] = map[string]any{"p50_ms": num(quantile(st.Ms, 0.5)), "p99_ms": num(quantile(st.Ms, 0.99))}
+		}
+		d["latency_hops"] = hops
 	}
 	if r.E2E != nil {
 		d["e2e_seconds"] = num(r.E2E.Elapsed.Seconds())
+		d["e2e_ingest_done_s"] = num(r.E2E.Published.Seconds())
+		d["e2e_final_after_s"] = num(r.E2E.FinalAfter.Seconds())
+		d["e2e_not_final"] = r.E2E.NotFinal
 		d["redis_used_before"] = r.E2E.RedisBefore
 		rs := r.E2E.Redis
 		d["redis_used_at_sample"] = rs.used
@@ -191,6 +213,23 @@ func (r *Results) JSON() map[string]any {
 		}
 		d["peak_rss_bytes"] = rss
 		d["kv_updates"] = r.E2E.KVUpdates
+		var cs []any
+		for _, c := range r.E2E.Commands {
+			cs = append(cs, map[string]any{"cmd": c.Name, "calls": c.Calls, "usec": c.Usec})
+		}
+		d["redis_commandstats"] = cs
+		for k, h := range r.E2E.Hist {
+			d[strings.TrimPrefix(k, "receiptflow_")+"_mean"] = num(h.mean())
+		}
+		cpu := map[string]any{}
+		for k, v := range r.E2E.CPU {
+			cpu[k] = num(float64(v.Microseconds()) / float64(r.E2E.Records))
+		}
+		d["e2e_cpu_us_per_event"] = cpu
+	}
+	if r.B0 != nil {
+		d["b0_publish_cpu_us_per_event"] = num(float64(r.B0.PublishCPU.Microseconds()) / float64(r.B0.Records))
+		d["b0_consume_cpu_us_per_event"] = num(float64(r.B0.ConsumeCPU.Microseconds()) / float64(r.B0.Records))
 	}
 	if r.Batch != nil {
 		d["batch_ratio"] = num(r.Batch.Ratio)
@@ -204,6 +243,8 @@ func (r *Results) JSON() map[string]any {
 	if r.Skew != nil {
 		d["skew_hot_partition_share"] = num(r.Skew.HotPartitionShare)
 		d["skew_vs_e2e"] = num(r.Skew.EPS / r.Skew.BaseEPS)
+		d["skew_hot_partition_done_s"] = num(r.Skew.HotDone.Seconds())
+		d["skew_other_partitions_done_s"] = num(r.Skew.OthersDone.Seconds())
 	}
 	var sc []any
 	for _, s := range r.Scale {
@@ -238,14 +279,29 @@ func (r *Results) print(w io.Writer) {
 	if b := r.B0; b != nil {
 		row("B0 publish", eps(b.PublishEPS), fmt.Sprintf("raw async publish, Nats-Msg-Id, %d in flight, %d records in %s", b0InFlight, b.Records, dur(b.Publish)))
 		row("B0 consume", eps(b.ConsumeEPS), "one durable pull consumer, ack-all every 500, in "+dur(b.Consume))
+		row("B0 CPU per event", us(b.PublishCPU+b.ConsumeCPU, b.Records),
+			fmt.Sprintf("publish %s + consume %s (nats-server and client, one process)", us(b.PublishCPU, b.Records), us(b.ConsumeCPU, b.Records)))
 	} else {
-		skipped("B0 publish", "B0 consume")
+		skipped("B0 publish", "B0 consume", "B0 CPU per event")
 	}
 	if e := r.E2E; e != nil {
-		row("E2E", eps(e.EPS), fmt.Sprintf("ingest→validator→windower→publisher until every window is final in KV, %s", dur(e.Elapsed)))
+		lo, hi := slices.Min(e.PartitionDone), slices.Max(e.PartitionDone)
+		fin := fmt.Sprintf("partitions complete between %s and %s; all final %s later", dur(lo), dur(hi), dur(e.FinalAfter))
+		if e.NotFinal != "" {
+			fin = fmt.Sprintf("partitions complete between %s and %s; NOT ALL FINAL within 20s: %s", dur(lo), dur(hi), e.NotFinal)
+		}
+		row("E2E", eps(e.EPS), fmt.Sprintf("ingest→validator→windower→publisher until every count is in KV, %s (ingest done at %s; %s); %s",
+			dur(e.Elapsed), dur(e.Published), fin, describeBatches(e.Hist)))
 		row("E2E / B0 publish", fmt.Sprintf("%.3f", r.ratio()), verdict(r.ratio() >= TargetE2ERatio, fmt.Sprintf("target ≥ %.2f", TargetE2ERatio)))
+		var total time.Duration
+		var parts []string
+		for _, k := range slices.Sorted(mapsKeys(e.CPU)) {
+			total += e.CPU[k]
+			parts = append(parts, k+" "+us(e.CPU[k], e.Records))
+		}
+		row("E2E CPU per event", us(total, e.Records), strings.Join(parts, ", "))
 	} else {
-		skipped("E2E", "E2E / B0 publish")
+		skipped("E2E", "E2E / B0 publish", "E2E CPU per event")
 	}
 	if l := r.Latency; l != nil {
 		note := fmt.Sprintf("%d counted events at %.0f ev/s (half of E2E; achieved %.0f)", len(l.Ms), l.Rate, l.Achieved)
@@ -253,8 +309,10 @@ func (r *Results) print(w io.Writer) {
 		p99 := l.quantile(0.99)
 		row("Latency p99", ms(p99), verdict(p99 <= TargetP99Ms, fmt.Sprintf("target ≤ %.0f ms", TargetP99Ms)))
 		row("Latency max", ms(l.max()), "ingest publish → first KV snapshot whose partition partial includes the event")
+		row("Latency by hop p50", "", l.hops(0.5))
+		row("Latency by hop p99", "", l.hops(0.99))
 	} else {
-		skipped("Latency p50", "Latency p99", "Latency max")
+		skipped("Latency p50", "Latency p99", "Latency max", "Latency by hop p50", "Latency by hop p99")
 	}
 	if e := r.E2E; e != nil {
 		per := r.ledgerBytesPerID()
@@ -266,13 +324,24 @@ func (r *Results) print(w io.Writer) {
 			fmt.Sprintf("MEMORY USAGE per entry of 1/32 of the claim hashes (validator fingerprint claims, %d entries)", rs.claimEntries))
 		row("Redis window ledger", fmt.Sprintf("%.1f B", perEntry(rs.ledgerBytes, rs.ledgerSub)),
 			fmt.Sprintf("MEMORY USAGE per entry of partition 0's ledgers (windower dedup ledger, %d entries)", rs.ledgerEntries))
+		var cmds []string
+		top := "n/a"
+		for i, c := range e.Commands[:min(5, len(e.Commands))] {
+			perEv := float64(c.Usec) / float64(max(1, e.Records))
+			if i == 0 {
+				top = fmt.Sprintf("%.1f µs", perEv)
+			}
+			cmds = append(cmds, fmt.Sprintf("%s %.1f µs/ev (%.2f calls/ev, %.1f µs/call)", c.Name, perEv,
+				float64(c.Calls)/float64(e.Records), float64(c.Usec)/float64(max(1, c.Calls))))
+		}
+		row("Redis CPU by command", top, "INFO commandstats, busiest first; a script's time includes the commands it runs: "+strings.Join(cmds, "; "))
 		for _, svc := range []string{"validator", "windower", "publisher"} {
 			row("RSS "+svc, rssOf(e.RSS, svc), rssNote(r.Mode))
 		}
 		row("RSS nats-server+ingest", rssOf(e.RSS, "bench (nats-server + ingest)"), "the bench process (embedded nats-server, ingest, KV watcher)")
 		row("RSS redis-server", rssOf(e.RSS, "redis-server"), "")
 	} else {
-		skipped("Redis per event id", "Redis claims", "Redis window ledger", "RSS validator", "RSS windower", "RSS publisher", "RSS nats-server+ingest", "RSS redis-server")
+		skipped("Redis per event id", "Redis claims", "Redis window ledger", "Redis CPU by command", "RSS validator", "RSS windower", "RSS publisher", "RSS nats-server+ingest", "RSS redis-server")
 	}
 	if bt := r.Batch; bt != nil {
 		how := "receiptctl reconcile --events F (process wall time)"
@@ -294,7 +363,8 @@ func (r *Results) print(w io.Writer) {
 		skipped("Dedup 0% dups", "Dedup 10% dups", "Dedup cost")
 	}
 	if s := r.Skew; s != nil {
-		note := fmt.Sprintf("store-0 sends 50%%: busiest partition gets %.0f%% of records", 100*s.HotPartitionShare)
+		note := fmt.Sprintf("store-0 sends 50%%: busiest partition gets %.0f%% of records; ingest done %s, other partitions in KV by %s, hot one by %s",
+			100*s.HotPartitionShare, dur(s.Published), dur(s.OthersDone), dur(s.HotDone))
 		if s.BaseEPS > 0 {
 			note += fmt.Sprintf("; %.2f× the uniform E2E", s.EPS/s.BaseEPS)
 		}
@@ -374,6 +444,14 @@ func ms(v float64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.1f ms", v)
+}
+
+// us is d per record in microseconds.
+func us(d time.Duration, records int) string {
+	if records == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f µs", float64(d.Microseconds())/float64(records))
 }
 
 func pct(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -185,4 +187,90 @@ func loadAvg() string {
 		return "?"
 	}
 	return f[0]
+}
+
+// cpuTime returns the user plus system CPU time process pid (all its
+// threads) has used, from /proc (Linux; clock-tick resolution).
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name may hold spaces: fields start after its ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("bench: bad /proc stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// After ')': state(3) ... utime is field 14, stime 15 of the full line.
+	if len(f) < 13 {
+		return 0, errors.New("bench: short /proc stat")
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, errors.New("bench: bad /proc stat times")
+	}
+	return time.Duration(ut+st) * time.Second / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, 100 on every Linux the bench runs on.
+const clockTicks = 100
+
+// cpuMeter reads the CPU time of a set of named processes.
+type cpuMeter map[string]int
+
+func (m cpuMeter) read() map[string]time.Duration {
+	out := make(map[string]time.Duration, len(m))
+	for name, pid := range m {
+		if d, err := cpuTime(pid); err == nil {
+			out[name] = d
+		}
+	}
+	return out
+}
+
+// cpuSince returns, per name, the CPU time used since before.
+func (m cpuMeter) since(before map[string]time.Duration) map[string]time.Duration {
+	now := m.read()
+	for k, v := range now {
+		now[k] = v - before[k]
+	}
+	return now
+}
+
+// cmdStat is one line of INFO commandstats.
+type cmdStat struct {
+	Name  string
+	Calls int64
+	Usec  int64
+}
+
+// commandStats reads INFO commandstats, busiest first.
+func commandStats(ctx context.Context, c *redis.Client) ([]cmdStat, error) {
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	var out []cmdStat
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		st := cmdStat{Name: strings.TrimPrefix(name, "cmdstat_")}
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				st.Calls = n
+			case "usec":
+				st.Usec = n
+			}
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b cmdStat) int { return int(b.Usec - a.Usec) })
+	return out, nil
 }

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
@@ -36,6 +38,7 @@ const (
 type deployment struct {
 	procs []*serviceProc
 	// inprocess
+	regs   []*prometheus.Registry
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	mu     sync.Mutex
@@ -83,10 +86,12 @@ func deploy(ctx context.Context, spec deploySpec) (*deployment, error) {
 		}
 		for _, in := range insts {
 			owned := config.Split(spec.partitions, in.instance, in.of)
+			reg := prometheus.NewRegistry()
+			d.regs = append(d.regs, reg)
 			d.wg.Add(1)
 			go func() {
 				defer d.wg.Done()
-				if err := runInProcess(rctx, spec, in.svc, owned, v); err != nil && rctx.Err() == nil {
+				if err := runInProcess(rctx, spec, in.svc, owned, v, reg); err != nil && rctx.Err() == nil {
 					d.mu.Lock()
 					d.errs = append(d.errs, fmt.Errorf("%s %d: %w", in.svc, in.instance, err))
 					d.mu.Unlock()
@@ -129,7 +134,7 @@ func deploy(ctx context.Context, spec deploySpec) (*deployment, error) {
 }
 
 // runInProcess runs one service instance with its own connections.
-func runInProcess(ctx context.Context, spec deploySpec, svc string, owned []int, v *contract.Validator) error {
+func runInProcess(ctx context.Context, spec deploySpec, svc string, owned []int, v *contract.Validator, reg prometheus.Registerer) error {
 	conn, err := pipeline.ConnectNATS(spec.natsURL, "bench-"+svc)
 	if err != nil {
 		return err
@@ -144,11 +149,11 @@ func runInProcess(ctx context.Context, spec deploySpec, svc string, owned []int,
 	store := ledger.NewStore(rdb, ledger.Keys{Prefix: names.RedisPrefix()}, 5*time.Minute, time.Hour, ledger.WithHorizon(24*time.Hour))
 	switch svc {
 	case "validator":
-		return validator.New(conn.JS, store, validator.Config{Names: names, Partitions: spec.partitions, Owned: owned, Validator: v}).Run(ctx)
+		return validator.New(conn.JS, store, validator.Config{Names: names, Partitions: spec.partitions, Owned: owned, Validator: v, Registerer: reg}).Run(ctx)
 	case "windower":
-		return windower.New(conn.JS, store, windower.Config{Names: names, Partitions: spec.partitions, Owned: owned}).Run(ctx)
+		return windower.New(conn.JS, store, windower.Config{Names: names, Partitions: spec.partitions, Owned: owned, Registerer: reg}).Run(ctx)
 	case "publisher":
-		return publisher.New(conn.JS, store, publisher.Config{Names: names, Partitions: spec.partitions, Grace: time.Hour}).Run(ctx)
+		return publisher.New(conn.JS, store, publisher.Config{Names: names, Partitions: spec.partitions, Grace: time.Hour, Registerer: reg}).Run(ctx)
 	}
 	return fmt.Errorf("bench: unknown service %q", svc)
 }
@@ -165,6 +170,28 @@ func (d *deployment) failed() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return errors.Join(d.errs...)
+}
+
+// histograms returns the services' batch and script histograms.
+func (d *deployment) histograms(ctx context.Context, logDir string) map[string]histMean {
+	if d.regs != nil {
+		return gatherRegistries(d.regs)
+	}
+	var names []string
+	for _, p := range d.procs {
+		names = append(names, p.name)
+	}
+	return scrapeProcesses(ctx, logDir, names)
+}
+
+// pids returns each service process's id by instance name (none in
+// in-process mode).
+func (d *deployment) pids() map[string]int {
+	out := map[string]int{}
+	for _, p := range d.procs {
+		out[p.name] = p.cmd.Process.Pid
+	}
+	return out
 }
 
 // peakRSS returns each service process's peak RSS by instance name.

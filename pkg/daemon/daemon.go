@@ -215,7 +215,7 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 		shutdown()
 		return err
 	}
-	d.Store = ledger.NewStore(d.Redis, ledger.Keys{Prefix: d.Names.RedisPrefix()}, c.Lateness, c.Grace)
+	d.Store = ledger.NewStore(d.Redis, ledger.Keys{Prefix: d.Names.RedisPrefix()}, c.Lateness, c.Grace, ledger.WithHorizon(c.ReplayHorizon))
 	svc, err := build(d)
 	if err != nil {
 		shutdown()

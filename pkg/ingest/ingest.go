@@ -171,8 +171,10 @@ const retryFor = 30 * time.Second
 func (in *Ingester) retry(m *nats.Msg, first error) (*jetstream.PubAck, error) {
 	deadline := time.Now().Add(retryFor)
 	err := first
-	for time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
+	for attempt := 0; time.Now().Before(deadline); attempt++ {
+		if attempt > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		var ack *jetstream.PubAck
 		ack, err = in.js.PublishMsg(ctx, m)

@@ -2,8 +2,8 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"

@@ -25,6 +25,14 @@ type Conn struct {
 	JS jetstream.JetStream
 }
 
+// PublishAckTimeout bounds the wait for the ack of an asynchronous
+// publish. Without it (nats.go's default), a publish lost with a cluster
+// node (sent to a stream leader that died before storing it) is waited for
+// forever, and the service that sent it stops without failing. With it the
+// publish fails, the service stops with the error and is restarted, and the
+// batch is redelivered and published again under the same Nats-Msg-Id.
+var PublishAckTimeout = 15 * time.Second
+
 // ConnectNATS connects to url (one URL or a comma-separated list of a
 // cluster's URLs) as name, reconnecting forever, and returns the connection
 // with its JetStream context. extra options are applied last, e.g. the
@@ -40,7 +48,7 @@ func ConnectNATS(url, name string, extra ...nats.Option) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: connect nats %s at %s: %w", name, RedactURL(url), err)
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192), jetstream.WithPublishAsyncTimeout(PublishAckTimeout))
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("pipeline: jetstream %s: %w", name, err)
