@@ -61,20 +61,23 @@ func itoa(n int) string {
 }
 
 func TestInProcessFailpointsEndLikeTheCleanRun(t *testing.T) {
-	path, _ := writeGenerated(t, troubled)
+	o := troubled
+	o.Events = 8000
+	path, _ := writeGenerated(t, o)
 	clean := runFile(t, pipeline.Config{DataDir: t.TempDir()}, path)
 	for _, spec := range []string{
 		"windower.after-write=crash@every:37,validator.after-publish=crash@every:53,publisher.after-put=crash@every:29",
-		"windower.before-write=crash@every:11",
-		"windower.after-write=crash@every:5",
-		"publisher.after-put=crash@every:3,validator.after-publish=crash@every:4",
+		"windower.before-write=crash@every:7,windower.after-write=crash@every:5",
+		"publisher.after-put=crash@every:4,validator.after-publish=crash@every:6",
 	} {
 		t.Run(spec, func(t *testing.T) {
 			fps, err := failpoint.Parse(spec, failpoint.InProcess)
 			if err != nil {
 				t.Fatal(err)
 			}
-			faulty := runFile(t, pipeline.Config{DataDir: t.TempDir(), Failpoints: fps}, path)
+			// Paced like a live source: batches stay small, so there are
+			// enough of them for every failpoint of the spec to fire.
+			faulty := runFileAt(t, pipeline.Config{DataDir: t.TempDir(), Failpoints: fps}, path, 4000)
 			if len(fps.Fired()) == 0 {
 				t.Fatalf("no failpoint fired")
 			}

@@ -3,7 +3,7 @@
 -- classify against the partition watermark, update window partials, advance
 -- the checkpoint.
 --
--- KEYS[1]          checkpoint hash  (seq, wm, retired, entries)
+-- KEYS[1]          checkpoint hash  (seq, wm, retired, entries, pub)
 -- KEYS[2]          window index zset (member window id, score start ms)
 -- KEYS[1+2j]       partial hash of window j (n, corr, late, ver, otv, d1, d2)
 -- KEYS[2+2j]       ledger hash of window j (event id -> "C" | "L<wm>")
@@ -11,7 +11,9 @@
 -- ARGV[4] window count W,
 -- ARGV[5..4+W]     window start ms, ARGV[5+W..4+2W] window ids,
 -- ARGV[5+2W]       expected checkpoint sequence (the caller's last applied;
---                  0: unknown), then ARGV[6+2W] record count N, then N
+--                  0: unknown), ARGV[6+2W] published mark (the last
+--                  sequence whose outputs the caller has published and
+--                  acked; 0: none), then ARGV[7+2W] record count N, then N
 --                  records of 5 fields:
 --                  seq, kind (s submission | o other type | h heartbeat),
 --                  event id, window index j (1-based, 0 for h), time ms
@@ -34,15 +36,17 @@ for j = 1, nw do
   ids[j] = ARGV[4 + nw + j]
 end
 local expect = tonumber(ARGV[5 + 2 * nw])
-local base = 6 + 2 * nw
+local published = tonumber(ARGV[6 + 2 * nw])
+local base = 7 + 2 * nw
 local n = tonumber(ARGV[base])
 local F = 7
 
-local cur = redis.call('HMGET', KEYS[1], 'seq', 'wm', 'retired', 'entries')
+local cur = redis.call('HMGET', KEYS[1], 'seq', 'wm', 'retired', 'entries', 'pub')
 local seq = tonumber(cur[1]) or 0
 local wm = tonumber(cur[2]) or 0
 local retired = tonumber(cur[3]) or 0
 local entries = tonumber(cur[4]) or 0
+local pub = tonumber(cur[5]) or 0
 if expect > 0 and seq < expect then
   -- Redis is behind what this writer applied: it lost writes (restarted
   -- from an older snapshot, or empty). Refuse; the writer restarts from
@@ -141,8 +145,9 @@ for j, p in pairs(parts) do
     redis.call('ZADD', KEYS[2], starts[j], ids[j])
   end
 end
+if published > pub and published <= seq then pub = published end
 redis.call('HSET', KEYS[1], 'seq', string.format('%d', seq), 'wm', string.format('%d', wm),
-  'entries', string.format('%d', entries + added))
+  'entries', string.format('%d', entries + added), 'pub', string.format('%d', pub))
 local res = {string.format('%d', seq), string.format('%d', wm), added}
 for i = 1, #out do res[#res + 1] = out[i] end
 return res

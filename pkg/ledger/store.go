@@ -146,8 +146,11 @@ type Result struct {
 //
 // expect is the checkpoint sequence the caller last saw (0 when unknown):
 // if Redis holds an older checkpoint it lost writes, and Apply fails with
-// ErrRegressed instead of applying on top of the loss.
-func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect uint64) (*Result, error) {
+// ErrRegressed instead of applying on top of the loss. published is the
+// last sequence whose outputs (LATE, CHANGES) the caller has published:
+// it is kept in the checkpoint (Checkpoint.Published), so a restarted
+// writer knows where to resume to publish lost outputs again.
+func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, published uint64) (*Result, error) {
 	widx := map[string]int{}
 	var starts []int64
 	var wids []string
@@ -179,7 +182,7 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect uint64) 
 	for _, id := range wids {
 		args = append(args, id)
 	}
-	args = append(args, expect, len(recs))
+	args = append(args, expect, published, len(recs))
 	for i, r := range recs {
 		var h1, h2 uint32
 		if r.Kind == Submission {
@@ -270,11 +273,15 @@ type Checkpoint struct {
 	Retired int64
 	// Entries is the number of ledger entries held.
 	Entries int64
+	// Published is the last sequence whose outputs were published (at or
+	// below Seq): records after it may have lost their LATE and CHANGES
+	// messages in a crash, and are re-driven on restart.
+	Published uint64
 }
 
 // Checkpoint reads partition p's checkpoint (zero for a new partition).
 func (s *Store) Checkpoint(ctx context.Context, p int) (Checkpoint, error) {
-	v, err := s.rdb.HMGet(ctx, s.keys.Checkpoint(p), "seq", "wm", "retired", "entries").Result()
+	v, err := s.rdb.HMGet(ctx, s.keys.Checkpoint(p), "seq", "wm", "retired", "entries", "pub").Result()
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("ledger: checkpoint %d: %w", p, err)
 	}
@@ -283,6 +290,7 @@ func (s *Store) Checkpoint(ctx context.Context, p int) (Checkpoint, error) {
 	c.Watermark, _ = strconv.ParseInt(str(v[1]), 10, 64)
 	c.Retired, _ = strconv.ParseInt(str(v[2]), 10, 64)
 	c.Entries, _ = strconv.ParseInt(str(v[3]), 10, 64)
+	c.Published, _ = strconv.ParseUint(str(v[4]), 10, 64)
 	return c, nil
 }
 

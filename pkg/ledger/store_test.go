@@ -92,7 +92,7 @@ func TestApplyClassifiesAndIsIdempotent(t *testing.T) {
 			{Seq: 7, Kind: Submission, EventID: "c", Time: h10 + 30*min},  // dup of a late id
 			{Seq: 8, Kind: Submission, EventID: "d", Time: h10 + 181*min}, // on time in 13:00
 		}
-		res, err := s.Apply(ctx, 3, batch, 0)
+		res, err := s.Apply(ctx, 3, batch, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +114,7 @@ func TestApplyClassifiesAndIsIdempotent(t *testing.T) {
 		}
 
 		before := dump(t, rdb)
-		again, err := s.Apply(ctx, 3, batch, 0)
+		again, err := s.Apply(ctx, 3, batch, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,11 +173,11 @@ func TestApplyOverlappingBatchAppliesOnlyNewRecords(t *testing.T) {
 		for i := 1; i <= 200; i++ {
 			recs = append(recs, Record{Seq: uint64(i), Kind: Submission, EventID: fmt.Sprintf("e%d", i%150), Time: h10 + int64(i)*1000})
 		}
-		if _, err := s.Apply(ctx, 0, recs[:120], 0); err != nil {
+		if _, err := s.Apply(ctx, 0, recs[:120], 0, 0); err != nil {
 			t.Fatal(err)
 		}
 		// A redelivery overlapping what was applied: 100..200.
-		res, err := s.Apply(ctx, 0, recs[99:], 120)
+		res, err := s.Apply(ctx, 0, recs[99:], 120, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,12 +218,12 @@ func TestApplyRefusesARegressedCheckpoint(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour)
-		res, err := s.Apply(ctx, 1, []Record{{Seq: 5, Kind: Submission, EventID: "a", Time: h10}}, 0)
+		res, err := s.Apply(ctx, 1, []Record{{Seq: 5, Kind: Submission, EventID: "a", Time: h10}}, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rdb.FlushAll(ctx) // Redis comes back empty
-		_, err = s.Apply(ctx, 1, []Record{{Seq: 9, Kind: Submission, EventID: "b", Time: h10}}, res.Seq)
+		_, err = s.Apply(ctx, 1, []Record{{Seq: 9, Kind: Submission, EventID: "b", Time: h10}}, res.Seq, 0)
 		if !errors.Is(err, ErrRegressed) {
 			t.Fatalf("apply on a regressed checkpoint: %v", err)
 		}
@@ -241,18 +241,18 @@ func TestApplyAfterALostReplyChangesNothing(t *testing.T) {
 		ctx := context.Background()
 		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour)
 		first := []Record{{Seq: 1, Kind: Submission, EventID: "a", Time: h10}}
-		if _, err := s.Apply(ctx, 2, first, 0); err != nil {
+		if _, err := s.Apply(ctx, 2, first, 0, 0); err != nil {
 			t.Fatal(err)
 		}
 		batch := []Record{
 			{Seq: 2, Kind: Submission, EventID: "b", Time: h10},
 			{Seq: 3, Kind: Submission, EventID: "c", Time: h10 + min},
 		}
-		if _, err := s.Apply(ctx, 2, batch, 1); err != nil { // reply "lost"
+		if _, err := s.Apply(ctx, 2, batch, 1, 0); err != nil { // reply "lost"
 			t.Fatal(err)
 		}
 		before := dump(t, rdb)
-		again, err := s.Apply(ctx, 2, batch, 1) // the retry, same expectation
+		again, err := s.Apply(ctx, 2, batch, 1, 0) // the retry, same expectation
 		if err != nil {
 			t.Fatalf("retry after a lost reply: %v", err)
 		}
@@ -263,6 +263,40 @@ func TestApplyAfterALostReplyChangesNothing(t *testing.T) {
 		}
 		if after := dump(t, rdb); !reflect.DeepEqual(before, after) {
 			t.Fatal("the retried script changed state")
+		}
+	})
+}
+
+// TestPublishedMarkTracksWhatWasPublished: the published mark only moves
+// forward, never past the checkpoint, so a restart resumes where outputs may
+// have been lost.
+func TestPublishedMarkTracksWhatWasPublished(t *testing.T) {
+	backends(t, func(t *testing.T, rdb *redis.Client) {
+		ctx := context.Background()
+		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour)
+		b1 := []Record{{Seq: 10, Kind: Submission, EventID: "a", Time: h10}}
+		b2 := []Record{{Seq: 20, Kind: Submission, EventID: "b", Time: h10}}
+		if _, err := s.Apply(ctx, 4, b1, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		// b1's outputs were published; b2 is applied, then the writer dies
+		// before publishing b2's.
+		if _, err := s.Apply(ctx, 4, b2, 10, 10); err != nil {
+			t.Fatal(err)
+		}
+		ck, err := s.Checkpoint(ctx, 4)
+		if err != nil || ck.Seq != 20 || ck.Published != 10 {
+			t.Fatalf("checkpoint %+v, %v: want seq 20, published 10", ck, err)
+		}
+		// A mark beyond the checkpoint or behind the stored one is ignored.
+		if _, err := s.Apply(ctx, 4, b2, 20, 99); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Apply(ctx, 4, b2, 20, 3); err != nil {
+			t.Fatal(err)
+		}
+		if ck, _ := s.Checkpoint(ctx, 4); ck.Published != 10 {
+			t.Fatalf("published = %d, want 10", ck.Published)
 		}
 	})
 }

@@ -209,15 +209,13 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 	if last := st.CachedInfo().State.LastSeq; ck.Seq > last {
 		return behind(p, streamName, ck.Seq, last)
 	}
-	// Resume from the older of the checkpoint and the ack floor: a batch
-	// applied but not acked is redelivered, so its LATE and CHANGES outputs
-	// are published again (the script changes nothing the second time).
-	start := ck.Seq + 1
-	if c, err := s.js.Consumer(ctx, streamName, s.durable(p)); err == nil {
-		if floor := c.CachedInfo().AckFloor.Stream; floor < ck.Seq {
-			start = floor + 1
-		}
-	}
+	// Resume after the last batch whose outputs were published: a batch
+	// applied but not published (a crash between the script and the
+	// publish) is redelivered, the script changes nothing the second time,
+	// and its LATE and CHANGES messages are published again. (The
+	// consumer's ack floor is not used: a crash between deleting and
+	// re-creating the consumer loses it.)
+	start := min(ck.Published, ck.Seq) + 1
 	cons, err := stream.Open(ctx, s.js, stream.ConsumerSpec{
 		Stream:   streamName,
 		Durable:  s.durable(p),
@@ -229,14 +227,14 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 		return err
 	}
 	s.cfg.Logger.Info("windower partition started", "partition", p, "checkpoint", ck.Seq, "watermark", ck.Watermark, "start", start)
-	lastWM, lastSeq := ck.Watermark, ck.Seq
+	lastWM, lastSeq, published := ck.Watermark, ck.Seq, min(ck.Published, ck.Seq)
 	lastRetireWM := ck.Watermark
 	return stream.Consume(ctx, cons, stream.BatchOptions{Max: s.cfg.Batch}, func(ctx context.Context, batch []jetstream.Msg) error {
-		res, err := s.handle(ctx, p, batch, lastWM, lastSeq)
+		res, err := s.handle(ctx, p, batch, lastWM, lastSeq, published)
 		if err != nil {
 			return err
 		}
-		lastWM, lastSeq = res.Watermark, res.Seq
+		lastWM, lastSeq, published = res.Watermark, res.Seq, res.Seq
 		wm := res.Watermark
 		// Retire also on event time, for fast replays, where hours of event
 		// time pass between two ticks of the retirement timer.
@@ -250,7 +248,7 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 	})
 }
 
-func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, lastWM int64, lastSeq uint64) (*ledger.Result, error) {
+func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, lastWM int64, lastSeq, published uint64) (*ledger.Result, error) {
 	s.m.batch.Observe(float64(len(batch)))
 	recs := make([]ledger.Record, len(batch))
 	rawSeqs := make([]uint64, len(batch))
@@ -287,7 +285,7 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, last
 		return nil, err
 	}
 	began := time.Now()
-	res, err := s.store.Apply(ctx, p, recs, lastSeq)
+	res, err := s.store.Apply(ctx, p, recs, lastSeq, published)
 	if err != nil {
 		return nil, err
 	}
