@@ -43,6 +43,13 @@ func ConnectNATS(url, name string, extra ...nats.Option) (*Conn, error) {
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(100 * time.Millisecond),
 		nats.RetryOnFailedConnect(false),
+		// No reconnect buffer: a publish made while disconnected fails at
+		// once instead of being sent after the reconnect. Buffered, it could
+		// be stored after messages published later that reached another
+		// node first, and the services rely on their outputs keeping the
+		// order of their input (a failed batch is redelivered and published
+		// again in order, duplicates dropped by Nats-Msg-Id).
+		nats.ReconnectBufSize(-1),
 	}, extra...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {

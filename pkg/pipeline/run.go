@@ -454,6 +454,7 @@ func (r *RunResult) write(dir string) error {
 		writeNDJSON("rejected.ndjson", len(r.Rejected), func(i int) any { return r.Rejected[i] }),
 		writeNDJSON("trace.ndjson", len(r.Trace), func(i int) any { return r.Trace[i] }),
 		writeJSON("metrics.json", map[string]any{"samples": r.Metrics, "crashes": r.Crashes, "ingest": r.Ingest, "elapsed_seconds": r.Elapsed.Seconds()}),
+		WriteChartFile(dir, r.Metrics),
 	)
 	pj, err := os.Create(filepath.Join(dir, "parity.json"))
 	if err == nil {
