@@ -1,0 +1,85 @@
+package pipeline
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"nats://127.0.0.1:4222":                         "nats://127.0.0.1:4222",
+		"nats://u:secret@a:4222,nats://u:secret@b:4222": "nats://u:xxxxx@a:4222,nats://u:xxxxx@b:4222",
+		"redis://windower:secret@redis:6379/0":          "redis://windower:xxxxx@redis:6379/0",
+		"redis://:secret@redis:6379":                    "redis://:xxxxx@redis:6379",
+		"nats://s3cr3t-token@nats:4222":                 "nats://xxxxx@nats:4222",
+		"127.0.0.1:6379":                                "127.0.0.1:6379",
+	} {
+		got := RedactURL(in)
+		if got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+		if strings.Contains(got, "secret") || strings.Contains(got, "s3cr3t") {
+			t.Errorf("RedactURL(%q) leaks: %q", in, got)
+		}
+	}
+}
+
+func TestSecurityOptions(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "pw")
+	os.WriteFile(pw, []byte("hunter2\n"), 0o600)
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, nil, 0o600)
+	t.Setenv("NATS_PASSWORD", "")
+	t.Setenv("REDIS_PASSWORD", "")
+
+	if _, err := (NATSSecurity{User: "validator", PasswordFile: pw}).Options(); err != nil {
+		t.Errorf("user with password file: %v", err)
+	}
+	for name, s := range map[string]NATSSecurity{
+		"no password":        {User: "validator"},
+		"empty file":         {User: "validator", PasswordFile: empty},
+		"missing file":       {User: "validator", PasswordFile: filepath.Join(dir, "nope")},
+		"user and creds":     {User: "validator", PasswordFile: pw, CredsFile: pw},
+		"cert without key":   {TLSCert: pw},
+		"missing creds file": {CredsFile: filepath.Join(dir, "nope")},
+	} {
+		if _, err := s.Options(); err == nil {
+			t.Errorf("NATS %s: no error", name)
+		}
+	}
+	if p := (NATSSecurity{User: "windower"}).inboxPrefix(); p != "_INBOX.windower" {
+		t.Errorf("inbox prefix %q", p)
+	}
+	if p := (NATSSecurity{User: "windower", InboxPrefix: "_X"}).inboxPrefix(); p != "_X" {
+		t.Errorf("explicit inbox prefix %q", p)
+	}
+
+	c, err := ConnectRedisSecure("redis://127.0.0.1:1", RedisSecurity{Username: "publisher", PasswordFile: pw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	for name, tc := range map[string]struct {
+		url string
+		sec RedisSecurity
+	}{
+		"user without password": {"redis://127.0.0.1:1", RedisSecurity{Username: "publisher"}},
+		"two nodes, no cluster": {"127.0.0.1:1,127.0.0.1:2", RedisSecurity{}},
+		"cert without key":      {"redis://127.0.0.1:1", RedisSecurity{TLSCert: pw}},
+		"bad CA":                {"redis://127.0.0.1:1", RedisSecurity{TLSCA: pw}},
+		"no address":            {" , ", RedisSecurity{}},
+	} {
+		if c, err := ConnectRedisSecure(tc.url, tc.sec); err == nil {
+			c.Close()
+			t.Errorf("Redis %s: no error", name)
+		}
+	}
+	cc, err := ConnectRedisSecure("127.0.0.1:1,127.0.0.1:2", RedisSecurity{Cluster: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.Close()
+}
