@@ -40,20 +40,22 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	listen := fs.String("listen", "127.0.0.1:8080", "address of the page, the API and the probes")
 	staleAfter := fs.Duration("stale-after", 2*time.Minute, "silence of the source (or the publisher) after which the data is shown as stale")
 	generation := fs.String("generation", "", "generation to show (default: follow the active-generation pointer)")
+	var sec pipeline.NATSSecurity
+	sec.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	if err := serve(ctx, log, *natsURL, *listen, *staleAfter, *generation); err != nil {
+	if err := serve(ctx, log, *natsURL, sec, *listen, *staleAfter, *generation); err != nil {
 		log.Error("dashboard stopped", "err", err)
 		return 1
 	}
 	return 0
 }
 
-func serve(ctx context.Context, log *slog.Logger, natsURL, listen string, staleAfter time.Duration, gen string) error {
+func serve(ctx context.Context, log *slog.Logger, natsURL string, sec pipeline.NATSSecurity, listen string, staleAfter time.Duration, gen string) error {
 	if natsURL == "" {
 		return errors.New("--nats-url (or NATS_URL) is required")
 	}
@@ -62,7 +64,11 @@ func serve(ctx context.Context, log *slog.Logger, natsURL, listen string, staleA
 	}
 	// Keep trying to connect: the page is served (and says so) while NATS
 	// is away.
-	conn, err := pipeline.ConnectNATS(natsURL, "receiptflow-dashboard", nats.RetryOnFailedConnect(true))
+	opts, err := sec.Options()
+	if err != nil {
+		return err
+	}
+	conn, err := pipeline.ConnectNATS(natsURL, "receiptflow-dashboard", append(opts, nats.RetryOnFailedConnect(true))...)
 	if err != nil {
 		return err
 	}
@@ -81,7 +87,7 @@ func serve(ctx context.Context, log *slog.Logger, natsURL, listen string, staleA
 		ln.Close()
 		return err
 	}
-	log.Info("dashboard started", "url", "http://"+ln.Addr().String(), "nats", natsURL)
+	log.Info("dashboard started", "url", "http://"+ln.Addr().String(), "nats", pipeline.RedactURL(natsURL), "auth", sec)
 	err = svc.Run(ctx)
 	log.Info("dashboard stopped cleanly")
 	return err
