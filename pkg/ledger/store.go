@@ -265,6 +265,24 @@ func parseDecision(s string) (Decision, error) {
 	return Decision{}, fmt.Errorf("unknown decision %q", s)
 }
 
+var markScript = redis.NewScript(`
+local cur = tonumber(redis.call('HGET', KEYS[1], 'pub')) or 0
+local seq = tonumber(redis.call('HGET', KEYS[1], 'seq')) or 0
+local want = tonumber(ARGV[1])
+if want > seq then want = seq end
+if want > cur then redis.call('HSET', KEYS[1], 'pub', string.format('%d', want)) end
+return 1`)
+
+// MarkPublished records that the outputs of partition p's records up to
+// seq are published (the mark only moves forward and never past the
+// checkpoint). Safe to call twice.
+func (s *Store) MarkPublished(ctx context.Context, p int, seq uint64) error {
+	if err := markScript.Run(ctx, s.rdb, []string{s.keys.Checkpoint(p)}, seq).Err(); err != nil {
+		return fmt.Errorf("ledger: mark published %d: %w", p, err)
+	}
+	return nil
+}
+
 // Checkpoint is a partition's checkpoint.
 type Checkpoint struct {
 	Seq       uint64

@@ -298,5 +298,15 @@ func TestPublishedMarkTracksWhatWasPublished(t *testing.T) {
 		if ck, _ := s.Checkpoint(ctx, 4); ck.Published != 10 {
 			t.Fatalf("published = %d, want 10", ck.Published)
 		}
+		// After publishing b2's outputs the windower marks them directly.
+		if err := s.MarkPublished(ctx, 4, 20); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkPublished(ctx, 4, 15); err != nil {
+			t.Fatal(err)
+		}
+		if ck, _ := s.Checkpoint(ctx, 4); ck.Published != 20 {
+			t.Fatalf("published = %d after MarkPublished(20), want 20", ck.Published)
+		}
 	})
 }

@@ -325,6 +325,9 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, last
 	if _, err := stream.PublishAll(ctx, s.js, out); err != nil {
 		return nil, err
 	}
+	if err := s.store.MarkPublished(ctx, p, res.Seq); err != nil {
+		return nil, err
+	}
 	if err := batch[len(batch)-1].Ack(); err != nil {
 		return nil, fmt.Errorf("windower: ack: %w", err)
 	}
