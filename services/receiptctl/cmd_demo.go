@@ -24,7 +24,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	c.Register(fs)
 	dataDir := fs.String("data-dir", "", "embedded nats-server store directory (default: a temporary one)")
 	caseEvery := fs.Duration("case-every", 15*time.Second, "how often a seed case is injected")
-	idleEvery := fs.Duration("idle-every", 6*time.Minute, "how often the source goes silent (negative: never)")
+	idleEvery := fs.Duration("idle-every", 3*time.Minute, "how often the source goes silent (negative: never)")
 	idleFor := fs.Duration("idle-for", 150*time.Second, "how long the source stays silent")
 	rows := fs.Int("rows", 12, "table rows (most recent windows)")
 	listen := fs.String("listen", "127.0.0.1:8080", "address of the dashboard (the live web page)")
