@@ -156,11 +156,11 @@ func (s *Service) handle(ctx context.Context, batch []jetstream.Msg) error {
 		for _, w := range c.Windows {
 			dirty[w] = true
 		}
-		s.mu.Lock()
-		if c.Watermark > s.wms[c.Partition] {
-			wmMoved = true
-		}
-		s.mu.Unlock()
+		// Every notice may carry a watermark move. s.wms is what the last
+		// read saw, which can already include this move, so comparing with
+		// it would miss it: re-judge the non-final windows on every notice
+		// (they are few).
+		wmMoved = true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
