@@ -67,8 +67,7 @@ func TestInProcessFailpointsEndLikeTheCleanRun(t *testing.T) {
 	clean := runFile(t, pipeline.Config{DataDir: t.TempDir()}, path)
 	for _, spec := range []string{
 		"windower.after-write=crash@every:37,validator.after-publish=crash@every:53,publisher.after-put=crash@every:29",
-		"windower.before-write=crash@every:11",
-		"windower.after-write=crash@every:9",
+		"windower.before-write=crash@every:7,windower.after-write=crash@every:5",
 		"publisher.after-put=crash@every:4,validator.after-publish=crash@every:6",
 	} {
 		t.Run(spec, func(t *testing.T) {

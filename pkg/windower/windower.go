@@ -230,11 +230,11 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 	lastWM, lastSeq, published := ck.Watermark, ck.Seq, min(ck.Published, ck.Seq)
 	lastRetireWM := ck.Watermark
 	return stream.Consume(ctx, cons, stream.BatchOptions{Max: s.cfg.Batch}, func(ctx context.Context, batch []jetstream.Msg) error {
-		res, err := s.handle(ctx, p, batch, lastWM, lastSeq, published)
+		res, done, err := s.handle(ctx, p, batch, lastWM, lastSeq, published)
 		if err != nil {
 			return err
 		}
-		lastWM, lastSeq, published = res.Watermark, res.Seq, res.Seq
+		lastWM, lastSeq, published = res.Watermark, res.Seq, max(published, done)
 		wm := res.Watermark
 		// Retire also on event time, for fast replays, where hours of event
 		// time pass between two ticks of the retirement timer.
@@ -248,14 +248,17 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 	})
 }
 
-func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, lastWM int64, lastSeq, published uint64) (*ledger.Result, error) {
+// handle applies one batch and publishes its outputs. It returns the
+// script's result and the last VALID sequence of the batch, whose outputs
+// (and those of every record before it) are now published.
+func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, lastWM int64, lastSeq, published uint64) (*ledger.Result, uint64, error) {
 	s.m.batch.Observe(float64(len(batch)))
 	recs := make([]ledger.Record, len(batch))
 	rawSeqs := make([]uint64, len(batch))
 	for i, m := range batch {
 		meta, err := m.Metadata()
 		if err != nil {
-			return nil, fmt.Errorf("windower: metadata: %w", err)
+			return nil, 0, fmt.Errorf("windower: metadata: %w", err)
 		}
 		h := m.Headers()
 		rawSeqs[i], _ = strconv.ParseUint(h.Get(stream.HdrRawSeq), 10, 64)
@@ -277,17 +280,17 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, last
 		if err != nil {
 			// VALID is written only by the validator; a message it could
 			// not have written is a bug or tampering, never skipped quietly.
-			return nil, fmt.Errorf("windower: VALID sequence %d is not a validator message: %w", r.Seq, err)
+			return nil, 0, fmt.Errorf("windower: VALID sequence %d is not a validator message: %w", r.Seq, err)
 		}
 		recs[i] = r
 	}
 	if err := s.cfg.Failpoints.Hit(failpoint.WindowerBeforeWrite); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	began := time.Now()
 	res, err := s.store.Apply(ctx, p, recs, lastSeq, published)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	s.m.script.Observe(time.Since(began).Seconds())
 	if s.cfg.Trace != nil {
@@ -298,7 +301,7 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, last
 		s.cfg.Trace(p, tr)
 	}
 	if err := s.cfg.Failpoints.Hit(failpoint.WindowerAfterWrite); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var out []*nats.Msg
 	for i, d := range res.Decisions {
@@ -323,17 +326,22 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, last
 		out = append(out, stream.NewMsg(s.cfg.Names.Subject(stream.Changes, p), id, body))
 	}
 	if _, err := stream.PublishAll(ctx, s.js, out); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	if err := s.store.MarkPublished(ctx, p, res.Seq); err != nil {
-		return nil, err
+	// The mark covers this batch's records only. A redelivered batch can be
+	// shorter than the one first applied (the checkpoint, res.Seq, is then
+	// ahead of it): marking up to the checkpoint would skip the outputs of
+	// the applied records not redelivered yet if the instance died next.
+	done := recs[len(recs)-1].Seq
+	if err := s.store.MarkPublished(ctx, p, done); err != nil {
+		return nil, 0, err
 	}
 	if err := batch[len(batch)-1].Ack(); err != nil {
-		return nil, fmt.Errorf("windower: ack: %w", err)
+		return nil, 0, fmt.Errorf("windower: ack: %w", err)
 	}
 	s.m.watermark.WithLabelValues(strconv.Itoa(p)).Set(float64(res.Watermark) / 1000)
 	s.m.entries.Add(float64(res.Added))
-	return res, nil
+	return res, done, nil
 }
 
 func anyReplayed(res *ledger.Result) bool {
