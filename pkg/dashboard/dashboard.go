@@ -118,10 +118,11 @@ func (s *Service) Run(ctx context.Context) error {
 		s.runMu.Unlock()
 	}()
 
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	var srv *http.Server
+	var serveErr error // written before wg.Done, read after wg.Wait
 	if s.cfg.Listener != nil {
 		// No WriteTimeout: event streams are long-lived; each write has
 		// its own deadline instead (see serveEvents).
@@ -130,7 +131,8 @@ func (s *Service) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			if err := srv.Serve(s.cfg.Listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				cancel(err)
+				serveErr = err
+				cancel()
 			}
 		}()
 		s.cfg.Logger.Info("dashboard listening", "addr", s.cfg.Listener.Addr().String())
@@ -153,10 +155,9 @@ func (s *Service) Run(ctx context.Context) error {
 		scancel()
 	}
 	wg.Wait()
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
+	// Only the HTTP server's failure is an error; ctx ending, also by its
+	// deadline, is the normal way to stop.
+	return serveErr
 }
 
 // Handler returns the HTTP handler of the page, the API and the probes.

@@ -101,32 +101,59 @@ func (s *Service) controlBucket(ctx context.Context) (jetstream.KeyValue, error)
 	return kv, err
 }
 
+// withoutDeadline returns a context that ends with ctx but has no
+// deadline, so that the NATS client bounds each request made with it by its
+// own default timeout (5s). A request written to a connection the server
+// has just dropped is never answered; with ctx's deadline, which may be far
+// away, it would hold the session (and the reconnect check) until then.
+func withoutDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	return c, func() {
+		stop()
+		cancel()
+	}
+}
+
+// stopWatch stops w and discards what it still delivers. Stopping deletes
+// the watch's consumer, a request that waits for the client's timeout when
+// the server is away, and the watcher's delivery blocks while its channel
+// is full; run it in its own goroutine so that neither holds up the next
+// session or Run's return. It returns once the watcher's channel is closed.
+func stopWatch(w jetstream.KeyWatcher) {
+	w.Stop()
+	for range w.Updates() {
+	}
+}
+
 // session loads the active generation's bucket and follows it until
 // something says the watch can no longer be trusted; it returns why.
 func (s *Service) session(ctx context.Context, silence time.Duration) (string, error) {
+	// Read the counter before the watch exists: a reconnect at any later
+	// moment, even during the setup below, ends this session.
 	reconnects := s.nc.Stats().Reconnects
 	if s.st.setConnected(s.nc.Status() == nats.CONNECTED) {
 		s.hub.notify()
 	}
-	ctrl, err := s.controlBucket(ctx)
+	wctx, cancel := withoutDeadline(ctx)
+	defer cancel()
+	ctrl, err := s.controlBucket(wctx)
 	if err != nil {
 		return reasonError, err
 	}
-	gen, err := s.resolve(ctx, ctrl)
+	gen, err := s.resolve(wctx, ctrl)
 	if err != nil {
 		return reasonError, err
 	}
-	kv, err := s.js.KeyValue(ctx, stream.For(gen).Bucket())
+	kv, err := s.js.KeyValue(wctx, stream.For(gen).Bucket())
 	if err != nil {
 		return reasonError, fmt.Errorf("dashboard: bucket %s: %w", stream.For(gen).Bucket(), err)
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	w, err := kv.WatchAll(wctx)
 	if err != nil {
 		return reasonError, fmt.Errorf("dashboard: watch %s: %w", stream.For(gen).Bucket(), err)
 	}
-	defer w.Stop()
+	defer func() { go stopWatch(w) }()
 
 	staging := newContents() // the initial values, swapped in at once
 	loaded := false
@@ -183,18 +210,28 @@ func (s *Service) session(ctx context.Context, silence time.Duration) (string, e
 			}
 			if s.cfg.Generation == "" && time.Since(lastPointer) >= time.Second {
 				lastPointer = time.Now()
-				if ctrl == nil {
-					if ctrl, err = s.controlBucket(ctx); err != nil {
-						continue
-					}
-				}
-				pctx, pcancel := context.WithTimeout(ctx, pollEvery*4)
-				g, err := s.resolve(pctx, ctrl)
-				pcancel()
-				if err == nil && g != gen {
+				if s.pointerMoved(ctx, &ctrl, gen) {
 					return reasonSwitched, nil
 				}
 			}
 		}
 	}
+}
+
+// pointerMoved reports whether the active-generation pointer now names
+// another generation than gen, looking the control bucket up first if *ctrl
+// is nil. A failed look-up reports false; it is bounded so that the watch
+// loop goes on within a second.
+func (s *Service) pointerMoved(ctx context.Context, ctrl *jetstream.KeyValue, gen string) bool {
+	pctx, cancel := context.WithTimeout(ctx, pollEvery*4)
+	defer cancel()
+	if *ctrl == nil {
+		c, err := s.controlBucket(pctx)
+		if err != nil {
+			return false
+		}
+		*ctrl = c // nil while there is no control bucket: resolve says "1"
+	}
+	g, err := s.resolve(pctx, *ctrl)
+	return err == nil && g != gen
 }
