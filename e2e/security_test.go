@@ -419,7 +419,10 @@ func TestSecurityRedisRefusesOutsideRights(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const ckpt = "rf:1:{p0}:ckpt"
-	claims := ledger.Keys{Prefix: "rf:1:"}.Claims("e1", 20424)
+	// Today's claims: a past day's bucket would expire as it is written.
+	today := time.Now().Unix() / 86400
+	claims := ledger.Keys{Prefix: "rf:1:"}.Claims("e1", today)
+	e1 := ledger.IDKey("e1")
 	// Some state, written by the users that own it.
 	win := rs.client("windower", secPassword(t, "redis", "windower"))
 	defer win.Close()
@@ -429,7 +432,7 @@ func TestSecurityRedisRefusesOutsideRights(t *testing.T) {
 	val := rs.client("validator", secPassword(t, "redis", "validator"))
 	defer val.Close()
 	store := ledger.NewStore(val, ledger.Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour)
-	if _, err := store.Claims(ctx, []ledger.Claim{{EventID: "e1", Fingerprint: 1, Day: 20424}}); err != nil {
+	if _, err := store.Claims(ctx, []ledger.Claim{{EventID: "e1", Fingerprint: 1, Day: today}}); err != nil {
 		t.Fatalf("validator claims an event id: %v", err)
 	}
 
@@ -459,7 +462,7 @@ func TestSecurityRedisRefusesOutsideRights(t *testing.T) {
 		},
 		"windower": {
 			{"touch claims", redisDo("HSETNX", claims, "e2", "1")},
-			{"read claims", redisDo("HGET", claims, "e1")},
+			{"read claims", redisDo("HGET", claims, e1)},
 			{"touch claims from a script", redisDo("EVAL", "return redis.call('HSET', KEYS[1], 'e1', 'f')", 1, claims)},
 			{"reach claims from a script by name", redisDo("EVAL", "return redis.call('HSET', '"+claims+"', 'e1', 'f')", 1, ckpt)},
 			{"flush from a script", redisDo("EVAL", "return redis.call('FLUSHALL')", 1, ckpt)},
@@ -479,7 +482,7 @@ func TestSecurityRedisRefusesOutsideRights(t *testing.T) {
 				_, err := ledger.NewStore(c, ledger.Keys{Prefix: "rf:1:"}, time.Minute, time.Hour).Apply(ctx, 0, []ledger.Record{{Seq: 9, Kind: ledger.Submission, EventID: "x", Time: 1764669600000}}, 0, 0)
 				return err
 			}},
-			{"read claims", redisDo("HGET", claims, "e1")},
+			{"read claims", redisDo("HGET", claims, e1)},
 			{"flush", redisDo("FLUSHALL")},
 		},
 		"probe": {
@@ -507,8 +510,8 @@ func TestSecurityRedisRefusesOutsideRights(t *testing.T) {
 	}
 	admin := rs.client("admin", secPassword(t, "redis", "admin"))
 	defer admin.Close()
-	if v, err := admin.HGet(ctx, claims, "e1").Result(); err != nil || v != "1" {
-		t.Fatalf("claim of e1 = %q, %v; want 1", v, err)
+	if v, err := admin.HGet(ctx, claims, e1).Result(); err != nil || v != "\x00\x00\x00\x00\x00\x00\x00\x01" {
+		t.Fatalf("claim of e1 = %q, %v; want fingerprint 1", v, err)
 	}
 	if n, err := admin.DBSize(ctx).Result(); err != nil || n != 2 {
 		t.Fatalf("%d keys (%v), want the checkpoint and the claims only", n, err)

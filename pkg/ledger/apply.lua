@@ -5,8 +5,10 @@
 --
 -- KEYS[1]          checkpoint hash  (seq, wm, retired, entries, pub)
 -- KEYS[2]          window index zset (member window id, score start ms)
--- KEYS[1+2j]       partial hash of window j (n, corr, late, ver, otv, d1, d2)
--- KEYS[2+2j]       ledger hash of window j (event id -> "C" | "L<wm>")
+-- KEYS[2+j]        partial hash of window j, j = 1..W (n, corr, late, ver,
+--                  otv, d1, d2)
+-- KEYS[2+W+k]      ledger shard k of the batch, k = 1..L (event IDKey ->
+--                  "C" | "L<wm>"; each a shard of one window's ledger)
 -- ARGV[1] lateness ms, ARGV[2] grace ms, ARGV[3] replay horizon ms (0: none),
 -- ARGV[4] window count W,
 -- ARGV[5..4+W]     window start ms, ARGV[5+W..4+2W] window ids,
@@ -14,11 +16,12 @@
 --                  0: unknown), ARGV[6+2W] published mark (the last
 --                  sequence whose outputs the caller has published and
 --                  acked; 0: none), then ARGV[7+2W] record count N, then N
---                  records of 5 fields:
+--                  records of 8 fields:
 --                  seq, kind (s submission | o other type | h heartbeat),
---                  event id, window index j (1-based, 0 for h), time ms
---                  (event time; for h the source progress),
--- then per record the digest halves h1, h2 (two more fields: 7 in all).
+--                  event IDKey, window index j (1-based, 0 for h), ledger
+--                  shard index k (1-based, 0 unless s), time ms (event
+--                  time; for h the source progress), and the digest
+--                  halves h1, h2 of the event id.
 --
 -- Returns {seq, wm, entries_added, decision_1, ..., decision_N} where a
 -- decision is "c:<ver>" counted on time, "k:<ver>" counted as correction,
@@ -39,7 +42,7 @@ local expect = tonumber(ARGV[5 + 2 * nw])
 local published = tonumber(ARGV[6 + 2 * nw])
 local base = 7 + 2 * nw
 local n = tonumber(ARGV[base])
-local F = 7
+local F = 8
 
 local cur = redis.call('HMGET', KEYS[1], 'seq', 'wm', 'retired', 'entries', 'pub')
 local seq = tonumber(cur[1]) or 0
@@ -59,7 +62,7 @@ local parts = {}
 local function partial(j)
   local p = parts[j]
   if p == nil then
-    local v = redis.call('HMGET', KEYS[1 + 2 * j], 'n', 'corr', 'late', 'ver', 'otv', 'd1', 'd2')
+    local v = redis.call('HMGET', KEYS[2 + j], 'n', 'corr', 'late', 'ver', 'otv', 'd1', 'd2')
     p = {n = tonumber(v[1]) or 0, corr = tonumber(v[2]) or 0, late = tonumber(v[3]) or 0,
          ver = tonumber(v[4]) or 0, otv = tonumber(v[5]) or 0, d1 = tonumber(v[6]) or 0,
          d2 = tonumber(v[7]) or 0, dirty = false}
@@ -75,12 +78,13 @@ for i = 0, n - 1 do
   local kind = ARGV[o + 1]
   local id = ARGV[o + 2]
   local j = tonumber(ARGV[o + 3])
-  local t = tonumber(ARGV[o + 4])
+  local k = tonumber(ARGV[o + 4])
+  local t = tonumber(ARGV[o + 5])
   local d
   if s <= seq then
     d = 'R'
     if kind == 's' then
-      local lv = redis.call('HGET', KEYS[2 + 2 * j], id)
+      local lv = redis.call('HGET', KEYS[2 + nw + k], id)
       if lv and string.sub(lv, 1, 1) == 'L' then d = 'RL:' .. string.sub(lv, 2) end
     end
   elseif kind == 'h' then
@@ -95,13 +99,13 @@ for i = 0, n - 1 do
         -- Past the replay horizon: the window's state is (or may be)
         -- retired; nothing changes. A retry the ledger still knows is a
         -- plain duplicate.
-        if redis.call('HEXISTS', KEYS[2 + 2 * j], id) == 1 then
+        if redis.call('HEXISTS', KEYS[2 + nw + k], id) == 1 then
           d = 'd'
         else
           d = 'x:' .. string.format('%d', wm)
         end
       elseif wm >= e + grace then
-        if redis.call('HSETNX', KEYS[2 + 2 * j], id, 'L' .. string.format('%d', wm)) == 1 then
+        if redis.call('HSETNX', KEYS[2 + nw + k], id, 'L' .. string.format('%d', wm)) == 1 then
           local p = partial(j)
           p.late = p.late + 1
           p.ver = p.ver + 1
@@ -112,12 +116,12 @@ for i = 0, n - 1 do
           d = 'd'
         end
       else
-        if redis.call('HSETNX', KEYS[2 + 2 * j], id, 'C') == 1 then
+        if redis.call('HSETNX', KEYS[2 + nw + k], id, 'C') == 1 then
           local p = partial(j)
           p.n = p.n + 1
           p.ver = p.ver + 1
-          p.d1 = (p.d1 + tonumber(ARGV[o + 5])) % M
-          p.d2 = (p.d2 + tonumber(ARGV[o + 6])) % M
+          p.d1 = (p.d1 + tonumber(ARGV[o + 6])) % M
+          p.d2 = (p.d2 + tonumber(ARGV[o + 7])) % M
           p.dirty = true
           added = added + 1
           if wm >= e then
@@ -140,7 +144,7 @@ end
 
 for j, p in pairs(parts) do
   if p.dirty then
-    redis.call('HSET', KEYS[1 + 2 * j], 'n', p.n, 'corr', p.corr, 'late', p.late, 'ver', p.ver,
+    redis.call('HSET', KEYS[2 + j], 'n', p.n, 'corr', p.corr, 'late', p.late, 'ver', p.ver,
       'otv', p.otv, 'd1', string.format('%d', p.d1), 'd2', string.format('%d', p.d2))
     redis.call('ZADD', KEYS[2], starts[j], ids[j])
   end

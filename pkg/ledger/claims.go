@@ -2,9 +2,10 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	_ "embed"
+	"encoding/binary"
 	"fmt"
-	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -52,22 +53,29 @@ func (s *Store) Claims(ctx context.Context, claims []Claim) ([]bool, error) {
 		first[c.EventID] = i
 		send = append(send, i)
 	}
-	fp := func(c Claim) string { return strconv.FormatUint(c.Fingerprint, 16) }
+	// The claim is the fingerprint's 8 bytes (big-endian), under the id's
+	// IDKey: fixed-size, so the buckets stay small listpack hashes.
+	fp := func(c Claim) string { return string(binary.BigEndian.AppendUint64(nil, c.Fingerprint)) }
+	hid := make([]string, len(claims))
 	held := make(map[string]string, len(send))
 	run := func() error {
 		pipe := s.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(send))
 		for k, i := range send {
 			c := claims[i]
+			if hid[i] == "" {
+				hid[i] = IDKey(c.EventID)
+			}
 			cmds[k] = claimScript.EvalSha(ctx, pipe,
-				[]string{s.keys.Claims(c.EventID, c.Day), s.keys.Claims(c.EventID, c.Day-1)}, c.EventID, fp(c))
+				[]string{s.keys.claimsOf(hid[i], c.Day), s.keys.claimsOf(hid[i], c.Day-1)}, hid[i], fp(c), claimsExpireAt(c.Day))
 		}
 		_, err := pipe.Exec(ctx)
 		if err != nil {
 			return err
 		}
 		for k, i := range send {
-			held[claims[i].EventID] = fmt.Sprint(cmds[k].Val())
+			v, _ := cmds[k].Val().(string)
+			held[claims[i].EventID] = v
 		}
 		return nil
 	}
@@ -91,17 +99,57 @@ func (s *Store) Claims(ctx context.Context, claims []Claim) ([]bool, error) {
 	return conflict, nil
 }
 
-// RetireClaims deletes the claims of ingest days before day-ClaimHorizonDays+1
-// down to (and including) day-ClaimHorizonDays-7: called when the newest
-// ingest day seen advances. Safe to call repeatedly.
+// claimsExpireAt is when the claims of ingest day are no longer read: the
+// end of the last day whose records look them up, plus an hour for clock
+// skew between the servers that stamp RAW and Redis.
+func claimsExpireAt(day int64) int64 { return (day+ClaimHorizonDays)*86400 + 3600 }
+
+// RetireClaims deletes the claims of ingest days up to and including
+// day-ClaimHorizonDays (at most 8 days back from there): called when the
+// newest ingest day seen advances. A marker key remembers the last day
+// retired, so the ClaimBuckets deletions of a day are sent once, not on
+// every validator start. Safe to call repeatedly and concurrently. (The
+// buckets also expire by themselves on a real Redis: claim.lua sets their
+// expiry; miniredis does not expire keys on its own clock.)
 func (s *Store) RetireClaims(ctx context.Context, day int64) error {
+	last := day - ClaimHorizonDays
+	marker := s.keys.ClaimsRetired()
+	done, err := s.rdb.Get(ctx, marker).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("ledger: retire claims: %w", err)
+	}
+	if err == nil && done >= last {
+		return nil
+	}
+	from := last - 7
+	if err == nil && done+1 > from {
+		from = done + 1
+	}
+	const chunk = 4096
 	pipe := s.rdb.Pipeline()
-	for d := day - ClaimHorizonDays - 7; d <= day-ClaimHorizonDays; d++ {
+	flush := func() error {
+		if pipe.Len() == 0 {
+			return nil
+		}
+		_, err := pipe.Exec(ctx)
+		return err
+	}
+	for d := from; d <= last; d++ {
 		for b := 0; b < ClaimBuckets; b++ {
-			pipe.Del(ctx, s.keys.ClaimBucket(b, d))
+			pipe.Unlink(ctx, s.keys.ClaimBucket(b, d))
+			if pipe.Len() >= chunk {
+				if err := flush(); err != nil {
+					return fmt.Errorf("ledger: retire claims: %w", err)
+				}
+			}
 		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if err := flush(); err != nil {
+		return fmt.Errorf("ledger: retire claims: %w", err)
+	}
+	// Two instances racing here may set the marker a day back; that only
+	// sends one day's deletions again.
+	if err := s.rdb.Set(ctx, marker, last, 0).Err(); err != nil {
 		return fmt.Errorf("ledger: retire claims: %w", err)
 	}
 	return nil

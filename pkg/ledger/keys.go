@@ -7,14 +7,50 @@
 package ledger
 
 import (
+	"crypto/sha256"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 )
 
-// ClaimBuckets is the number of hashes one day of event-id claims is
-// spread over.
-const ClaimBuckets = 256
+// Memory layout. Redis keeps a small hash (at most hash-max-listpack-entries
+// fields, 128 by default, of at most hash-max-listpack-value bytes) as one
+// flat listpack: a few bytes of overhead per field instead of the ~50 of a
+// real hash table. Both sets of per-event state are therefore spread over
+// enough hashes to stay small at the volumes the product is sized for, and
+// hold a fixed-size key of the event id (IDKey) instead of the id itself:
+//
+//   - the validator's claims: ClaimBuckets hashes per ingest day (about 60
+//     fields each at 1,000,000 event ids a day);
+//   - the windower's ledger: LedgerShards hashes per window and partition
+//     (about 80 fields each at 5,000 events per window and partition).
+//
+// A busier deployment keeps working (Redis converts a hash that outgrows
+// the limit to a hash table) but pays more memory per id; raise
+// hash-max-listpack-entries (docs/performance.md) rather than these
+// constants, which name the keys of existing state.
+const (
+	// ClaimBuckets is the number of hashes one day of event-id claims is
+	// spread over.
+	ClaimBuckets = 16384
+	// LedgerShards is the number of ledger hashes of one window in one
+	// partition.
+	LedgerShards = 64
+)
+
+// IDKey is the 16-byte key an event id is stored under in the claims and
+// the ledger: the first 128 bits of its SHA-256. A collision would make two
+// ids one; at 2^-128 per pair (about 10^-27 for a million ids) it does not
+// happen, and finding one on purpose is as hard as breaking SHA-256 — a
+// producer that knows an id can send that id anyway.
+func IDKey(eventID string) string {
+	sum := sha256.Sum256([]byte(eventID))
+	return string(sum[:16])
+}
+
+// idBucket spreads IDKeys over n hashes (n ≤ 65536).
+func idBucket(idKey string, n int) int {
+	return (int(idKey[14])<<8 | int(idKey[15])) % n
+}
 
 // Keys builds the Redis keys of one generation.
 type Keys struct {
@@ -35,19 +71,35 @@ func (k Keys) Index(p int) string { return k.tag(p) + "idx" }
 // Partial is the hash of partition p's share of window id.
 func (k Keys) Partial(p int, id string) string { return k.tag(p) + "w:" + id }
 
-// Ledger is the hash of event ids partition p has counted or routed late in
-// window id.
+// Ledger is the common prefix of the ledger hashes of window id in
+// partition p: LedgerShards hashes Ledger(p, id)+":"+n, each mapping the
+// IDKey of an event id the partition counted or routed late in the window
+// to "C" or "L<watermark>". LedgerShard names one of them.
 func (k Keys) Ledger(p int, id string) string { return k.tag(p) + "l:" + id }
 
-// Claims is the hash holding the claims of eventID's bucket for records
-// ingested on day (days since the epoch, UTC).
-func (k Keys) Claims(eventID string, day int64) string {
-	h := fnv.New32a()
-	h.Write([]byte(eventID))
-	return k.ClaimBucket(int(h.Sum32()%ClaimBuckets), day)
+// LedgerShard is ledger hash n (0 ≤ n < LedgerShards) of window id in
+// partition p.
+func (k Keys) LedgerShard(p int, id string, n int) string {
+	return k.Ledger(p, id) + ":" + strconv.Itoa(n)
+}
+
+// LedgerShardOf is the ledger shard holding an IDKey.
+func LedgerShardOf(idKey string) int { return idBucket(idKey, LedgerShards) }
+
+// Claims is the hash holding the claim of eventID for records ingested on
+// day (days since the epoch, UTC).
+func (k Keys) Claims(eventID string, day int64) string { return k.claimsOf(IDKey(eventID), day) }
+
+// claimsOf is Claims for an IDKey.
+func (k Keys) claimsOf(idKey string, day int64) string {
+	return k.ClaimBucket(idBucket(idKey, ClaimBuckets), day)
 }
 
 // ClaimBucket is the claims hash of bucket b for day.
 func (k Keys) ClaimBucket(b int, day int64) string {
 	return fmt.Sprintf("%s{c%d}:claims:%d", k.Prefix, b, day)
 }
+
+// ClaimsRetired is the key holding the last ingest day whose claims were
+// retired.
+func (k Keys) ClaimsRetired() string { return k.Prefix + "claims:retired" }

@@ -22,9 +22,12 @@ var (
 // entries removed.
 func (s *Store) Retire(ctx context.Context, p int, mark int64, ids []string) (int64, error) {
 	keys := []string{s.keys.Checkpoint(p), s.keys.Index(p)}
-	args := []any{mark, len(ids)}
+	args := []any{mark, len(ids), LedgerShards}
 	for _, id := range ids {
-		keys = append(keys, s.keys.Partial(p, id), s.keys.Ledger(p, id))
+		keys = append(keys, s.keys.Partial(p, id))
+		for n := 0; n < LedgerShards; n++ {
+			keys = append(keys, s.keys.LedgerShard(p, id, n))
+		}
 		args = append(args, id)
 	}
 	raw, err := retireScript.Run(ctx, s.rdb, keys, args...).Slice()

@@ -1,23 +1,29 @@
 -- retire.lua: retire the state of windows that are final and past the
--- replay horizon, in one atomic step: delete their partials and ledgers,
--- drop them from the index, lower the entry count and raise the
+-- replay horizon, in one atomic step: delete their partials and ledger
+-- shards, drop them from the index, lower the entry count and raise the
 -- partition's retired mark (events of windows ending at or before it are
 -- dropped by apply.lua without touching any state).
 --
--- KEYS[1] checkpoint, KEYS[2] index, KEYS[1+2j] partial j, KEYS[2+2j] ledger j
--- ARGV[1] new retired mark (ms), ARGV[2] window count n, ARGV[3..2+n] ids
+-- KEYS[1] checkpoint, KEYS[2] index, then per window j = 1..n its partial
+-- followed by its S ledger shards (1 + S keys a window).
+-- ARGV[1] new retired mark (ms), ARGV[2] window count n, ARGV[3] shards a
+-- window S, ARGV[4..3+n] window ids.
 -- Returns {ledger entries removed, retired mark}.
 local mark = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
+local S = tonumber(ARGV[3])
 local cur = redis.call('HMGET', KEYS[1], 'retired', 'entries')
 local retired = tonumber(cur[1]) or 0
 local entries = tonumber(cur[2]) or 0
 local removed = 0
 for j = 1, n do
-  local l = redis.call('HLEN', KEYS[2 + 2 * j])
-  removed = removed + l
-  redis.call('DEL', KEYS[1 + 2 * j], KEYS[2 + 2 * j])
-  redis.call('ZREM', KEYS[2], ARGV[2 + j])
+  local b = 2 + (j - 1) * (1 + S)
+  for k = 1, S do
+    removed = removed + redis.call('HLEN', KEYS[b + 1 + k])
+    redis.call('DEL', KEYS[b + 1 + k])
+  end
+  redis.call('DEL', KEYS[b + 1])
+  redis.call('ZREM', KEYS[2], ARGV[3 + j])
 end
 if mark > retired then retired = mark end
 entries = entries - removed

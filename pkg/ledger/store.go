@@ -169,12 +169,33 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, publish
 		}
 		recWin[i] = j
 	}
-	keys := make([]string, 0, 2+2*len(wids))
+	// Ledger shards the batch touches, numbered in order of first use.
+	type shardOf struct{ win, shard int }
+	sidx := map[shardOf]int{}
+	var shardKeys []string
+	hids := make([]string, len(recs))
+	recShard := make([]int, len(recs))
+	for i, r := range recs {
+		if r.Kind != Submission {
+			continue
+		}
+		hids[i] = IDKey(r.EventID)
+		sk := shardOf{recWin[i], LedgerShardOf(hids[i])}
+		k, ok := sidx[sk]
+		if !ok {
+			shardKeys = append(shardKeys, s.keys.LedgerShard(p, wids[sk.win-1], sk.shard))
+			k = len(shardKeys)
+			sidx[sk] = k
+		}
+		recShard[i] = k
+	}
+	keys := make([]string, 0, 2+len(wids)+len(shardKeys))
 	keys = append(keys, s.keys.Checkpoint(p), s.keys.Index(p))
 	for _, id := range wids {
-		keys = append(keys, s.keys.Partial(p, id), s.keys.Ledger(p, id))
+		keys = append(keys, s.keys.Partial(p, id))
 	}
-	args := make([]any, 0, 5+2*len(wids)+7*len(recs))
+	keys = append(keys, shardKeys...)
+	args := make([]any, 0, 7+2*len(wids)+8*len(recs))
 	args = append(args, s.lateness, s.grace, s.horizon, len(wids))
 	for _, st := range starts {
 		args = append(args, st)
@@ -188,7 +209,7 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, publish
 		if r.Kind == Submission {
 			h1, h2 = digest.Halves(r.EventID)
 		}
-		args = append(args, r.Seq, string(rune(r.Kind)), r.EventID, recWin[i], r.Time, h1, h2)
+		args = append(args, r.Seq, string(rune(r.Kind)), hids[i], recWin[i], recShard[i], r.Time, h1, h2)
 	}
 	raw, err := applyScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
