@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -66,6 +68,59 @@ func ConnectNATS(url, name string, extra ...nats.Option) (*Conn, error) {
 // Close drops the connection at once: nothing in flight is flushed or
 // acked, as when a process dies.
 func (c *Conn) Close() { c.NC.Close() }
+
+// Refusals records the permissions violations a NATS server reports on one
+// connection. The server sends them asynchronously: the request that caused
+// one gets no reply and only times out. Context ends a wait at the first
+// refusal, and Err names what was refused, so a command run with too few
+// rights fails at once and says why. The zero value is not usable: call
+// NewRefusals. Safe for concurrent use.
+type Refusals struct {
+	mu    sync.Mutex
+	first error
+	hit   chan struct{}
+}
+
+// NewRefusals returns an empty Refusals.
+func NewRefusals() *Refusals { return &Refusals{hit: make(chan struct{})} }
+
+// Option returns the connection option (an error handler) that feeds r.
+// Other asynchronous errors are ignored.
+func (r *Refusals) Option() nats.Option {
+	return nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if !errors.Is(err, nats.ErrPermissionViolation) {
+			return
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.first == nil {
+			r.first = err
+			close(r.hit)
+		}
+	})
+}
+
+// Context returns a copy of ctx that is also cancelled at the first
+// refusal (already recorded or still to come). Call cancel when done.
+func (r *Refusals) Context(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-r.hit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// Err returns the first refusal (it wraps nats.ErrPermissionViolation and
+// names the subject), or nil.
+func (r *Refusals) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.first
+}
 
 // ConnectRedis returns a client for a redis:// or rediss:// URL (or
 // host:port), without further credentials. See ConnectRedisSecure.

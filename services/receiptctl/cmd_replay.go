@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/contract"
@@ -20,6 +21,10 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	var c config.Common
 	c.Register(fs)
+	var natsSec pipeline.NATSSecurity
+	natsSec.Register(fs)
+	var redisSec pipeline.RedisSecurity
+	redisSec.Register(fs)
 	which := fs.String("stream", "", "stream to re-drive: RAW (through the validator) or VALID (through the windower)")
 	from := fs.Uint64("from-seq", 0, "first stream sequence (required)")
 	to := fs.Uint64("to-seq", 0, "last stream sequence (default: the stream's last)")
@@ -41,22 +46,29 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := c.Validate(); err != nil {
 		return usageError("%v", err)
 	}
-	conn, err := pipeline.ConnectNATS(c.NATSURL, "receiptctl-replay")
+	conn, refusals, err := connectOperator(c.NATSURL, "receiptctl-replay", natsSec)
 	if err != nil {
 		return err
 	}
 	defer conn.NC.Drain()
+	// A refused request only times out: stop at the first refusal instead.
+	ctx, stop := refusals.Context(ctx)
+	defer stop()
 	names := stream.For(c.Generation)
 	r := replay.Range{From: *from, To: *to}
 	var st replay.Stats
 	if *which == stream.Valid {
 		st, err = replay.Valid(ctx, conn.JS, names, r)
 	} else {
-		rdb, err2 := pipeline.ConnectRedis(c.RedisURL)
+		rdb, err2 := pipeline.ConnectRedisSecure(c.RedisURL, redisSec)
 		if err2 != nil {
 			return err2
 		}
 		defer rdb.Close()
+		if err2 := rdb.Ping(ctx).Err(); err2 != nil {
+			return fmt.Errorf("redis %s as %s: %w (the RAW replay claims event ids as the validator does: give an operator user with --redis-user and --redis-password-file or REDIS_PASSWORD)",
+				pipeline.RedactURL(c.RedisURL), redisWho(redisSec), err2)
+		}
 		v, err2 := contract.NewValidator(contract.Options{})
 		if err2 != nil {
 			return err2
@@ -65,9 +77,17 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		st, err = replay.Raw(ctx, conn.JS, store, validator.Config{Names: names, Partitions: c.Partitions, Validator: v}, r)
 	}
 	if err != nil {
-		return err
+		return explainRefusal(err, refusals, natsSec)
 	}
 	fmt.Fprintf(stdout, "replay: re-drove %s %d..%d (%d messages) of generation %s; downstream dedup keeps every count and version as it was\n",
 		*which, *from, st.To, st.Read, names.Generation)
 	return nil
+}
+
+// redisWho names the Redis principal of sec for messages.
+func redisWho(sec pipeline.RedisSecurity) string {
+	if sec.Username != "" {
+		return "user " + strconv.Quote(sec.Username)
+	}
+	return "the user of the URL (default if none)"
 }
