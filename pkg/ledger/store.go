@@ -362,15 +362,62 @@ type PartitionView struct {
 // Read reads partition p's watermark and its partials of the windows ids
 // in one atomic step.
 func (s *Store) Read(ctx context.Context, p int, ids []string) (*PartitionView, error) {
-	keys := make([]string, 0, 1+len(ids))
-	keys = append(keys, s.keys.Checkpoint(p))
-	for _, id := range ids {
-		keys = append(keys, s.keys.Partial(p, id))
-	}
-	raw, err := readScript.Run(ctx, s.rdb, keys).Slice()
+	views, err := s.ReadAll(ctx, []int{p}, ids)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: read partition %d: %w", p, err)
+		return nil, err
 	}
+	return views[0], nil
+}
+
+// ReadAll is Read for each partition of ps, sent as one pipeline: each
+// partition's read stays atomic (one script call), and the round trips of
+// the partitions overlap. Views are returned in the order of ps.
+func (s *Store) ReadAll(ctx context.Context, ps []int, ids []string) ([]*PartitionView, error) {
+	keys := make([][]string, len(ps))
+	for i, p := range ps {
+		k := make([]string, 0, 1+len(ids))
+		k = append(k, s.keys.Checkpoint(p))
+		for _, id := range ids {
+			k = append(k, s.keys.Partial(p, id))
+		}
+		keys[i] = k
+	}
+	run := func(full bool) ([]*redis.Cmd, error) {
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(ps))
+		for i := range ps {
+			if full {
+				cmds[i] = readScript.Eval(ctx, pipe, keys[i])
+			} else {
+				cmds[i] = readScript.EvalSha(ctx, pipe, keys[i])
+			}
+		}
+		_, err := pipe.Exec(ctx)
+		return cmds, err
+	}
+	cmds, err := run(false)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// First use on this server, or after SCRIPT FLUSH: send the source
+		// (EVAL caches it; the publisher's user may not SCRIPT LOAD).
+		cmds, err = run(true)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ledger: read partitions: %w", err)
+	}
+	views := make([]*PartitionView, len(ps))
+	for i, p := range ps {
+		raw, err := cmds[i].Slice()
+		if err != nil {
+			return nil, fmt.Errorf("ledger: read partition %d: %w", p, err)
+		}
+		if views[i], err = parseView(p, ids, raw); err != nil {
+			return nil, err
+		}
+	}
+	return views, nil
+}
+
+func parseView(p int, ids []string, raw []any) (*PartitionView, error) {
 	if len(raw) != 3+len(ids) {
 		return nil, fmt.Errorf("ledger: read partition %d: %d replies for %d windows", p, len(raw), len(ids))
 	}

@@ -14,9 +14,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -52,13 +54,17 @@ type Service struct {
 	cfg   Config
 	m     *metrics
 
-	mu      sync.Mutex
-	kv      jetstream.KeyValue
-	stored  map[string]stored // by window id: what the bucket holds
-	known   map[string]bool   // window ids seen in any partition
-	wms     []int64           // last known partition watermarks
-	stale   bool
-	started time.Time
+	mu     sync.Mutex
+	kv     jetstream.KeyValue
+	stored map[string]stored // by window id: what the bucket holds
+	known  map[string]bool   // window ids seen in any partition
+	wms    []int64           // last known partition watermarks
+	parts  []int             // 0..Partitions-1
+	// kvPrefix is the subject prefix of the bucket's keys ("$KV.<bucket>."),
+	// for compare-and-set writes published asynchronously.
+	kvPrefix string
+	stale    bool
+	started  time.Time
 }
 
 type stored struct {
@@ -80,8 +86,13 @@ func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	parts := make([]int, cfg.Partitions)
+	for p := range parts {
+		parts[p] = p
+	}
 	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer),
-		stored: map[string]stored{}, known: map[string]bool{}, wms: make([]int64, cfg.Partitions)}
+		stored: map[string]stored{}, known: map[string]bool{}, wms: make([]int64, cfg.Partitions),
+		parts: parts, kvPrefix: "$KV." + cfg.Names.Bucket() + "."}
 }
 
 func (s *Service) durable() string {
@@ -211,30 +222,114 @@ func (s *Service) resync(ctx context.Context) error {
 	return s.publishLocked(ctx, keys(all))
 }
 
-// publishLocked reads ids from every partition, merges and writes them.
+// publishLocked reads ids from every partition (one pipeline), merges them
+// and writes the snapshots that changed. A window whose stored revision is
+// known is written by an asynchronous compare-and-set publish, all of them
+// in flight at once; the others (first sight, or a lost race) go through
+// writeLocked, which reads the stored snapshot first.
 func (s *Service) publishLocked(ctx context.Context, ids []string) error {
-	views := make([]*ledger.PartitionView, s.cfg.Partitions)
-	for p := 0; p < s.cfg.Partitions; p++ {
-		v, err := s.store.Read(ctx, p, ids)
-		if err != nil {
-			return err
-		}
-		views[p] = v
+	views, err := s.store.ReadAll(ctx, s.parts, ids)
+	if err != nil {
+		return err
+	}
+	for p, v := range views {
 		s.wms[p] = v.Watermark
 	}
 	global := globalWatermark(views)
 	now := s.cfg.Now().UTC()
+	type inFlight struct {
+		snap snapshot.Window
+		f    jetstream.PubAckFuture
+	}
+	var sent []inFlight
 	for _, id := range ids {
 		s.known[id] = true
 		snap, err := s.merge(id, views, global, now)
 		if err != nil {
 			return err
 		}
+		cur, ok := s.stored[id]
+		if !ok {
+			if err := s.writeLocked(ctx, snap); err != nil {
+				return err
+			}
+			continue
+		}
+		snap, write := s.decide(snap, cur, true)
+		if !write {
+			continue
+		}
+		body, err := json.Marshal(&snap)
+		if err != nil {
+			return err
+		}
+		msg := nats.NewMsg(s.kvPrefix + stream.WindowKey(id))
+		msg.Data = body
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(cur.rev, 10))
+		f, err := s.js.PublishMsgAsync(msg)
+		if err != nil {
+			return fmt.Errorf("publisher: put %s: %w", stream.WindowKey(id), err)
+		}
+		sent = append(sent, inFlight{snap: snap, f: f})
+	}
+	var retry []snapshot.Window
+	for _, w := range sent {
+		select {
+		case ack := <-w.f.Ok():
+			s.stored[w.snap.WindowID] = stored{rev: ack.Sequence, snap: w.snap}
+			s.m.writes.Inc()
+		case err := <-w.f.Err():
+			if !revisionConflict(err) {
+				return fmt.Errorf("publisher: put %s: %w", stream.WindowKey(w.snap.WindowID), err)
+			}
+			// Another writer got there first: decide again from what it
+			// stored.
+			delete(s.stored, w.snap.WindowID)
+			s.m.conflicts.Inc()
+			retry = append(retry, w.snap)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for _, snap := range retry {
 		if err := s.writeLocked(ctx, snap); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// revisionConflict reports a compare-and-set that lost: the bucket's
+// revision of the key was not the expected one (code 10071, or 10164 from
+// a replicated stream).
+func revisionConflict(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) ||
+		(errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant))
+}
+
+// decide compares snap with what the bucket holds (cur, when ok) and
+// returns snap as it must be stored (its first output version carried
+// over) and whether it must be written: only a newer version, or the same
+// version with another staleness (a final snapshot is never made stale).
+func (s *Service) decide(snap snapshot.Window, cur stored, ok bool) (snapshot.Window, bool) {
+	if ok {
+		if snap.Version < cur.snap.Version {
+			s.m.skipped.Inc()
+			return snap, false
+		}
+		if snap.Version == cur.snap.Version && (snap.Stale == cur.snap.Stale || snap.Status == window.StatusFinal) {
+			return snap, false
+		}
+		if cur.snap.FirstOutputVersion > 0 {
+			snap.FirstOutputVersion = cur.snap.FirstOutputVersion
+		}
+	}
+	if snap.FirstOutputVersion == 0 && snap.Status != window.StatusOpen {
+		snap.FirstOutputVersion = snap.Version
+	}
+	return snap, true
 }
 
 func globalWatermark(views []*ledger.PartitionView) int64 {
@@ -305,20 +400,9 @@ func (s *Service) writeLocked(ctx context.Context, snap snapshot.Window) error {
 				return fmt.Errorf("publisher: get %s: %w", key, err)
 			}
 		}
-		if ok {
-			if snap.Version < cur.snap.Version {
-				s.m.skipped.Inc()
-				return nil
-			}
-			if snap.Version == cur.snap.Version && (snap.Stale == cur.snap.Stale || snap.Status == window.StatusFinal) {
-				return nil
-			}
-			if cur.snap.FirstOutputVersion > 0 {
-				snap.FirstOutputVersion = cur.snap.FirstOutputVersion
-			}
-		}
-		if snap.FirstOutputVersion == 0 && snap.Status != window.StatusOpen {
-			snap.FirstOutputVersion = snap.Version
+		snap, write := s.decide(snap, cur, ok)
+		if !write {
+			return nil
 		}
 		body, err := json.Marshal(&snap)
 		if err != nil {
@@ -335,8 +419,7 @@ func (s *Service) writeLocked(ctx context.Context, snap snapshot.Window) error {
 			s.m.writes.Inc()
 			return nil
 		}
-		var apiErr *jetstream.APIError
-		if errors.Is(err, jetstream.ErrKeyExists) || (errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence) {
+		if revisionConflict(err) {
 			// Another writer got there first: forget our view and retry.
 			delete(s.stored, snap.WindowID)
 			s.m.conflicts.Inc()
