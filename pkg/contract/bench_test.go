@@ -32,6 +32,27 @@ func BenchmarkValidate(b *testing.B) {
 	run("v2", benchV2, false)
 	run("v1", benchV1, false)
 	run("rejected", benchBad, true)
+	b.Run("check-v2", func(b *testing.B) { // what the batch pass calls
+		b.SetBytes(int64(len(benchV2)))
+		b.ReportAllocs()
+		var c Checked
+		for b.Loop() {
+			if err := v.Check(benchV2, clock, &c); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("schema-path-v2", func(b *testing.B) { // the fast path off
+		s := *v
+		s.schemaOnly = true
+		b.SetBytes(int64(len(benchV2)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := s.Validate(benchV2, clock); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 
 	b.Run("decode", func(b *testing.B) {
 		b.SetBytes(int64(len(benchV2)))

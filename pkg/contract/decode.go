@@ -1,8 +1,10 @@
 package contract
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"unicode/utf8"
 )
 
@@ -92,6 +94,16 @@ func (r *reader) scanString() (start, end int, escaped bool, err error) {
 	start = r.pos
 	d := r.data
 	for r.pos < len(d) {
+		// Skip plain bytes (printable ASCII but quote and backslash) 8 at a
+		// time, then right to the first byte that is not.
+		if r.pos+8 <= len(d) {
+			m := special8(binary.LittleEndian.Uint64(d[r.pos:]))
+			if m == 0 {
+				r.pos += 8
+				continue
+			}
+			r.pos += bits.TrailingZeros64(m) >> 3
+		}
 		c := d[r.pos]
 		switch {
 		case c == '"':
@@ -116,6 +128,24 @@ func (r *reader) scanString() (start, end int, escaped bool, err error) {
 		}
 	}
 	return 0, 0, false, r.fail("unterminated string")
+}
+
+// special8 finds the bytes of x (8 bytes of a string, little-endian) that
+// are not plain: a quote, a backslash, a control character or a byte of a
+// multi-byte UTF-8 sequence. It returns 0 when all are plain; otherwise the
+// lowest set bit is the high bit of the first byte that is not (bits above
+// it may be set for plain bytes: a borrow only moves up).
+func special8(x uint64) uint64 {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	q := x ^ (ones * '"')
+	b := x ^ (ones * '\\')
+	m := (q - ones) &^ q      // a zero byte in q: a quote
+	m |= (b - ones) &^ b      // a backslash
+	m |= (x - ones*0x20) &^ x // a byte below 0x20
+	return (m | x) & highs    // x: a byte from 0x80
 }
 
 // scanEscape checks the escape sequence whose backslash is at pos.
@@ -180,7 +210,12 @@ func hex4(b []byte) (rune, bool) {
 // unescape decodes the raw contents of a string already checked by
 // scanString.
 func unescape(raw []byte) string {
-	out := make([]byte, 0, len(raw))
+	return string(appendUnescaped(make([]byte, 0, len(raw)), raw))
+}
+
+// appendUnescaped appends the decoded raw contents of a string already
+// checked by scanString to out.
+func appendUnescaped(out, raw []byte) []byte {
 	for i := 0; i < len(raw); {
 		c := raw[i]
 		if c != '\\' {
@@ -214,7 +249,7 @@ func unescape(raw []byte) string {
 		}
 		i += 2
 	}
-	return string(out)
+	return out
 }
 
 // readString reads a string value (pos at its opening quote).

@@ -49,13 +49,19 @@ func fingerprint(e *Event, payload any) uint64 {
 // fingerprintHead hashes the fields before the payload, each string
 // length-prefixed so that no two field lists share an encoding.
 func fingerprintHead(e *Event) fnv64 {
+	return fingerprintHeadOf(e.ReceiptID, e.Type, e.OccurredAt.UnixMilli(), e.PartitionKey)
+}
+
+// fingerprintHeadOf is fingerprintHead from the field values, as strings or
+// as bytes read in place.
+func fingerprintHeadOf[S string | []byte](receiptID S, typ string, occurredMs int64, partitionKey S) fnv64 {
 	h := fnv64(fnvOffset)
-	h.str(e.ReceiptID)
-	h.str(e.Type)
+	hashStr(&h, receiptID)
+	hashStr(&h, typ)
 	var ms [8]byte
-	binary.BigEndian.PutUint64(ms[:], uint64(e.OccurredAt.UnixMilli()))
+	binary.BigEndian.PutUint64(ms[:], uint64(occurredMs))
 	h.bytes(ms[:])
-	h.str(e.PartitionKey)
+	hashStr(&h, partitionKey)
 	return h
 }
 
@@ -70,28 +76,40 @@ type fnv64 uint64
 
 func (h *fnv64) byte(c byte) { *h = (*h ^ fnv64(c)) * fnvPrime }
 
+// bytes hashes b, the running hash kept in a register.
 func (h *fnv64) bytes(b []byte) {
+	x := *h
 	for _, c := range b {
-		h.byte(c)
+		x = (x ^ fnv64(c)) * fnvPrime
 	}
+	*h = x
 }
 
 func (h *fnv64) raw(s string) {
+	x := *h
 	for i := 0; i < len(s); i++ {
-		h.byte(s[i])
+		x = (x ^ fnv64(s[i])) * fnvPrime
 	}
+	*h = x
 }
 
-// str hashes a length-prefixed string.
-func (h *fnv64) str(s string) {
+// hashStr hashes a length-prefixed string.
+func hashStr[S string | []byte](h *fnv64, s S) {
 	var n [binary.MaxVarintLen64]byte
 	h.bytes(n[:binary.PutUvarint(n[:], uint64(len(s)))])
-	h.raw(s)
+	x := *h
+	for i := 0; i < len(s); i++ {
+		x = (x ^ fnv64(s[i])) * fnvPrime
+	}
+	*h = x
 }
 
 // quoted hashes s as a canonical JSON string: quotes, backslash and control
 // characters escaped, everything else as UTF-8.
-func (h *fnv64) quoted(s string) {
+func (h *fnv64) quoted(s string) { hashQuoted(h, s) }
+
+// hashQuoted is quoted for a string or bytes.
+func hashQuoted[S string | []byte](h *fnv64, s S) {
 	const hexDigits = "0123456789abcdef"
 	h.byte('"')
 	for i := 0; i < len(s); i++ {

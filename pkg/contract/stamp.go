@@ -106,7 +106,7 @@ func skipSpace(b []byte, p int) int {
 
 // isID reports whether s is 1–128 characters of [A-Za-z0-9._:-], the form
 // of event_id and receipt_id.
-func isID(s string) bool {
+func isID[S string | []byte](s S) bool {
 	if len(s) == 0 || len(s) > 128 {
 		return false
 	}

@@ -26,14 +26,21 @@ const maxSafeInt = 1 << 53
 // offset ±HH:MM. 't' and 'z' may be lower case (RFC 3339 section 5.6). With
 // utcOnly the offset must be zero (Z, +00:00 or -00:00). A leap second
 // (:60) is refused: Go time cannot hold it, and moving it would move the
-// event into the next window. The result is in UTC.
-func parseTimestamp(s string, utcOnly bool) (time.Time, error) {
+// event into the next window. The result is in UTC. It takes the text as a
+// string or as bytes (the fast path reads it in place) and allocates only
+// for an error.
+//
+// Whatever it accepts, the JSON Schema format "date-time" of the schema
+// library accepts too (fast.go relies on this): the same fixed layout, a
+// stricter digit check, no leap second.
+func parseTimestamp[S string | []byte](s S, utcOnly bool) (time.Time, error) {
 	if len(s) < 20 {
 		return time.Time{}, errors.New("too short for an RFC 3339 date-time")
 	}
 	num := func(i, n int) (int, bool) {
 		v := 0
-		for _, c := range []byte(s[i : i+n]) {
+		for j := i; j < i+n; j++ {
+			c := s[j]
 			if c < '0' || c > '9' {
 				return 0, false
 			}

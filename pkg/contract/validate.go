@@ -52,6 +52,9 @@ func isKnownField(k string) bool {
 type Validator struct {
 	opts   Options
 	v1, v2 *jsonschema.Schema
+	// schemaOnly turns the fast path off: every record goes through the
+	// schema library (for the tests that hold the two paths equal).
+	schemaOnly bool
 }
 
 // eventSchemas compiles the two event schemas once per process.
@@ -146,12 +149,38 @@ func (v *Validator) Options() Options { return v.opts }
 //  8. event time more than MaxFutureSkew after ingested_at:
 //     future_timestamp.
 //
-// Validate decodes the record once and does not keep raw. It is safe for
-// concurrent use.
+// A record of the common valid form (top-level keys and strings without
+// escapes, a payload nested at most 32 levels) is read once, in place, and
+// checked against the rules of its schema directly (fast.go); any other
+// record, and every one that breaks a rule, is decoded and checked by the
+// JSON Schema library, which decides the rejection. Both give the same
+// result. Validate does not keep raw. It is safe for concurrent use.
 func (v *Validator) Validate(raw []byte, defaultIngestedAt time.Time) (Event, error) {
-	if size := Size(raw); size > v.opts.MaxSize {
-		return Event{}, Reject(ReasonTooLarge, PeekEventID(raw),
-			"record is %d bytes, more than the limit of %d", size, v.opts.MaxSize)
+	if validateHook != nil {
+		validateHook(v, raw, defaultIngestedAt)
+	}
+	if !v.schemaOnly {
+		var fr fastRecord
+		if v.fast(raw, defaultIngestedAt, &fr) {
+			return fr.event(raw), nil
+		}
+	}
+	return v.validateSchema(raw, defaultIngestedAt)
+}
+
+// validateHook, when set, is given every record Validate is given. Only the
+// tests set it (before any Validate call), to hold the fast path to the
+// schema path on every record they use.
+var validateHook func(v *Validator, raw []byte, defaultIngestedAt time.Time)
+
+// validateSchema is Validate on the schema path: decode the record into a
+// map, check it with the JSON Schema library, then build the event.
+func (v *Validator) validateSchema(raw []byte, defaultIngestedAt time.Time) (Event, error) {
+	if len(raw) > v.opts.MaxSize { // else Size(raw) <= len(raw) is within the limit
+		if size := Size(raw); size > v.opts.MaxSize {
+			return Event{}, Reject(ReasonTooLarge, PeekEventID(raw),
+				"record is %d bytes, more than the limit of %d", size, v.opts.MaxSize)
+		}
 	}
 	rec, err := decodeRecord(raw)
 	if err != nil {

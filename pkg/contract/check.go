@@ -1,0 +1,56 @@
+package contract
+
+import "time"
+
+// Checked is what Check reports of a valid record: the parts of its
+// canonical event a counting pass reads, without copies.
+type Checked struct {
+	// EventID and PartitionKey are the event's values. On the common path
+	// they share memory with the raw record: valid only while it is not
+	// modified; copy what must outlive it.
+	EventID      []byte
+	PartitionKey []byte
+	// Type is one of TypeSubmitted, TypeDraftSaved, TypeViewed.
+	Type string
+	// OccurredAt is the event time, UTC.
+	OccurredAt time.Time
+	// Fingerprint is the event's Fingerprint.
+	Fingerprint uint64
+}
+
+// Counts reports whether the event is a submission (type submitted).
+func (c *Checked) Counts() bool { return c.Type == TypeSubmitted }
+
+// Check is Validate for a pass that only counts: for a record Validate
+// rejects it returns the same *RejectError; for a valid one it fills c with
+// the fields of the event Validate returns, without building the event
+// (no copy of the strings or the payload). c is overwritten only when the
+// record is valid. Safe for concurrent use with distinct c.
+func (v *Validator) Check(raw []byte, defaultIngestedAt time.Time, c *Checked) error {
+	if !v.schemaOnly {
+		var fr fastRecord
+		if v.fast(raw, defaultIngestedAt, &fr) {
+			id, pk := fr.vals[fxEventID], fr.vals[fxPartitionKey]
+			*c = Checked{
+				EventID:      raw[id.start:id.end:id.end],
+				PartitionKey: raw[pk.start:pk.end:pk.end],
+				Type:         fr.typ,
+				OccurredAt:   fr.occurred,
+				Fingerprint:  fr.fp,
+			}
+			return nil
+		}
+	}
+	e, err := v.validateSchema(raw, defaultIngestedAt)
+	if err != nil {
+		return err
+	}
+	*c = Checked{
+		EventID:      []byte(e.EventID),
+		PartitionKey: []byte(e.PartitionKey),
+		Type:         e.Type,
+		OccurredAt:   e.OccurredAt,
+		Fingerprint:  e.Fingerprint,
+	}
+	return nil
+}

@@ -1,0 +1,578 @@
+package contract
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// This file is the fast path of Validate: a direct check, in Go, of the
+// rules of the two event schemas (schemas/event.v1.schema.json and
+// event.v2.schema.json) and of the checks Validate adds to them, made while
+// the record is read once, in place, without building a map. It only ever
+// says "valid": a record it cannot prove valid, for whatever reason, goes
+// to the schema path (decodeRecord, the JSON Schema library, build), which
+// decides the rejection and its detail exactly as it always has. What it
+// accepts, the schema path accepts with the same Event; the tests in
+// fast_test.go hold the two paths to that.
+//
+// What the fast path proves, rule by rule (anything else falls back):
+//
+//   - the record is at most MaxSize bytes long (Size is never larger);
+//   - one JSON object, only whitespace around it, every string valid UTF-8
+//     without lone surrogates (the reader's own checks);
+//   - top-level keys are contract fields written without escapes, each
+//     once (so there is no duplicate, no case variant, no unknown field);
+//   - schema_version is the literal 1 or 2 (const);
+//   - every field of the version's "required" is present, and no field
+//     outside its "properties" (additionalProperties false): v1 has no
+//     occurred_at, v2 no occurred_minute;
+//   - event_id and receipt_id are strings without escapes matching
+//     ^[A-Za-z0-9._:-]{1,128}$ (pattern);
+//   - type is one of the enum's three strings, without escapes;
+//   - occurred_minute (v1) is an integer literal without fraction or
+//     exponent in [15778080, 2^53] (type integer, minimum, maximum; the
+//     precheck of plain literals within ±2^53);
+//   - occurred_at and ingested_at are strings without escapes that
+//     parseTimestamp accepts (format date-time accepts all of them), UTC
+//     for occurred_at, not before 2000;
+//   - partition_key is a string without escapes of 1–128 characters and
+//     producer_version one of at most 64 (minLength, maxLength, counted in
+//     code points as the library does);
+//   - payload is an object nested at most fastMaxDepth levels (with the
+//     record) without a repeated key at any depth (type object; the
+//     reader's duplicate and depth checks);
+//   - the event time is at most MaxFutureSkew after ingested_at.
+
+// Indexes of the top-level fields in fastRecord.vals and the seen mask.
+const (
+	fxSchemaVersion = iota
+	fxEventID
+	fxReceiptID
+	fxType
+	fxOccurredMinute
+	fxOccurredAt
+	fxIngestedAt
+	fxPartitionKey
+	fxProducerVersion
+	fxPayload
+)
+
+// Required fields of each version, as seen masks.
+const (
+	fxCommon     = 1<<fxSchemaVersion | 1<<fxEventID | 1<<fxReceiptID | 1<<fxType | 1<<fxPartitionKey
+	fxRequiredV1 = fxCommon | 1<<fxOccurredMinute
+	fxRequiredV2 = fxCommon | 1<<fxOccurredAt | 1<<fxProducerVersion
+)
+
+// fastMaxDepth is how deep (counting the record itself) the fast path
+// follows a payload; a deeper one, valid or not, goes to the schema path.
+const fastMaxDepth = 32
+
+// fastField returns the index of a top-level key, or -1 for a key that is
+// not a contract field as written.
+func fastField(k []byte) int {
+	switch string(k) {
+	case fieldSchemaVersion:
+		return fxSchemaVersion
+	case fieldEventID:
+		return fxEventID
+	case fieldReceiptID:
+		return fxReceiptID
+	case fieldType:
+		return fxType
+	case fieldOccurredMinute:
+		return fxOccurredMinute
+	case fieldOccurredAt:
+		return fxOccurredAt
+	case fieldIngestedAt:
+		return fxIngestedAt
+	case fieldPartitionKey:
+		return fxPartitionKey
+	case fieldProducerVersion:
+		return fxProducerVersion
+	case fieldPayload:
+		return fxPayload
+	}
+	return -1
+}
+
+// span is a range of the raw record: a string's contents without its
+// quotes, a number's literal, or the payload object's text.
+type span struct{ start, end int }
+
+// fastRecord is what the fast path read of a record it proved valid. Its
+// spans index the raw record.
+type fastRecord struct {
+	version  int
+	seen     uint16
+	vals     [10]span
+	typ      string
+	occurred time.Time
+	ingested time.Time
+	fp       uint64
+	// canon holds the payload's canonical text while fast runs.
+	canon *canon
+}
+
+func (f *fastRecord) has(i int) bool { return f.seen&(1<<i) != 0 }
+
+// fast checks raw on the fast path. It returns true, with fr filled, only
+// for a record that the schema path accepts with the same event; false
+// says nothing about the record.
+func (v *Validator) fast(raw []byte, defaultIngestedAt time.Time, fr *fastRecord) bool {
+	if len(raw) > v.opts.MaxSize { // Size(raw) <= len(raw)
+		return false
+	}
+	defer func() {
+		if fr.canon != nil {
+			fr.canon.release()
+			fr.canon = nil
+		}
+	}()
+	if !fr.scan(raw) {
+		return false
+	}
+	val := func(i int) []byte { s := fr.vals[i]; return raw[s.start:s.end] }
+
+	switch sv := val(fxSchemaVersion); {
+	case len(sv) == 1 && sv[0] == '1':
+		fr.version = 1
+		if fr.seen&fxRequiredV1 != fxRequiredV1 || fr.has(fxOccurredAt) {
+			return false
+		}
+	case len(sv) == 1 && sv[0] == '2':
+		fr.version = 2
+		if fr.seen&fxRequiredV2 != fxRequiredV2 || fr.has(fxOccurredMinute) {
+			return false
+		}
+	default:
+		return false
+	}
+	if !isID(val(fxEventID)) || !isID(val(fxReceiptID)) {
+		return false
+	}
+	switch string(val(fxType)) {
+	case TypeSubmitted:
+		fr.typ = TypeSubmitted
+	case TypeDraftSaved:
+		fr.typ = TypeDraftSaved
+	case TypeViewed:
+		fr.typ = TypeViewed
+	default:
+		return false
+	}
+	if n := utf8.RuneCount(val(fxPartitionKey)); n < 1 || n > 128 {
+		return false
+	}
+	if fr.has(fxProducerVersion) && utf8.RuneCount(val(fxProducerVersion)) > 64 {
+		return false
+	}
+
+	if fr.version == 1 {
+		n, ok := plainInt(val(fxOccurredMinute))
+		if !ok || n < minEventMinute || n > maxSafeInt {
+			return false
+		}
+		fr.occurred = time.Unix(n*60, 0).UTC()
+	} else {
+		t, err := parseTimestamp(val(fxOccurredAt), true)
+		if err != nil || t.Before(minEventTime) {
+			return false
+		}
+		fr.occurred = t
+	}
+	fr.ingested = defaultIngestedAt.UTC()
+	if fr.has(fxIngestedAt) {
+		t, err := parseTimestamp(val(fxIngestedAt), false)
+		if err != nil {
+			return false
+		}
+		fr.ingested = t
+	}
+	if fr.occurred.Sub(fr.ingested) > v.opts.MaxFutureSkew {
+		return false
+	}
+
+	h := fingerprintHeadOf(val(fxReceiptID), fr.typ, fr.occurred.UnixMilli(), val(fxPartitionKey))
+	if fr.has(fxPayload) {
+		h.bytes(fr.canon.out)
+	} else {
+		h.byte('{') // an absent payload hashes as an empty object
+		h.byte('}')
+	}
+	fr.fp = uint64(h)
+	return true
+}
+
+// scan reads the top-level object of raw into fr: which fields are present
+// and the span of each value. It returns false for anything the fast path
+// does not take: a syntax error, an escaped or unknown key, a repeated key,
+// or a value of a type the schemas do not allow for its field.
+func (fr *fastRecord) scan(raw []byte) bool {
+	r := reader{data: raw}
+	if r.peek() != '{' {
+		return false
+	}
+	r.pos++
+	r.depth = 1
+	if r.peek() == '}' {
+		return false // no fields: schema_version is missing
+	}
+	for {
+		if r.peek() != '"' {
+			return false
+		}
+		ks, ke, esc, err := r.scanString()
+		if err != nil || esc {
+			return false
+		}
+		i := fastField(raw[ks:ke])
+		if i < 0 || fr.has(i) {
+			return false
+		}
+		fr.seen |= 1 << i
+		if r.peek() != ':' {
+			return false
+		}
+		r.pos++
+		c := r.peek()
+		switch i {
+		case fxSchemaVersion, fxOccurredMinute:
+			if c != '-' && (c < '0' || c > '9') {
+				return false
+			}
+			s, plain, err := r.scanNumber()
+			if err != nil || !plain {
+				return false
+			}
+			fr.vals[i] = span{s, r.pos}
+		case fxPayload:
+			if c != '{' {
+				return false
+			}
+			fr.canon = getCanon()
+			end, ok := fr.canon.value(raw, r.pos, 2)
+			if !ok {
+				return false
+			}
+			fr.vals[i] = span{r.pos, end}
+			r.pos = end
+		default: // the string fields
+			if c != '"' {
+				return false
+			}
+			s, e, esc, err := r.scanString()
+			if err != nil || esc {
+				return false
+			}
+			fr.vals[i] = span{s, e}
+		}
+		switch r.peek() {
+		case ',':
+			r.pos++
+		case '}':
+			r.pos++
+			r.ws()
+			return r.pos == len(raw)
+		default:
+			return false
+		}
+	}
+}
+
+// plainInt reads an integer literal of at most 16 digits (more is beyond
+// 2^53 anyway).
+func plainInt(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 16 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// event builds the canonical event of a record fr proved valid. The four
+// strings share one allocation and the payload another; neither holds on to
+// raw.
+func (fr *fastRecord) event(raw []byte) Event {
+	val := func(i int) []byte { s := fr.vals[i]; return raw[s.start:s.end] }
+	id, rc, pk, pv := val(fxEventID), val(fxReceiptID), val(fxPartitionKey), val(fxProducerVersion)
+	var sb strings.Builder
+	sb.Grow(len(id) + len(rc) + len(pk) + len(pv))
+	sb.Write(id)
+	sb.Write(rc)
+	sb.Write(pk)
+	sb.Write(pv)
+	all := sb.String()
+	cut := func(n int) string { s := all[:n]; all = all[n:]; return s }
+	e := Event{
+		SchemaVersion: fr.version,
+		EventID:       cut(len(id)),
+		ReceiptID:     cut(len(rc)),
+		PartitionKey:  cut(len(pk)),
+		Type:          fr.typ,
+		OccurredAt:    fr.occurred,
+		IngestedAt:    fr.ingested,
+		Fingerprint:   fr.fp,
+	}
+	if len(pv) > 0 {
+		e.ProducerVersion = cut(len(pv))
+	}
+	if fr.has(fxPayload) {
+		e.Payload = bytes.Clone(val(fxPayload))
+	}
+	return e
+}
+
+// canon writes a JSON value in the canonical form fnv64.value hashes,
+// straight from its text and in one pass: object members sorted by their
+// decoded keys, strings with escapes resolved, numbers by canonicalNumber.
+// On the way it finds what the reader would report as a repeated key, and
+// nesting beyond fastMaxDepth. Its buffers are reused through canonPool.
+type canon struct {
+	out  []byte // the canonical text
+	ents []canonEntry
+	keys []byte // decoded keys that held escapes
+	tmp  []byte // a decoded string value
+}
+
+// canonEntry is one member of an object being written. It holds offsets,
+// not slices, so that sorting entries moves no pointers.
+type canonEntry struct {
+	// key is the decoded key: data[keyStart:keyEnd] of the record, or
+	// keys[keyStart:keyEnd] when it held escapes (escaped).
+	keyStart, keyEnd int32
+	escaped          bool
+	// start and end place the value's canonical text in out.
+	start, end int32
+}
+
+// key returns the decoded key of e, a member of an object of data.
+func (c *canon) key(data []byte, e *canonEntry) []byte {
+	if e.escaped {
+		return c.keys[e.keyStart:e.keyEnd]
+	}
+	return data[e.keyStart:e.keyEnd]
+}
+
+var canonPool = sync.Pool{New: func() any { return new(canon) }}
+
+func getCanon() *canon {
+	c := canonPool.Get().(*canon)
+	c.out, c.ents, c.keys, c.tmp = c.out[:0], c.ents[:0], c.keys[:0], c.tmp[:0]
+	return c
+}
+
+// release puts c back into canonPool, unless its buffers grew large.
+func (c *canon) release() {
+	if cap(c.out) > 64<<10 || cap(c.ents) > 1024 || cap(c.keys) > 64<<10 || cap(c.tmp) > 64<<10 {
+		return
+	}
+	canonPool.Put(c)
+}
+
+// value appends the canonical text of the value at data[pos:] (after
+// optional whitespace) to c.out; depth is its nesting depth if it is an
+// object or array (the record is depth 1). It returns the offset after the
+// value, and false for a syntax error, a repeated key, or nesting beyond
+// fastMaxDepth.
+func (c *canon) value(data []byte, pos, depth int) (int, bool) {
+	r := reader{data: data, pos: pos}
+	switch r.peek() {
+	case '{':
+		if depth > fastMaxDepth {
+			return 0, false
+		}
+		r.pos++
+		if r.peek() == '}' {
+			c.out = append(c.out, '{', '}')
+			return r.pos + 1, true
+		}
+		at, base := len(c.out), len(c.ents)
+		for {
+			if r.peek() != '"' {
+				return 0, false
+			}
+			s, e, esc, err := r.scanString()
+			if err != nil {
+				return 0, false
+			}
+			ent := canonEntry{keyStart: int32(s), keyEnd: int32(e), escaped: esc}
+			if esc {
+				ent.keyStart = int32(len(c.keys))
+				c.keys = appendUnescaped(c.keys, data[s:e])
+				ent.keyEnd = int32(len(c.keys))
+			}
+			if r.peek() != ':' {
+				return 0, false
+			}
+			ent.start = int32(len(c.out))
+			end, ok := c.value(data, r.pos+1, depth+1)
+			if !ok {
+				return 0, false
+			}
+			r.pos = end
+			ent.end = int32(len(c.out))
+			c.ents = append(c.ents, ent)
+			if b := r.peek(); b == ',' {
+				r.pos++
+				continue
+			} else if b != '}' {
+				return 0, false
+			}
+			r.pos++
+			break
+		}
+		ents := c.ents[base:]
+		c.sortEntries(data, ents)
+		for i := 1; i < len(ents); i++ {
+			if bytes.Equal(c.key(data, &ents[i-1]), c.key(data, &ents[i])) {
+				return 0, false
+			}
+		}
+		// Write the members in key order after the values, then move the
+		// object down over them.
+		from := len(c.out)
+		c.out = append(c.out, '{')
+		for i, ent := range ents {
+			if i > 0 {
+				c.out = append(c.out, ',')
+			}
+			c.out = appendQuoted(c.out, c.key(data, &ent))
+			c.out = append(c.out, ':')
+			c.out = append(c.out, c.out[ent.start:ent.end]...)
+		}
+		c.out = append(c.out, '}')
+		c.out = c.out[:at+copy(c.out[at:], c.out[from:])]
+		c.ents = c.ents[:base]
+		return r.pos, true
+	case '[':
+		if depth > fastMaxDepth {
+			return 0, false
+		}
+		r.pos++
+		c.out = append(c.out, '[')
+		if r.peek() == ']' {
+			c.out = append(c.out, ']')
+			return r.pos + 1, true
+		}
+		for i := 0; ; i++ {
+			if i > 0 {
+				c.out = append(c.out, ',')
+			}
+			end, ok := c.value(data, r.pos, depth+1)
+			if !ok {
+				return 0, false
+			}
+			r.pos = end
+			switch r.peek() {
+			case ',':
+				r.pos++
+			case ']':
+				c.out = append(c.out, ']')
+				return r.pos + 1, true
+			default:
+				return 0, false
+			}
+		}
+	case '"':
+		s, e, esc, err := r.scanString()
+		if err != nil {
+			return 0, false
+		}
+		if esc {
+			c.tmp = appendUnescaped(c.tmp[:0], data[s:e])
+			c.out = appendQuoted(c.out, c.tmp)
+		} else {
+			// Without escapes the text holds no quote, backslash or control
+			// character: it is its own canonical form.
+			c.out = append(c.out, data[s-1:e+1]...)
+		}
+		return r.pos, true
+	case 't':
+		if r.literal("true") != nil {
+			return 0, false
+		}
+		c.out = append(c.out, "true"...)
+		return r.pos, true
+	case 'f':
+		if r.literal("false") != nil {
+			return 0, false
+		}
+		c.out = append(c.out, "false"...)
+		return r.pos, true
+	case 'n':
+		if r.literal("null") != nil {
+			return 0, false
+		}
+		c.out = append(c.out, "null"...)
+		return r.pos, true
+	default:
+		b := r.peek()
+		if b != '-' && (b < '0' || b > '9') {
+			return 0, false
+		}
+		s, plain, err := r.scanNumber()
+		if err != nil {
+			return 0, false
+		}
+		num := data[s:r.pos]
+		switch {
+		case !plain:
+			c.out = append(c.out, canonicalNumber(string(num))...)
+		case len(num) == 2 && num[0] == '-' && num[1] == '0':
+			c.out = append(c.out, '0')
+		default:
+			c.out = append(c.out, num...)
+		}
+		return r.pos, true
+	}
+}
+
+// appendQuoted appends s as fnv64.quoted hashes it.
+func appendQuoted(out, s []byte) []byte {
+	const hexDigits = "0123456789abcdef"
+	out = append(out, '"')
+	for _, c := range s {
+		switch {
+		case c == '"' || c == '\\':
+			out = append(out, '\\', c)
+		case c < 0x20:
+			out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		default:
+			out = append(out, c)
+		}
+	}
+	return append(out, '"')
+}
+
+// sortEntries sorts the members of an object of data by key, as
+// slices.Sort sorts strings.
+func (c *canon) sortEntries(data []byte, ents []canonEntry) {
+	less := func(a, b *canonEntry) int { return bytes.Compare(c.key(data, a), c.key(data, b)) }
+	if len(ents) > 12 {
+		slices.SortFunc(ents, func(a, b canonEntry) int { return less(&a, &b) })
+		return
+	}
+	for i := 1; i < len(ents); i++ {
+		for j := i; j > 0 && less(&ents[j-1], &ents[j]) > 0; j-- {
+			ents[j-1], ents[j] = ents[j], ents[j-1]
+		}
+	}
+}
