@@ -5,11 +5,12 @@ package e2e
 //   - TestClusterNATSNodeLossKeepsWindows: three nats-servers from
 //     deploy/nats/nats.conf form a cluster, the streams and buckets are
 //     created at R3 by the set-up job, the services run as their own users
-//     with two windower instances splitting the partitions, and the leader
-//     of VALID is shut down as the windowers and the publisher start working
-//     through it (after the validator has written it: see
-//     docs/deployment.md, "Known limits"). The run drains on the two
-//     remaining nodes and every window equals the clean embedded run.
+//     with two windower instances splitting the partitions, the input is
+//     ingested while they run, and the leader of VALID is shut down while
+//     the validator is writing it (and the windowers and the publisher
+//     reading it). The run drains on the two remaining nodes, every window
+//     equals the clean embedded run, and each partition of VALID is in RAW
+//     order (the validator's atomic batches: docs/deployment.md).
 //   - TestClusterRedisScriptsStayInOneSlot: a real three-master Redis
 //     Cluster (redis-server --cluster-enabled yes, joined with redis-cli
 //     --cluster create). Every ledger script runs through
@@ -24,7 +25,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -117,67 +117,29 @@ func TestClusterNATSNodeLossKeepsWindows(t *testing.T) {
 		}
 	}
 
-	// The input is stored (R3) before the services start, and VALID is
-	// complete before the node goes: the node loss hits the windowers and
-	// the publisher. (A node lost while the validator publishes a batch can
-	// store that batch out of order: see docs/deployment.md, "Known
-	// limits".)
-	ingestConn := secConnect(t, urls, "ingest")
-	st := secIngest(t, ctx, ingestConn.JS, events)
-	phase("ingested")
+	// The services start on empty streams and the input is ingested while
+	// they run, so the validator publishes VALID in many small batches.
+	// The leader of VALID is shut down once part of VALID is written: the
+	// node loss hits the validator while it publishes (and the windowers
+	// and the publisher while they read). The validator writes VALID in
+	// atomic batches (stream.OrderedPublisher), so each partition of VALID
+	// stays in RAW order through the lost publishes and their retries.
 	// A publish lost with the node fails after this long instead of 15s.
 	defer func(d time.Duration) { pipeline.PublishAckTimeout = d }(pipeline.PublishAckTimeout)
 	pipeline.PublishAckTimeout = 5 * time.Second
 
 	svcCtx, stopServices := secServiceContext()
 	defer stopServices()
-	procs := []*secProc{secStartService(t, svcCtx, "validator", "validator", secServiceArgs("validator", urls, rs.url()))}
-	secCheckFor(t, 60*time.Second, func() error {
-		backlog, err := secBacklog(ctx, admin.JS)
-		if err != nil {
-			return err
-		}
-		n := 0
-		for k, v := range backlog {
-			if strings.HasPrefix(k, stream.Raw+"/") {
-				n++
-				if v > 0 {
-					return fmt.Errorf("%s has %d to go", k, v)
-				}
-			}
-		}
-		if n != 8 {
-			return fmt.Errorf("%d validator consumers", n)
-		}
-		return nil
-	})
-	phase("validator done")
-	// The node goes as the windowers and the publisher start on a full
-	// VALID: they create their consumers, pull and apply while its streams
-	// and consumers elect new leaders. (They apply a few thousand messages
-	// in well under a second, so waiting for a first checkpoint would find
-	// them done.)
-	valid, err := admin.JS.Stream(ctx, stream.Valid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := valid.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	victim := servers[0]
-	for _, s := range servers {
-		if info.Cluster != nil && s.Name() == info.Cluster.Leader {
-			victim = s
-		}
-	}
-	procs = append(procs,
+	procs := []*secProc{
+		secStartService(t, svcCtx, "validator", "validator", secServiceArgs("validator", urls, rs.url())),
 		secStartService(t, svcCtx, "windower-0", "windower", secServiceArgs("windower", urls, rs.url(), "--instance", "0", "--instances", "2")),
 		secStartService(t, svcCtx, "windower-1", "windower", secServiceArgs("windower", urls, rs.url(), "--instance", "1", "--instances", "2")),
 		secStartService(t, svcCtx, "publisher", "publisher", secServiceArgs("publisher", urls, rs.url())),
-	)
-	// Once the first windower partition is running (its consumer exists).
+	}
 	secCheckFor(t, 60*time.Second, func() error {
+		if !strings.Contains(procs[0].log.String(), "validator partition started") {
+			return fmt.Errorf("no validator partition running yet")
+		}
 		for _, p := range procs[1:3] {
 			if strings.Contains(p.log.String(), "windower partition started") {
 				return nil
@@ -185,18 +147,73 @@ func TestClusterNATSNodeLossKeepsWindows(t *testing.T) {
 		}
 		return fmt.Errorf("no windower partition running yet")
 	})
-	victim.Shutdown()
-	victim.WaitForShutdown()
-	applied := 0
-	redisAdmin := rs.client("admin", secPassword(t, "redis", "admin"))
-	defer redisAdmin.Close()
-	for p := 0; p < 8; p++ {
-		if n, _ := redisAdmin.Exists(ctx, ledger.Keys{Prefix: "rf:1:"}.Checkpoint(p)).Result(); n == 1 {
-			applied++
-		}
+	phase("services running")
+
+	// The killer watches VALID and shuts its leader down once it holds
+	// lossAt messages (or once the input is all in, whichever is first).
+	const lossAt = 800
+	type loss struct {
+		victim     *server.Server
+		valid, raw uint64
+		err        error
 	}
-	t.Logf("shut down %s, the leader of VALID (%d messages), with %d records ingested and %d of 8 partitions applied to",
-		victim.Name(), info.State.Msgs, st.Records, applied)
+	ingested := make(chan struct{})
+	lost := make(chan loss, 1)
+	go func() {
+		var l loss
+		defer func() { lost <- l }()
+		for {
+			valid, err := admin.JS.Stream(ctx, stream.Valid)
+			if err != nil {
+				l.err = err
+				return
+			}
+			info, err := valid.Info(ctx)
+			if err != nil {
+				l.err = err
+				return
+			}
+			done := false
+			select {
+			case <-ingested:
+				done = true
+			default:
+			}
+			if info.State.Msgs >= lossAt || done {
+				l.valid = info.State.Msgs
+				for _, s := range servers {
+					if info.Cluster != nil && s.Name() == info.Cluster.Leader {
+						l.victim = s
+					}
+				}
+				if l.victim == nil {
+					l.err = fmt.Errorf("VALID has no leader: %+v", info.Cluster)
+					return
+				}
+				if raw, err := admin.JS.Stream(ctx, stream.Raw); err == nil {
+					if ri, err := raw.Info(ctx); err == nil {
+						l.raw = ri.State.Msgs
+					}
+				}
+				l.victim.Shutdown()
+				l.victim.WaitForShutdown()
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	ingestConn := secConnect(t, urls, "ingest")
+	st := secIngest(t, ctx, ingestConn.JS, events)
+	close(ingested)
+	phase("ingested")
+	l := <-lost
+	if l.err != nil {
+		t.Fatal(l.err)
+	}
+	victim := l.victim
+	phase("lost " + victim.Name())
+	t.Logf("shut down %s, the leader of VALID, with %d messages in VALID and %d in RAW (%d records ingested in all)",
+		victim.Name(), l.valid, l.raw, st.Records)
 
 	if err := secDrained(ctx, admin.JS, 8+8+1, 60*time.Second); err != nil {
 		buf := make([]byte, 8<<20)
@@ -210,8 +227,8 @@ func TestClusterNATSNodeLossKeepsWindows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(secProject(got), secProject(clean)) {
-		clusterOrderReport(t, ctx, admin.JS)
+	if breaks := clusterOrderReport(t, ctx, admin.JS); breaks > 0 {
+		t.Errorf("VALID is out of RAW order in %d places", breaks)
 	}
 	secSameWindows(t, got, clean)
 	for _, p := range procs {
@@ -295,6 +312,8 @@ func TestClusterRedisScriptsStayInOneSlot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	keys := ledger.Keys{Prefix: "rf:1:"}
+	// Today's ingest day: the claims of a past day expire as they are written.
+	today := time.Now().Unix() / 86400
 
 	// Each partition's keys share one slot, and the partitions spread over
 	// every master.
@@ -305,7 +324,7 @@ func TestClusterRedisScriptsStayInOneSlot(t *testing.T) {
 	for p := 0; p < partitions; p++ {
 		names := []string{keys.Checkpoint(p), keys.Index(p)}
 		for _, id := range ids {
-			names = append(names, keys.Partial(p, id), keys.Ledger(p, id))
+			names = append(names, keys.Partial(p, id), keys.LedgerShard(p, id, 0), keys.LedgerShard(p, id, ledger.LedgerShards-1))
 		}
 		slot := clusterSlot(t, ctx, rdb, names[0])
 		for _, k := range names[1:] {
@@ -323,7 +342,7 @@ func TestClusterRedisScriptsStayInOneSlot(t *testing.T) {
 		t.Fatalf("the partitions live on %d masters, want all 3", len(masters))
 	}
 	for _, id := range []string{"e1", "x", "{p0}"} {
-		a, b := keys.Claims(id, 20424), keys.Claims(id, 20423)
+		a, b := keys.Claims(id, today), keys.Claims(id, today-1)
 		if clusterSlot(t, ctx, rdb, a) != clusterSlot(t, ctx, rdb, b) {
 			t.Fatalf("the claims of %s on two days are in two slots: %s, %s", id, a, b)
 		}
@@ -369,7 +388,7 @@ func TestClusterRedisScriptsStayInOneSlot(t *testing.T) {
 	}
 	var claims []ledger.Claim
 	for i := 0; i < 200; i++ {
-		claims = append(claims, ledger.Claim{EventID: fmt.Sprintf("ev-%d", i), Fingerprint: uint64(i), Day: 20424})
+		claims = append(claims, ledger.Claim{EventID: fmt.Sprintf("ev-%d", i), Fingerprint: uint64(i), Day: today})
 	}
 	if _, err := store.Claims(ctx, claims); err != nil {
 		t.Fatalf("claim.lua across slots: %v", err)
@@ -384,7 +403,12 @@ func TestClusterRedisScriptsStayInOneSlot(t *testing.T) {
 			t.Fatalf("claim %d conflict = %v", i, c)
 		}
 	}
-	if err := store.RetireClaims(ctx, 20430); err != nil {
+	// The first call sets the retired-day marker, the second deletes a
+	// day's buckets on every master.
+	if err := store.RetireClaims(ctx, today+5); err != nil {
+		t.Fatalf("retiring claims across slots: %v", err)
+	}
+	if err := store.RetireClaims(ctx, today+6); err != nil {
 		t.Fatalf("retiring claims across slots: %v", err)
 	}
 
@@ -448,8 +472,8 @@ func clusterSlot(t testing.TB, ctx context.Context, rdb *redis.ClusterClient, ke
 
 // clusterOrderReport logs, for each VALID partition, where the RAW order
 // of its messages breaks (a message from an earlier RAW sequence stored
-// after a later one).
-func clusterOrderReport(t testing.TB, ctx context.Context, js jetstream.JetStream) {
+// after a later one), and returns how many breaks there are.
+func clusterOrderReport(t testing.TB, ctx context.Context, js jetstream.JetStream) int {
 	t.Helper()
 	last := map[string]uint64{}
 	breaks := map[string]int{}
@@ -466,4 +490,12 @@ func clusterOrderReport(t testing.TB, ctx context.Context, js jetstream.JetStrea
 		return nil
 	})
 	t.Logf("VALID order breaks by subject: %v (read error: %v)", breaks, err)
+	if err != nil {
+		t.Errorf("reading VALID: %v", err)
+	}
+	total := 0
+	for _, n := range breaks {
+		total += n
+	}
+	return total
 }

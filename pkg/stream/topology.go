@@ -42,20 +42,7 @@ func (c Config) withDefaults() Config {
 func Ensure(ctx context.Context, js jetstream.JetStream, n Names, c Config) error {
 	c = c.withDefaults()
 	for _, base := range []string{Raw, Valid, Rejected, Late, Changes} {
-		cfg := jetstream.StreamConfig{
-			Name:       n.Stream(base),
-			Subjects:   []string{n.Wildcard(base)},
-			Storage:    jetstream.FileStorage,
-			Retention:  jetstream.LimitsPolicy,
-			Replicas:   c.Replicas,
-			Duplicates: c.DupWindow,
-			MaxAge:     c.MaxAge,
-		}
-		if base == Changes {
-			// Change notices are only a wake-up: the publisher rebuilds
-			// snapshots from Redis, so a bounded history is enough.
-			cfg.MaxAge = time.Hour
-		}
+		cfg := streamConfig(n, base, c)
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("stream: ensure %s: %w", cfg.Name, err)
 		}
@@ -71,6 +58,32 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n Names, c Config) erro
 		}
 	}
 	return nil
+}
+
+// streamConfig is the configuration of stream base; c has its defaults.
+func streamConfig(n Names, base string, c Config) jetstream.StreamConfig {
+	cfg := jetstream.StreamConfig{
+		Name:       n.Stream(base),
+		Subjects:   []string{n.Wildcard(base)},
+		Storage:    jetstream.FileStorage,
+		Retention:  jetstream.LimitsPolicy,
+		Replicas:   c.Replicas,
+		Duplicates: c.DupWindow,
+		MaxAge:     c.MaxAge,
+	}
+	switch base {
+	case Valid:
+		// The validator writes VALID in atomic batches, so that each
+		// partition's messages are stored in RAW order whatever fails
+		// (OrderedPublisher). Ensure turns it on for an existing stream
+		// too (CreateOrUpdateStream updates it).
+		cfg.AllowAtomicPublish = true
+	case Changes:
+		// Change notices are only a wake-up: the publisher rebuilds
+		// snapshots from Redis, so a bounded history is enough.
+		cfg.MaxAge = time.Hour
+	}
+	return cfg
 }
 
 // ConsumerSpec describes one durable pull consumer.

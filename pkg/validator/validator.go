@@ -3,9 +3,13 @@
 // Each owned partition has its own durable consumer and is processed in
 // stream order, in batches: validate every record, claim the valid ones'
 // event ids (a conflicting duplicate is rejected), publish the batch's
-// outputs asynchronously, wait for JetStream to store them, then ack the
-// batch with one ack. A crash anywhere before the ack redelivers the batch,
-// and every output carries a Nats-Msg-Id, so nothing is stored twice.
+// outputs, wait for JetStream to store them, then ack the batch with one
+// ack. A crash anywhere before the ack redelivers the batch, and every
+// output carries a Nats-Msg-Id, so nothing is stored twice. VALID outputs
+// go in ordered atomic batches (stream.OrderedPublisher), so that each
+// VALID partition holds its messages in RAW order even when a publish
+// fails and is retried (a lost stream leader); REJECTED outputs go
+// pipelined (stream.PublishAll).
 package validator
 
 import (
@@ -48,6 +52,10 @@ const (
 type Config struct {
 	Names      stream.Names
 	Partitions int
+	// HotKeys spreads declared busy partition keys over several VALID
+	// partitions (window.Route). Ingest must route RAW the same way, so
+	// that each RAW partition feeds exactly its VALID partition.
+	HotKeys window.HotKeys
 	// Owned lists the partitions this instance processes (nil: all).
 	Owned     []int
 	Validator *contract.Validator
@@ -76,6 +84,17 @@ type Service struct {
 	validate validateFunc
 	// claimDay is the newest ingest day seen (claims retire behind it).
 	claimDay atomic.Int64
+	// pubs holds each partition's VALID publisher (*stream.OrderedPublisher).
+	pubs sync.Map
+}
+
+// publisher is the VALID publisher of partition p.
+func (s *Service) publisher(p int) *stream.OrderedPublisher {
+	if v, ok := s.pubs.Load(p); ok {
+		return v.(*stream.OrderedPublisher)
+	}
+	v, _ := s.pubs.LoadOrStore(p, stream.NewOrderedPublisher(s.js))
+	return v.(*stream.OrderedPublisher)
 }
 
 // New returns a validator using js for streams and store for claims.
@@ -217,7 +236,29 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 		}
 		out[i] = s.validMsg(v)
 	}
-	if _, err := stream.PublishAll(ctx, s.js, out); err != nil {
+	// VALID must hold each partition's messages in RAW order (the
+	// windower's watermark and lateness follow it), so it is written with
+	// ordered atomic batches; REJECTED is not read in order and goes
+	// pipelined, alongside.
+	var validOut, rejected []*nats.Msg
+	rejSubject := s.cfg.Names.Subject(stream.Rejected, 0)
+	for _, m := range out {
+		if m.Subject == rejSubject {
+			rejected = append(rejected, m)
+		} else {
+			validOut = append(validOut, m)
+		}
+	}
+	rejDone := make(chan error, 1)
+	go func() {
+		_, err := stream.PublishAll(ctx, s.js, rejected)
+		rejDone <- err
+	}()
+	_, err = s.publisher(p).PublishOrdered(ctx, validOut)
+	if rerr := <-rejDone; err == nil {
+		err = rerr
+	}
+	if err != nil {
 		return err
 	}
 	if err := s.cfg.Failpoints.Hit(failpoint.ValidatorAfterPublish); err != nil {
@@ -230,7 +271,7 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 }
 
 func (s *Service) validMsg(v pending) *nats.Msg {
-	p := window.Partition(v.ev.PartitionKey, s.cfg.Partitions)
+	p := window.Route(v.ev.PartitionKey, v.ev.EventID, s.cfg.Partitions, s.cfg.HotKeys)
 	body, _ := json.Marshal(&v.ev)
 	msg := stream.NewMsg(s.cfg.Names.Subject(stream.Valid, p), v.ev.EventID, body)
 	kind := "o"

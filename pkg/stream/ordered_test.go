@@ -1,0 +1,453 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/receiptflow/receiptflow/pkg/testenv"
+)
+
+// orderedMsg is message n of partition p: id "p<p>-<n>", header Rf-Raw-Seq n.
+func orderedMsg(n Names, p, seq int) *nats.Msg {
+	m := NewMsg(n.Subject(Valid, p), fmt.Sprintf("p%d-%d", p, seq), []byte(strconv.Itoa(seq)))
+	m.Header.Set(HdrRawSeq, strconv.Itoa(seq))
+	return m
+}
+
+// orderedBatches is the input of one partition: batches of size messages
+// 1..total, each batch also repeating a few ids of the batch before it and
+// one of its own (duplicates the stream must drop).
+func orderedBatches(n Names, p, total, size int) [][]*nats.Msg {
+	var out [][]*nats.Msg
+	for first := 1; first <= total; first += size {
+		var b []*nats.Msg
+		for seq := first; seq < first+size && seq <= total; seq++ {
+			b = append(b, orderedMsg(n, p, seq))
+			if seq%50 == 7 && seq > 20 {
+				b = append(b, orderedMsg(n, p, seq-20), orderedMsg(n, p, seq-1))
+			}
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// checkOrdered reads stream VALID and fails unless each partition holds
+// exactly 1..total, in that order.
+func checkOrdered(t *testing.T, ctx context.Context, js jetstream.JetStream, n Names, partitions, total int) {
+	t.Helper()
+	var got map[string][]int
+	// After a node loss the stream may still be electing its leader.
+	testenv.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
+		got = map[string][]int{}
+		return ReadAll(ctx, js, n.Stream(Valid), func(m jetstream.Msg) error {
+			seq, err := strconv.Atoi(m.Headers().Get(HdrRawSeq))
+			got[m.Subject()] = append(got[m.Subject()], seq)
+			return err
+		})
+	})
+	for p := 0; p < partitions; p++ {
+		seqs := got[n.Subject(Valid, p)]
+		breaks, dups, seen := 0, 0, map[int]bool{}
+		for i, s := range seqs {
+			if seen[s] {
+				dups++
+			}
+			seen[s] = true
+			if i > 0 && s < seqs[i-1] {
+				if breaks < 3 {
+					t.Errorf("partition %d: position %d holds %d after %d", p, i, s, seqs[i-1])
+				}
+				breaks++
+			}
+		}
+		if breaks > 0 || dups > 0 || len(seen) != total {
+			t.Errorf("partition %d: %d messages, %d distinct of %d, %d order breaks, %d duplicates", p, len(seqs), len(seen), total, breaks, dups)
+		}
+	}
+}
+
+// TestPublishOrderedDropsDuplicatesInOrder: ids already stored (a
+// redelivered batch after a crash, with a publisher that knows nothing of
+// them), ids repeated within a batch, and more messages than one atomic
+// batch holds; the stream ends with every message once, in order.
+func TestPublishOrderedDropsDuplicatesInOrder(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, url := testenv.NATS(t)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := For("")
+	if _, err := js.CreateStream(ctx, streamConfig(n, Valid, Config{}.withDefaults())); err != nil {
+		t.Fatal(err)
+	}
+	all := func(from, to int) []*nats.Msg {
+		var out []*nats.Msg
+		for seq := from; seq <= to; seq++ {
+			out = append(out, orderedMsg(n, 0, seq))
+		}
+		return out
+	}
+	first := NewOrderedPublisher(js)
+	if dups, err := first.PublishOrdered(ctx, all(1, 300)); err != nil || dups != 0 {
+		t.Fatalf("first batch: %d dups, %v", dups, err)
+	}
+	// The same publisher leaves out what it stored (no round trip).
+	if dups, err := first.PublishOrdered(ctx, all(250, 320)); err != nil || dups != 51 {
+		t.Fatalf("overlapping batch: %d dups, %v", dups, err)
+	}
+	// A new publisher (a restarted validator) learns of them from the
+	// server: the batch is refused and split until the stored ids stand
+	// alone, and everything else is stored in order.
+	again := NewOrderedPublisher(js)
+	mixed := all(200, 330)
+	mixed = append(mixed, orderedMsg(n, 0, 331), orderedMsg(n, 0, 331), orderedMsg(n, 0, 5))
+	mixed = append(mixed, all(332, 2600)...) // more than AtomicBatchMax
+	dups, err := again.PublishOrdered(ctx, mixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 121 + 1 + 1; dups != want {
+		t.Fatalf("%d duplicates, want %d", dups, want)
+	}
+	checkOrdered(t, ctx, js, n, 1, 2600)
+}
+
+// TestPublishOrderedNeedsEnsure: a VALID stream created
+// before atomic batches were turned on refuses them with a clear error, and
+// Ensure updates it so that they are accepted.
+func TestPublishOrderedNeedsEnsure(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, url := testenv.NATS(t)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := For("")
+	old := streamConfig(n, Valid, Config{}.withDefaults())
+	old.AllowAtomicPublish = false
+	if _, err := js.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	pub := NewOrderedPublisher(js)
+	_, err = pub.PublishOrdered(ctx, []*nats.Msg{orderedMsg(n, 0, 1), orderedMsg(n, 0, 2)})
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeBatchDisabled || !strings.Contains(err.Error(), "Ensure") {
+		t.Fatalf("publish to a stream without atomic publish: %v", err)
+	}
+	if err := Ensure(ctx, js, n, Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pub.PublishOrdered(ctx, []*nats.Msg{orderedMsg(n, 0, 1), orderedMsg(n, 0, 2)}); err != nil {
+		t.Fatal(err)
+	}
+	checkOrdered(t, ctx, js, n, 1, 2)
+
+	// Copies read back carry the batch headers; published again (a
+	// replay) they are plain messages.
+	var copies []*nats.Msg
+	if err := ReadAll(ctx, js, n.Stream(Valid), func(m jetstream.Msg) error {
+		c := NewMsg(n.Subject(Valid, 1), "copy-"+m.Headers().Get(jetstream.MsgIDHeader), m.Data())
+		for k, v := range m.Headers() {
+			if k != jetstream.MsgIDHeader {
+				c.Header[k] = v
+			}
+		}
+		copies = append(copies, c)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if copies[1].Header.Get(hdrBatchCommit) == "" {
+		t.Fatalf("stored batch message without its headers: %v", copies[1].Header)
+	}
+	if _, err := PublishAll(ctx, js, copies); err != nil {
+		t.Fatalf("publishing copies again: %v", err)
+	}
+	if _, err := NewOrderedPublisher(js).PublishOrdered(ctx, copies[:1]); err != nil {
+		t.Fatalf("publishing a copy again in order: %v", err)
+	}
+}
+
+// orderedCluster is three in-process nats-servers routed to each other.
+type orderedCluster struct {
+	t       *testing.T
+	opts    []*server.Options
+	servers []*server.Server
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func startOrderedCluster(t *testing.T) *orderedCluster {
+	c := &orderedCluster{t: t}
+	routes := []int{freePort(t), freePort(t), freePort(t)}
+	var urls []string
+	for _, p := range routes {
+		urls = append(urls, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+	}
+	for i := range routes {
+		c.opts = append(c.opts, &server.Options{
+			ServerName: fmt.Sprintf("n%d", i+1),
+			Host:       "127.0.0.1", Port: freePort(t),
+			JetStream: true, StoreDir: t.TempDir(),
+			Cluster: server.ClusterOpts{Name: "ordered", Host: "127.0.0.1", Port: routes[i]},
+			Routes:  server.RoutesFromStr(strings.Join(urls, ",")),
+			NoSigs:  true, NoLog: true,
+		})
+	}
+	c.servers = make([]*server.Server, 3)
+	for i := range c.opts {
+		c.start(i)
+	}
+	t.Cleanup(func() {
+		for _, s := range c.servers {
+			s.Shutdown()
+			s.WaitForShutdown()
+		}
+	})
+	testenv.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		for _, s := range c.servers {
+			if s.JetStreamIsLeader() {
+				return nil
+			}
+		}
+		return errors.New("no meta leader")
+	})
+	return c
+}
+
+func (c *orderedCluster) start(i int) {
+	s, err := server.NewServer(c.opts[i])
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		c.t.Fatalf("%s not ready", s.Name())
+	}
+	c.servers[i] = s
+}
+
+func (c *orderedCluster) urls() string {
+	var u []string
+	for _, o := range c.opts {
+		u = append(u, fmt.Sprintf("nats://127.0.0.1:%d", o.Port))
+	}
+	return strings.Join(u, ",")
+}
+
+// leader is the index of the server leading stream name.
+func (c *orderedCluster) leader(ctx context.Context, js jetstream.JetStream, name string) (int, error) {
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for i, s := range c.servers {
+		if info.Cluster != nil && s.Running() && s.Name() == info.Cluster.Leader {
+			return i, nil
+		}
+	}
+	return 0, errors.New("no stream leader")
+}
+
+// publishFunc stores one batch (it may fail; the caller publishes the batch
+// again, as a validator does after a redelivery).
+type publishFunc func(ctx context.Context, msgs []*nats.Msg) error
+
+// TestPublishOrderedKeepsOrderThroughLeaderLoss: four partitions publish
+// batches to an R3 VALID while its leader is shut down twice (the first
+// node is back before the second goes). Every failed batch is published
+// again, as after a validator restart. Each partition must hold every
+// message once, in order. Publishing with PublishAll instead (the old
+// validator) breaks the order here: nats.go retries a publish answered "no
+// responders" while later ones of its batch are stored.
+func TestPublishOrderedKeepsOrderThroughLeaderLoss(t *testing.T) {
+	testOrderedLeaderLoss(t, func(js jetstream.JetStream) publishFunc {
+		pub := NewOrderedPublisher(js)
+		return func(ctx context.Context, msgs []*nats.Msg) error {
+			_, err := pub.PublishOrdered(ctx, msgs)
+			return err
+		}
+	})
+}
+
+// TestPublishAllLosesOrderThroughLeaderLoss is the same run with the old
+// validator's PublishAll, to show that the test catches the defect (set
+// RF_OLD_PUBLISH=1; it is expected to fail).
+func TestPublishAllLosesOrderThroughLeaderLoss(t *testing.T) {
+	if os.Getenv("RF_OLD_PUBLISH") == "" {
+		t.Skip("demonstrates the defect PublishOrdered fixes; set RF_OLD_PUBLISH=1 to run (it fails)")
+	}
+	testOrderedLeaderLoss(t, func(js jetstream.JetStream) publishFunc {
+		return func(ctx context.Context, msgs []*nats.Msg) error {
+			_, err := PublishAll(ctx, js, msgs)
+			return err
+		}
+	})
+}
+
+func testOrderedLeaderLoss(t *testing.T, newPublish func(jetstream.JetStream) publishFunc) {
+	const partitions, total, size = 4, 8000, 200
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c := startOrderedCluster(t)
+	nc, err := nats.Connect(c.urls(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192), jetstream.WithPublishAsyncTimeout(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := For("")
+	cfg := streamConfig(n, Valid, Config{Replicas: 3}.withDefaults())
+	testenv.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+		_, err := js.CreateStream(ctx, cfg)
+		return err
+	})
+
+	var stored sync.Map // partition -> batches done
+	var failures sync.Map
+	var wg sync.WaitGroup
+	errs := make(chan error, partitions)
+	for p := 0; p < partitions; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			publish := newPublish(js)
+			for i, b := range orderedBatches(n, p, total, size) {
+				for attempt := 1; ; attempt++ {
+					err := publish(ctx, b)
+					if err == nil {
+						break
+					}
+					v, _ := failures.LoadOrStore(p, new(int))
+					if *v.(*int)++; *v.(*int) <= 3 {
+						t.Logf("partition %d batch %d attempt %d: %v", p, i, attempt, err)
+					}
+					if ctx.Err() != nil || attempt == 50 {
+						errs <- fmt.Errorf("partition %d batch %d: %w", p, i, err)
+						return
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				stored.Store(p, i+1)
+				// Pace the batches so that the leader losses fall in the
+				// middle of the run.
+				time.Sleep(15 * time.Millisecond)
+			}
+		}()
+	}
+	progress := func() int {
+		least := total
+		for p := 0; p < partitions; p++ {
+			v, ok := stored.Load(p)
+			if !ok {
+				return 0
+			}
+			least = min(least, v.(int)*size)
+		}
+		return least
+	}
+	waitProgress := func(at int) {
+		testenv.CheckFor(t, 60*time.Second, 5*time.Millisecond, func() error {
+			if got := progress(); got < at {
+				return fmt.Errorf("%d of %d published", got, at)
+			}
+			return nil
+		})
+	}
+	kill := func() int {
+		var victim int
+		testenv.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+			var err error
+			victim, err = c.leader(ctx, js, cfg.Name)
+			return err
+		})
+		c.servers[victim].Shutdown()
+		c.servers[victim].WaitForShutdown()
+		t.Logf("shut down %s, the leader of %s, at %d of %d per partition", c.servers[victim].Name(), cfg.Name, progress(), total)
+		return victim
+	}
+	// Leader changes without a node loss: each leaves the stream without
+	// a leader for a moment, while batches are in flight.
+	waitProgress(total / 10)
+	for i := 0; i < 8; i++ {
+		_, err := js.Conn().Request("$JS.API.STREAM.LEADER.STEPDOWN."+cfg.Name, nil, 2*time.Second)
+		t.Logf("stepdown of the leader of %s at %d of %d per partition (%v)", cfg.Name, progress(), total, err)
+		time.Sleep(300 * time.Millisecond)
+	}
+	waitProgress(total * 2 / 5)
+	first := kill()
+	waitProgress(total / 2)
+	c.start(first)
+	// The first node catches up before the second goes, so a quorum stays.
+	testenv.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		st, err := js.Stream(ctx, cfg.Name)
+		if err != nil {
+			return err
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.Cluster == nil {
+			return errors.New("no cluster info")
+		}
+		for _, r := range info.Cluster.Replicas {
+			if r.Name == c.servers[first].Name() && r.Current {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s not current yet", c.servers[first].Name())
+	})
+	waitProgress(total * 3 / 5)
+	kill()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	failed := map[int]int{}
+	failures.Range(func(k, v any) bool { failed[k.(int)] = *v.(*int); return true })
+	t.Logf("failed publishes (published again) by partition: %v", failed)
+	checkOrdered(t, ctx, js, n, partitions, total)
+}
