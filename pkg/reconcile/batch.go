@@ -1,10 +1,10 @@
 package reconcile
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strconv"
 	"time"
@@ -44,10 +44,16 @@ type Batch struct {
 	claims map[string]claim
 	// validator and ingestedAt are the options of the pass.
 	validator  *contract.Validator
+	hot        window.HotKeys
 	ingestedAt time.Time
 	// rejectedIn indexes Rejected by the window of each rejected record
 	// whose event time could be read.
 	rejectedIn map[string][]int
+	// byStart finds the window of a counted event by its start (ms)
+	// without formatting its id.
+	byStart map[int64]*WindowCount
+	// judge judges the records given to Add.
+	judge *judge
 }
 
 // WindowCount is the batch's count of one window.
@@ -101,43 +107,33 @@ type claim struct {
 }
 
 // Count runs the batch pass over r: one NDJSON record per line, blank lines
-// skipped, every line validated with opts.Validator in file order. The first
-// valid record of an event_id claims it; a later valid record with the same
-// id and content is a duplicate, with other content it is rejected as
-// conflicting_duplicate. Each claimed submission counts once, in the window
-// of its event time. Records of any length are handled: oversized ones are
-// rejected too_large. Count returns an error only when r fails or the
-// validator returns an error that is not a *contract.RejectError. It reads r
-// to the end and does not close it.
+// skipped, every line validated with opts.Validator and applied in file
+// order. The first valid record of an event_id claims it; a later valid
+// record with the same id and content is a duplicate, with other content it
+// is rejected as conflicting_duplicate. Each claimed submission counts once,
+// in the window of its event time. Records of any length are handled:
+// oversized ones are rejected too_large. Count returns an error only when r
+// fails or the validator returns an error that is not a
+// *contract.RejectError. It reads r to the end and does not close it.
+//
+// Lines are read in large blocks and validated on GOMAXPROCS goroutines;
+// their results are applied one by one in line order, so the batch is the
+// same as feeding every line to Add in order.
 func Count(r io.Reader, opts Options) (*Batch, error) {
 	b, err := NewBatch(opts)
 	if err != nil {
 		return nil, err
 	}
 	maxLine := max(maxLineBytes, b.validator.Options().MaxSize+1)
-	lines := newLineReader(r, maxLine)
-	for n := 1; ; n++ {
-		line, size, cut, err := lines.next()
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reconcile: read line %d: %w", n, err)
-		}
-		if len(bytes.TrimSpace(line)) == 0 && !cut {
-			continue
-		}
-		if cut {
-			b.Records++
-			b.reject(n, line, contract.Reject(contract.ReasonTooLarge, "",
-				"record is %d bytes, over the %d the pass reads", size, maxLine), nil)
-			continue
-		}
-		if err := b.Add(n, line, b.ingestedAt); err != nil {
-			return nil, err
-		}
+	if err := b.countLines(r, maxLine, runtime.GOMAXPROCS(0)); err != nil {
+		return nil, err
 	}
+	return b, nil
 }
+
+// maxRecordsHint caps Options.RecordsHint, so that a wild estimate cannot
+// reserve gigabytes up front.
+const maxRecordsHint = 50_000_000
 
 // NewBatch starts an empty batch pass, to be fed record by record with Add
 // (for a raw snapshot that is not a file, such as a RAW stream range).
@@ -149,9 +145,11 @@ func NewBatch(opts Options) (*Batch, error) {
 	return &Batch{
 		Partitions: opts.Partitions,
 		Windows:    make(map[string]*WindowCount),
-		claims:     make(map[string]claim),
+		claims:     make(map[string]claim, min(opts.RecordsHint, maxRecordsHint)),
 		rejectedIn: make(map[string][]int),
+		byStart:    make(map[int64]*WindowCount),
 		validator:  opts.Validator,
+		hot:        opts.HotKeys,
 		ingestedAt: opts.DefaultIngestedAt,
 	}, nil
 }
@@ -161,46 +159,72 @@ func NewBatch(opts Options) (*Batch, error) {
 // It returns an error only for a validator error that is not a contract
 // rejection. Records must be added in snapshot order.
 func (b *Batch) Add(n int, raw []byte, defaultIngestedAt time.Time) error {
-	b.Records++
-	ev, err := b.validator.Validate(raw, defaultIngestedAt)
-	if err != nil {
-		re, ok := contract.AsReject(err)
-		if !ok {
-			return fmt.Errorf("reconcile: record %d: %w", n, err)
-		}
-		b.reject(n, raw, re, nil)
-		return nil
+	if b.judge == nil {
+		b.judge = newJudge(b.validator, b.Partitions, 0)
+		b.judge.hot = b.hot
 	}
-	b.apply(n, raw, &ev)
-	return nil
+	var d verdict
+	if id := b.judge.record(&d, n, raw, defaultIngestedAt); id != nil {
+		d.id = string(id)
+	}
+	return b.apply(&d)
 }
 
-// apply applies one valid event read from line n.
-func (b *Batch) apply(n int, raw []byte, ev *contract.Event) {
-	if c, ok := b.claims[ev.EventID]; ok {
-		if c.fingerprint != ev.Fingerprint {
-			b.reject(n, raw, contract.Reject(contract.ReasonConflictingDuplicate, ev.EventID,
-				"event_id first claimed on line %d with different content", c.line), ev)
-			return
+// apply applies the verdict on one record: every record goes through here,
+// in snapshot order.
+func (b *Batch) apply(d *verdict) error {
+	b.Records++
+	switch {
+	case d.err != nil:
+		return fmt.Errorf("reconcile: record %d: %w", d.line, d.err)
+	case d.rej != nil:
+		b.addRejection(*d.rej)
+		return nil
+	}
+	n := d.line
+	if c, ok := b.claims[d.id]; ok {
+		if c.fingerprint != d.fp {
+			re := contract.Reject(contract.ReasonConflictingDuplicate, d.id,
+				"event_id first claimed on line %d with different content", c.line)
+			b.addRejection(Rejection{Line: n, EventID: re.EventID, Reason: re.Reason, Detail: re.Detail,
+				WindowID: window.ID(d.ms)})
+			return nil
 		}
 		b.Valid++
 		b.DuplicateCount++
-		d := Duplicate{Line: n, EventID: ev.EventID, FirstLine: c.line, WindowID: c.window}
-		b.Duplicates = append(b.Duplicates, d)
+		dup := Duplicate{Line: n, EventID: d.id, FirstLine: c.line, WindowID: c.window}
+		b.Duplicates = append(b.Duplicates, dup)
 		if c.window != "" {
 			w := b.Windows[c.window]
-			w.Duplicates = append(w.Duplicates, d)
+			w.Duplicates = append(w.Duplicates, dup)
 		}
-		return
+		return nil
 	}
 	b.Valid++
-	c := claim{fingerprint: ev.Fingerprint, line: n}
-	if !ev.Counts() {
+	c := claim{fingerprint: d.fp, line: n}
+	if !d.counts {
 		b.Other++
-		b.claims[ev.EventID] = c
-		return
+		b.claims[d.id] = c
+		return nil
 	}
-	bounds := window.Of(window.Ms(ev.OccurredAt))
+	w := b.windowAt(d.ms)
+	w.Count++
+	w.Digest.Add(d.id)
+	w.IDs = append(w.IDs, d.id)
+	w.ByPartition[d.part]++
+	b.Counted++
+	c.window = w.ID
+	b.claims[d.id] = c
+	return nil
+}
+
+// windowAt returns the window holding event time ms, created when new.
+func (b *Batch) windowAt(ms int64) *WindowCount {
+	start := window.StartMs(ms)
+	if w := b.byStart[start]; w != nil {
+		return w
+	}
+	bounds := window.Of(ms)
 	w := b.Windows[bounds.ID]
 	if w == nil {
 		w = &WindowCount{
@@ -211,31 +235,30 @@ func (b *Batch) apply(n int, raw []byte, ev *contract.Event) {
 		}
 		b.Windows[bounds.ID] = w
 	}
-	w.Count++
-	w.Digest.Add(ev.EventID)
-	w.IDs = append(w.IDs, ev.EventID)
-	w.ByPartition[window.Partition(ev.PartitionKey, b.Partitions)]++
-	b.Counted++
-	c.window = bounds.ID
-	b.claims[ev.EventID] = c
+	b.byStart[start] = w
+	return w
 }
 
-// reject records a rejection of line n. ev is the validated event for
-// rejections decided after validation, else nil.
-func (b *Batch) reject(n int, raw []byte, re *contract.RejectError, ev *contract.Event) {
-	r := Rejection{Line: n, EventID: re.EventID, Reason: re.Reason, Detail: re.Detail}
-	if r.EventID == "" {
-		r.EventID = contract.PeekEventID(raw)
-	}
-	if ev != nil {
-		r.WindowID = window.ID(window.Ms(ev.OccurredAt))
-	} else if ms, ok := peekEventTime(raw); ok {
-		r.WindowID = window.ID(ms)
-	}
+// addRejection appends a rejection row and indexes it by window.
+func (b *Batch) addRejection(r Rejection) {
 	b.Rejected = append(b.Rejected, r)
 	if r.WindowID != "" {
 		b.rejectedIn[r.WindowID] = append(b.rejectedIn[r.WindowID], len(b.Rejected)-1)
 	}
+}
+
+// rejectionOf is the row of line n (raw, or what the pass kept of it)
+// rejected with re before it was applied: the id and the window are read
+// from raw when re has none.
+func rejectionOf(n int, raw []byte, re *contract.RejectError) Rejection {
+	r := Rejection{Line: n, EventID: re.EventID, Reason: re.Reason, Detail: re.Detail}
+	if r.EventID == "" {
+		r.EventID = contract.PeekEventID(raw)
+	}
+	if ms, ok := peekEventTime(raw); ok {
+		r.WindowID = window.ID(ms)
+	}
+	return r
 }
 
 // minEventTime is 2000-01-01T00:00:00Z in ms, the earliest valid event time.

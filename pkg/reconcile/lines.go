@@ -18,7 +18,13 @@ type lineReader struct {
 }
 
 func newLineReader(r io.Reader, max int) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+	return newLineReaderSize(r, max, 64<<10)
+}
+
+// newLineReaderSize is newLineReader reading through a buffer of bufSize
+// bytes.
+func newLineReaderSize(r io.Reader, max, bufSize int) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, bufSize), max: max}
 }
 
 // next returns the next line without its line ending ("\n" or "\r\n"), the
@@ -26,7 +32,19 @@ func newLineReader(r io.Reader, max int) *lineReader {
 // It returns io.EOF once no bytes are left. The returned slice is valid
 // until the next call.
 func (l *lineReader) next() (line []byte, size int, cut bool, err error) {
-	l.buf, l.size, l.cut = l.buf[:0], 0, false
+	buf, size, cut, err := l.appendNext(l.buf[:0])
+	if err != nil {
+		return nil, 0, false, err
+	}
+	l.buf = buf
+	return buf, size, cut, nil
+}
+
+// appendNext is next appending the line to dst (at most max bytes of it)
+// and returning the extended dst; on an error dst is returned unchanged.
+func (l *lineReader) appendNext(dst []byte) (out []byte, size int, cut bool, err error) {
+	start, buf := len(dst), dst
+	l.size, l.cut = 0, false
 	read := 0
 	// heldCR is a '\r' that ended the previous chunk: part of the line
 	// unless the next chunk is the '\n' that ends it.
@@ -42,37 +60,38 @@ func (l *lineReader) next() (line []byte, size int, cut bool, err error) {
 		if heldCR {
 			heldCR = false
 			if ended && len(data) == 0 {
-				return l.buf, l.size, l.cut, nil
+				return buf, l.size, l.cut, nil
 			}
-			l.add([]byte{'\r'})
+			buf = l.add(buf, start, []byte{'\r'})
 		}
 		if n := len(data); n > 0 && data[n-1] == '\r' {
 			data = data[:n-1]
 			heldCR = !ended
 		}
-		l.add(data)
+		buf = l.add(buf, start, data)
 		switch {
 		case ended:
-			return l.buf, l.size, l.cut, nil
+			return buf, l.size, l.cut, nil
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case errors.Is(err, io.EOF):
 			if read == 0 {
-				return nil, 0, false, io.EOF
+				return dst, 0, false, io.EOF
 			}
 			// A '\r' at the very end is taken as the line ending.
-			return l.buf, l.size, l.cut, nil
+			return buf, l.size, l.cut, nil
 		default:
-			return nil, 0, false, err
+			return dst, 0, false, err
 		}
 	}
 }
 
-// add appends data to the line, keeping at most max bytes.
-func (l *lineReader) add(data []byte) {
+// add appends data to the line that starts at buf[start], keeping at most
+// max bytes of it, and returns the extended buf.
+func (l *lineReader) add(buf []byte, start int, data []byte) []byte {
 	l.size += len(data)
-	room := l.max - len(l.buf)
+	room := l.max - (len(buf) - start)
 	keep := min(max(room, 0), len(data))
-	l.buf = append(l.buf, data[:keep]...)
 	l.cut = l.cut || keep < len(data)
+	return append(buf, data[:keep]...)
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
+	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
 // DefaultPartitions is the partition count P of SPEC section 3.
@@ -30,9 +31,21 @@ type Options struct {
 	// Partitions is the partition count P used to split window counts by
 	// partition; zero means DefaultPartitions.
 	Partitions int
+	// HotKeys routes declared hot keys by event id, as ingest and the
+	// validator do (window.Route); it must be the pipeline's declaration
+	// for the per-partition counts to compare.
+	HotKeys window.HotKeys
+	// RecordsHint, when positive, is about how many records the input
+	// holds (an estimate is enough, such as a file's size over its first
+	// lines' average length). It only sizes the pass's tables up front
+	// instead of growing them record by record; the result is the same.
+	RecordsHint int
 }
 
 func (o Options) withDefaults() (Options, error) {
+	if o.RecordsHint < 0 {
+		o.RecordsHint = 0
+	}
 	if o.Partitions < 0 {
 		return o, fmt.Errorf("reconcile: partitions must be positive, got %d", o.Partitions)
 	}

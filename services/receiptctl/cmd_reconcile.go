@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -18,6 +19,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
 	"github.com/receiptflow/receiptflow/pkg/snapshot"
+	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
 // cmdReconcile runs the independent batch pass (SPEC section 8) over an
@@ -31,6 +33,7 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.SetOutput(stderr)
 	events := fs.String("events", "", "NDJSON file of raw events (required; - for stdin)")
 	partitions := fs.Int("partitions", reconcile.DefaultPartitions, "number of partitions P, for the per-partition counts")
+	hotKeys := fs.String("hot-keys", os.Getenv("RECEIPTS_HOT_KEYS"), "the pipeline's hot keys key=k,... (env RECEIPTS_HOT_KEYS), for the per-partition counts")
 	out := fs.String("out", "", "directory to write batch.json (and parity.json, parity.md) into")
 	ingestedAt := fs.String("ingested-at", "", "RFC 3339 time standing in for ingested_at in records without one (default now)")
 	skew := fs.Duration("max-future-skew", contract.DefaultMaxFutureSkew, "how far after ingested_at an event may have occurred")
@@ -50,6 +53,10 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	case *lateFile != "" && *windowsFile == "":
 		return usageError("--late needs --windows")
 	}
+	hot, err := window.ParseHotKeys(*hotKeys, *partitions)
+	if err != nil {
+		return usageError("--hot-keys: %v", err)
+	}
 	defIngested := time.Now().UTC()
 	if *ingestedAt != "" {
 		t, err := time.Parse(time.RFC3339Nano, *ingestedAt)
@@ -64,6 +71,7 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 
 	var in io.Reader = os.Stdin
+	hint := 0
 	if *events != "-" {
 		f, err := os.Open(*events)
 		if err != nil {
@@ -71,9 +79,10 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		defer f.Close()
 		in = f
+		hint = estimateRecords(f)
 	}
 	b, err := reconcile.Count(ctxReader{ctx, in}, reconcile.Options{
-		Validator: v, DefaultIngestedAt: defIngested, Partitions: *partitions,
+		Validator: v, DefaultIngestedAt: defIngested, Partitions: *partitions, HotKeys: hot, RecordsHint: hint,
 	})
 	if err != nil {
 		return err
@@ -123,6 +132,23 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fmt.Fprintf(stdout, "parity holds: %d final windows (%d matched, %d explained by %d late events), %d provisional\n",
 		s.Final, s.Matched, s.Explained, s.LateAfterGrace, s.Provisional)
 	return nil
+}
+
+// estimateRecords guesses how many lines the regular file f holds from its
+// size and the lines of its first MiB, for reconcile.Options.RecordsHint;
+// 0 when it cannot tell. It reads with ReadAt, so f's offset is unchanged.
+func estimateRecords(f *os.File) int {
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
+		return 0
+	}
+	head := make([]byte, min(st.Size(), 1<<20))
+	n, _ := f.ReadAt(head, 0)
+	lines := bytes.Count(head[:n], []byte{'\n'})
+	if n == 0 || lines == 0 {
+		return 0
+	}
+	return int(st.Size() * int64(lines) / int64(n))
 }
 
 // printBatch writes the window table and the totals.

@@ -1,0 +1,126 @@
+package reconcile
+
+import (
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/contract"
+	"github.com/receiptflow/receiptflow/pkg/window"
+)
+
+// verdict is what the pass makes of one record before applying it: the
+// part that depends on the record alone (validation, the rejection row, the
+// partition), which Count works out on several goroutines. Applying it
+// (claims, duplicates, conflicts, counts) depends on the records before it
+// and happens in order, in Batch.apply.
+type verdict struct {
+	line int
+	// err is a validator error that is not a rejection.
+	err error
+	// rej is the row of a record rejected before it is applied.
+	rej *Rejection
+	// A valid record's event id, fingerprint, whether it counts, event
+	// time (ms) and partition.
+	id     string
+	fp     uint64
+	counts bool
+	ms     int64
+	part   int
+	// idOff and idLen place id in the ids of a chunk until they are one
+	// string (see judge.chunk).
+	idOff, idLen int
+}
+
+// maxCachedKeys bounds the partition-key cache of a judge.
+const maxCachedKeys = 4096
+
+// judge works out verdicts. It is not safe for concurrent use: each
+// goroutine has its own.
+type judge struct {
+	v          *contract.Validator
+	partitions int
+	maxLine    int
+	// parts caches the partition of the partition keys met.
+	parts map[string]int
+	// hot are the declared hot keys, routed by event id (window.Route).
+	hot window.HotKeys
+	c   contract.Checked
+}
+
+func newJudge(v *contract.Validator, partitions, maxLine int) *judge {
+	return &judge{v: v, partitions: partitions, maxLine: maxLine, parts: make(map[string]int)}
+}
+
+// record fills d with the verdict on raw, line n, and returns the event id
+// of a valid record (sharing memory with raw), else nil.
+func (j *judge) record(d *verdict, n int, raw []byte, defaultIngestedAt time.Time) []byte {
+	d.line = n
+	if err := j.v.Check(raw, defaultIngestedAt, &j.c); err != nil {
+		re, ok := contract.AsReject(err)
+		if !ok {
+			d.err = err
+			return nil
+		}
+		r := rejectionOf(n, raw, re)
+		d.rej = &r
+		return nil
+	}
+	c := &j.c
+	d.fp = c.Fingerprint
+	d.counts = c.Counts()
+	d.ms = window.Ms(c.OccurredAt)
+	if d.counts {
+		d.part = j.partition(c.PartitionKey, c.EventID)
+	}
+	return c.EventID
+}
+
+// partition is window.Route of the event, cached by key for the keys
+// that are not hot.
+func (j *judge) partition(key, eventID []byte) int {
+	if j.hot[string(key)] > 0 {
+		return window.Route(string(key), string(eventID), j.partitions, j.hot)
+	}
+	if p, ok := j.parts[string(key)]; ok {
+		return p
+	}
+	p := window.Partition(string(key), j.partitions)
+	if len(j.parts) < maxCachedKeys {
+		j.parts[string(key)] = p
+	}
+	return p
+}
+
+// tooLong is the verdict on line n, cut at the pass's limit: too_large.
+func (j *judge) tooLong(d *verdict, n int, kept []byte, size int) {
+	d.line = n
+	r := rejectionOf(n, kept, contract.Reject(contract.ReasonTooLarge, "",
+		"record is %d bytes, over the %d the pass reads", size, j.maxLine))
+	d.rej = &r
+}
+
+// chunk works out the verdicts on the lines of ch. The event ids of its
+// valid records become one string, cut into each verdict's id.
+func (j *judge) chunk(ch *chunk, defaultIngestedAt time.Time) {
+	ch.verdicts = ch.verdicts[:0]
+	ids := ch.ids[:0]
+	for _, l := range ch.lines {
+		ch.verdicts = append(ch.verdicts, verdict{})
+		d := &ch.verdicts[len(ch.verdicts)-1]
+		raw := ch.data[l.start:l.end]
+		if l.cut {
+			j.tooLong(d, l.n, raw, l.size)
+			continue
+		}
+		if id := j.record(d, l.n, raw, defaultIngestedAt); id != nil {
+			d.idOff, d.idLen = len(ids), len(id)
+			ids = append(ids, id...)
+		}
+	}
+	all := string(ids)
+	for i := range ch.verdicts {
+		if d := &ch.verdicts[i]; d.idLen > 0 {
+			d.id = all[d.idOff : d.idOff+d.idLen]
+		}
+	}
+	ch.ids = ids
+}
