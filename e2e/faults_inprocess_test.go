@@ -77,7 +77,7 @@ func TestInProcessFailpointsEndLikeTheCleanRun(t *testing.T) {
 			}
 			// Paced like a live source: batches stay small, so there are
 			// enough of them for every failpoint of the spec to fire.
-			faulty := runFileAt(t, pipeline.Config{DataDir: t.TempDir(), Failpoints: fps}, path, 4000)
+			faulty := runFileAt(t, pipeline.Config{DataDir: t.TempDir(), Failpoints: fps}, path, 2000)
 			if len(fps.Fired()) == 0 {
 				t.Fatalf("no failpoint fired")
 			}

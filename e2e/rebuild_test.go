@@ -61,7 +61,7 @@ func TestRebuildRepairsACorruptGenerationAndSwitchesOnlyAfterParity(t *testing.T
 		t.Fatal(err)
 	}
 	corruptWindow(t, ctx, admin, "1", victim)
-	rep, _, err := generation.Reconcile(ctx, admin.JS, stream.For("1"), v, 8)
+	rep, _, err := generation.Reconcile(ctx, admin.JS, stream.For("1"), v, 8, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

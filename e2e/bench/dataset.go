@@ -32,6 +32,8 @@ type dataset struct {
 	expected map[string]int64
 	// perPartition is how many records go to each RAW partition.
 	perPartition []int
+	// hot is the hot-key declaration the records were routed with.
+	hot window.HotKeys
 }
 
 // mix returns the generator options of a named traffic mix.
@@ -53,9 +55,10 @@ func mix(name string, events int) gen.Options {
 }
 
 // generate writes the dataset of a mix into dir.
-func generate(dir, name string, o gen.Options, partitions int) (*dataset, error) {
+func generate(dir, name string, o gen.Options, partitions int, hot window.HotKeys) (*dataset, error) {
 	d := &dataset{
 		name:         name,
+		hot:          hot,
 		path:         filepath.Join(dir, name+".ndjson"),
 		part:         make([]uint8, 0, o.Events),
 		win:          make([]int32, 0, o.Events),
@@ -78,7 +81,10 @@ func generate(dir, name string, o gen.Options, partitions int) (*dataset, error)
 			return err
 		}
 		p, ok := keyPart[r.PartitionKey]
-		if !ok {
+		switch {
+		case hot[r.PartitionKey] > 0:
+			p = uint8(window.Route(r.PartitionKey, r.EventID, partitions, hot))
+		case !ok:
 			p = uint8(window.Partition(r.PartitionKey, partitions))
 			keyPart[r.PartitionKey] = p
 		}

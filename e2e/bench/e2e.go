@@ -137,7 +137,7 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 		return nil, err
 	}
 	dep, err := deploy(ctx, deploySpec{mode: b.o.Mode, bin: b.o.BinDir, natsURL: url, redisURL: b.redis.URL(),
-		partitions: P, windowers: spec.windowers, logDir: logDir})
+		partitions: P, hot: spec.ds.hot.String(), windowers: spec.windowers, logDir: logDir})
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +272,7 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 		rawSeq = make([]uint64, 0, n)
 		onAck = func(_ string, seq uint64, _ bool) { rawSeq = append(rawSeq, seq) }
 	}
-	in := ingest.New(conn.JS, ingest.Options{Partitions: P, Validator: v, EndOfStream: true, OnAck: onAck})
+	in := ingest.New(conn.JS, ingest.Options{Partitions: P, HotKeys: spec.ds.hot, Validator: v, EndOfStream: true, OnAck: onAck})
 	f, err := os.Open(ds.path)
 	if err != nil {
 		return nil, err

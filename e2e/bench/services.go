@@ -21,6 +21,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/publisher"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/validator"
+	"github.com/receiptflow/receiptflow/pkg/window"
 	"github.com/receiptflow/receiptflow/pkg/windower"
 )
 
@@ -59,8 +60,10 @@ type deploySpec struct {
 	natsURL    string
 	redisURL   string
 	partitions int
-	windowers  int
-	logDir     string
+	// hot is the --hot-keys declaration given to every service ("": none).
+	hot       string
+	windowers int
+	logDir    string
 }
 
 // deploy starts one validator, spec.windowers windowers splitting the
@@ -114,7 +117,7 @@ func deploy(ctx context.Context, spec deploySpec) (*deployment, error) {
 			"--nats-url", spec.natsURL, "--redis-url", spec.redisURL,
 			"--partitions", strconv.Itoa(spec.partitions),
 			"--instance", strconv.Itoa(in.instance), "--instances", strconv.Itoa(in.of),
-			"--http-addr", "127.0.0.1:0")
+			"--http-addr", "127.0.0.1:0", "--hot-keys", spec.hot)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
@@ -149,7 +152,7 @@ func runInProcess(ctx context.Context, spec deploySpec, svc string, owned []int,
 	store := ledger.NewStore(rdb, ledger.Keys{Prefix: names.RedisPrefix()}, 5*time.Minute, time.Hour, ledger.WithHorizon(24*time.Hour))
 	switch svc {
 	case "validator":
-		return validator.New(conn.JS, store, validator.Config{Names: names, Partitions: spec.partitions, Owned: owned, Validator: v, Registerer: reg}).Run(ctx)
+		return validator.New(conn.JS, store, validator.Config{Names: names, Partitions: spec.partitions, HotKeys: hotKeys(spec.hot, spec.partitions), Owned: owned, Validator: v, Registerer: reg}).Run(ctx)
 	case "windower":
 		return windower.New(conn.JS, store, windower.Config{Names: names, Partitions: spec.partitions, Owned: owned, Registerer: reg}).Run(ctx)
 	case "publisher":
@@ -233,4 +236,13 @@ func (d *deployment) stop() {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}
+}
+
+// hotKeys parses a --hot-keys declaration the bench wrote itself.
+func hotKeys(decl string, partitions int) window.HotKeys {
+	h, err := window.ParseHotKeys(decl, partitions)
+	if err != nil {
+		panic(err)
+	}
+	return h
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
+	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
 // Common is the shared configuration.
@@ -27,6 +28,9 @@ type Common struct {
 	// ReplayHorizon: window state is retired this long (event time) after
 	// the window became final; 0 keeps it forever.
 	ReplayHorizon time.Duration
+	// HotKeys declares partition keys spread over several partitions
+	// ("key=k,..."; see window.Route).
+	HotKeys string
 }
 
 // Register adds the shared flags to fs, defaulting from NATS_URL,
@@ -40,6 +44,7 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.RedisURL, "redis-url", os.Getenv("REDIS_URL"), "Redis URL redis://host:port (env REDIS_URL); empty starts an embedded miniredis where the command supports it")
 	fs.StringVar(&c.Failpoints, "failpoints", os.Getenv(failpoint.Env), "failpoints NAME=crash@every:N,... (env "+failpoint.Env+")")
 	fs.StringVar(&c.Generation, "generation", "1", "state generation to write (rebuilds use a new one)")
+	fs.StringVar(&c.HotKeys, "hot-keys", os.Getenv("RECEIPTS_HOT_KEYS"), "partition keys too busy for one partition, spread by event id over k partitions: key=k,... (env RECEIPTS_HOT_KEYS); ingest, validator and reconcile must agree, and changing it needs a rebuild")
 	fs.DurationVar(&c.ReplayHorizon, "replay-horizon", 24*time.Hour, "event time after a window is final before its ledger and state are retired (0: never); events of retired windows are dropped as too late")
 }
 
@@ -59,8 +64,18 @@ func (c *Common) Validate() error {
 	case c.Generation == "" || strings.ContainsAny(c.Generation, ".*> {}:"):
 		return fmt.Errorf("--generation %q must be a plain name like 2", c.Generation)
 	}
+	if _, err := window.ParseHotKeys(c.HotKeys, c.Partitions); err != nil {
+		return fmt.Errorf("--hot-keys: %w", err)
+	}
 	_, err := failpoint.Parse(c.Failpoints, failpoint.InProcess)
 	return err
+}
+
+// Hot returns the parsed --hot-keys (nil when none or invalid; Validate
+// reports the error).
+func (c *Common) Hot() window.HotKeys {
+	h, _ := window.ParseHotKeys(c.HotKeys, c.Partitions)
+	return h
 }
 
 // ParseOwned parses a partition list like "0,1,4-7"; "" means all.

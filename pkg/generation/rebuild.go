@@ -13,6 +13,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
 	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
 // RebuildConfig configures a rebuild.
@@ -73,7 +74,7 @@ func Rebuild(ctx context.Context, rc RebuildConfig) (*RebuildResult, error) {
 			return nil, err
 		}
 	}
-	rep, last, err := Reconcile(ctx, p.Admin.JS, p.Names, p.Validator, p.Config().Partitions)
+	rep, last, err := Reconcile(ctx, p.Admin.JS, p.Names, p.Validator, p.Config().Partitions, p.Config().HotKeys)
 	if err != nil {
 		return nil, err
 	}
@@ -96,9 +97,10 @@ func Rebuild(ctx context.Context, rc RebuildConfig) (*RebuildResult, error) {
 
 // Reconcile runs the batch pass over the whole RAW stream as it is now and
 // compares it with generation n's windows and late rows. It returns the
-// report and the last RAW sequence the pass read.
-func Reconcile(ctx context.Context, js jetstream.JetStream, n stream.Names, v *contract.Validator, partitions int) (*reconcile.Report, uint64, error) {
-	b, err := reconcile.NewBatch(reconcile.Options{Validator: v, Partitions: partitions})
+// report and the last RAW sequence the pass read. partitions and hot are
+// the pipeline's partitioning (hot: its --hot-keys, nil for none).
+func Reconcile(ctx context.Context, js jetstream.JetStream, n stream.Names, v *contract.Validator, partitions int, hot window.HotKeys) (*reconcile.Report, uint64, error) {
+	b, err := reconcile.NewBatch(reconcile.Options{Validator: v, Partitions: partitions, HotKeys: hot})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -50,7 +50,10 @@ func KeepBytes(maxSize int, maxPayload int64) int {
 // Options configure an Ingester.
 type Options struct {
 	Partitions int
-	Validator  *contract.Validator
+	// HotKeys spreads declared busy partition keys over several
+	// partitions (window.Route); the validator must have the same.
+	HotKeys   window.HotKeys
+	Validator *contract.Validator
 	// HeartbeatEvery sends a progress heartbeat to every partition after
 	// this many records (default 1000). Counting records, not time, keeps a
 	// bounded run deterministic.
@@ -232,7 +235,7 @@ func (in *Ingester) Publish(ctx context.Context, line []byte) error {
 		valid = err == nil
 	}
 	if valid {
-		subject = stream.For("").Subject(stream.Raw, window.Partition(ev.PartitionKey, in.opts.Partitions))
+		subject = stream.For("").Subject(stream.Raw, window.Route(ev.PartitionKey, ev.EventID, in.opts.Partitions, in.opts.HotKeys))
 		msgID = ev.EventID + ":" + strconv.FormatUint(ev.Fingerprint, 16)
 	} else {
 		sum := sha256.Sum256(line)

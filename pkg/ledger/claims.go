@@ -2,9 +2,9 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	_ "embed"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -105,8 +105,9 @@ func (s *Store) Claims(ctx context.Context, claims []Claim) ([]bool, error) {
 func claimsExpireAt(day int64) int64 { return (day+ClaimHorizonDays)*86400 + 3600 }
 
 // RetireClaims deletes the claims of ingest days up to and including
-// day-ClaimHorizonDays (at most 8 days back from there): called when the
-// newest ingest day seen advances. A marker key remembers the last day
+// day-ClaimHorizonDays (at most 8 days back from there, and none before the
+// first call, which only sets the marker): called when the newest ingest
+// day seen advances. A marker key remembers the last day
 // retired, so the ClaimBuckets deletions of a day are sent once, not on
 // every validator start. Safe to call repeatedly and concurrently. (The
 // buckets also expire by themselves on a real Redis: claim.lua sets their
@@ -121,10 +122,15 @@ func (s *Store) RetireClaims(ctx context.Context, day int64) error {
 	if err == nil && done >= last {
 		return nil
 	}
-	from := last - 7
-	if err == nil && done+1 > from {
-		from = done + 1
+	if err != nil {
+		// No marker: a new deployment (or a Redis that lost its data, and
+		// with it every claim). Nothing older can exist; start here.
+		if err := s.rdb.Set(ctx, marker, last, 0).Err(); err != nil {
+			return fmt.Errorf("ledger: retire claims: %w", err)
+		}
+		return nil
 	}
+	from := max(last-7, done+1)
 	const chunk = 4096
 	pipe := s.rdb.Pipeline()
 	flush := func() error {

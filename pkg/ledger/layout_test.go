@@ -148,8 +148,20 @@ func TestRetireClaimsSendsADayOnce(t *testing.T) {
 		s := NewStore(rdb, keys, 0, time.Minute)
 		day := time.Now().Unix() / 86400
 		old := day - ClaimHorizonDays
-		if _, err := s.Claims(ctx, []Claim{{EventID: "old", Fingerprint: 1, Day: old}, {EventID: "new", Fingerprint: 2, Day: day}}); err != nil {
+		// A claims bucket of a day that long passed (written without an
+		// expiry, as miniredis keeps them), and one of today.
+		if err := rdb.HSet(ctx, keys.Claims("old", old), IDKey("old"), "x").Err(); err != nil {
 			t.Fatal(err)
+		}
+		if _, err := s.Claims(ctx, []Claim{{EventID: "new", Fingerprint: 2, Day: day}}); err != nil {
+			t.Fatal(err)
+		}
+		// The first call only starts the marker, a day back.
+		if err := s.RetireClaims(ctx, day-1); err != nil {
+			t.Fatal(err)
+		}
+		if rdb.Exists(ctx, keys.Claims("old", old)).Val() != 1 {
+			t.Fatal("the first RetireClaims deleted claims")
 		}
 		if err := s.RetireClaims(ctx, day); err != nil {
 			t.Fatal(err)

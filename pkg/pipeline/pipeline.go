@@ -29,12 +29,16 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/publisher"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/validator"
+	"github.com/receiptflow/receiptflow/pkg/window"
 	"github.com/receiptflow/receiptflow/pkg/windower"
 )
 
 // Config configures a pipeline.
 type Config struct {
 	Partitions int
+	// HotKeys spreads declared busy partition keys over several
+	// partitions (window.Route), in ingest and the validator alike.
+	HotKeys    window.HotKeys
 	Lateness   time.Duration
 	Grace      time.Duration
 	StaleAfter time.Duration
@@ -224,7 +228,7 @@ func (p *Pipeline) runOnce(ctx context.Context, svc string) error {
 	switch svc {
 	case Validator:
 		return validator.New(conn.JS, store, validator.Config{
-			Names: p.Names, Partitions: p.cfg.Partitions, Validator: p.Validator,
+			Names: p.Names, Partitions: p.cfg.Partitions, HotKeys: p.cfg.HotKeys, Validator: p.Validator,
 			Logger: log, Registerer: p.cfg.Registerer, Failpoints: p.cfg.Failpoints,
 		}).Run(ctx)
 	case Windower:

@@ -156,7 +156,7 @@ func Run(ctx context.Context, rc RunConfig) (*RunResult, error) {
 	stopProgress := p.progress(ctx, rc.Progress, began, tr)
 
 	in := ingest.New(p.Admin.JS, ingest.Options{
-		Partitions: p.cfg.Partitions, Validator: p.Validator, HeartbeatEvery: rc.HeartbeatEvery,
+		Partitions: p.cfg.Partitions, HotKeys: p.cfg.HotKeys, Validator: p.Validator, HeartbeatEvery: rc.HeartbeatEvery,
 		EndOfStream: true, Now: func() time.Time { return rc.Now },
 		OnAck: func(msgID string, seq uint64, dup bool) {
 			if !dup {
@@ -197,7 +197,7 @@ func Run(ctx context.Context, rc RunConfig) (*RunResult, error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
-	batch, err := reconcile.Count(f, reconcile.Options{Validator: p.Validator, DefaultIngestedAt: rc.Now, Partitions: p.cfg.Partitions})
+	batch, err := reconcile.Count(f, reconcile.Options{Validator: p.Validator, DefaultIngestedAt: rc.Now, Partitions: p.cfg.Partitions, HotKeys: p.cfg.HotKeys})
 	if err != nil {
 		return nil, err
 	}

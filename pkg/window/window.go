@@ -6,7 +6,9 @@ package window
 
 import (
 	"fmt"
-	"hash/fnv"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -150,7 +152,73 @@ func Advance(wp, eventMs, latenessMs int64) int64 {
 
 // Partition is fnv1a32(key) mod n, the partition of a partition key.
 func Partition(key string, n int) int {
-	h := fnv.New32a()
-	h.Write([]byte(key))
-	return int(h.Sum32() % uint32(n))
+	return int(fnv32(key) % uint32(n))
+}
+
+func fnv32(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint32(s[i])) * 16777619
+	}
+	return h
+}
+
+// HotKeys declares partition keys too busy for one partition: each maps to
+// the number of partitions k (2 ≤ k ≤ n) its events are spread over.
+type HotKeys map[string]int
+
+// Route is the partition of an event: Partition(key, n), except for a
+// declared hot key, whose events are spread over k consecutive partitions
+// starting at the key's own by fnv1a32(eventID). An event id always lands
+// in one partition, so each partition's dedup ledger stays exact and the
+// publisher's sum over partitions stays the window's count. Every service
+// that routes (ingest, validator, the batch pass) must use the same
+// HotKeys, and changing them is a change of partitioning: rebuild into a
+// new generation.
+func Route(key, eventID string, n int, hot HotKeys) int {
+	p := Partition(key, n)
+	if k := hot[key]; k > 1 {
+		p = (p + int(fnv32(eventID)%uint32(min(k, n)))) % n
+	}
+	return p
+}
+
+// ParseHotKeys parses "key=k,key=k" (empty: none) for n partitions.
+func ParseHotKeys(s string, n int) (HotKeys, error) {
+	hot := HotKeys{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		key, ks, ok := strings.Cut(item, "=")
+		k, err := strconv.Atoi(ks)
+		if !ok || key == "" || err != nil {
+			return nil, fmt.Errorf("hot key %q: want partition_key=k", item)
+		}
+		if k < 2 || k > n {
+			return nil, fmt.Errorf("hot key %q: k must be between 2 and the partition count %d", item, n)
+		}
+		if _, dup := hot[key]; dup {
+			return nil, fmt.Errorf("hot key %q declared twice", key)
+		}
+		hot[key] = k
+	}
+	if len(hot) == 0 {
+		return nil, nil
+	}
+	return hot, nil
+}
+
+// String is the declaration ParseHotKeys reads, keys sorted.
+func (h HotKeys) String() string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		keys[i] = k + "=" + strconv.Itoa(h[k])
+	}
+	return strings.Join(keys, ",")
 }

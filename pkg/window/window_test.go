@@ -126,3 +126,50 @@ func TestPartitionIsFNV1a32ModP(t *testing.T) {
 		t.Fatalf("1000 keys hit only %d partitions", len(seen))
 	}
 }
+
+func TestRouteSpreadsOnlyDeclaredHotKeys(t *testing.T) {
+	hot, err := ParseHotKeys("store-0=4", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := Partition("store-0", 8)
+	got := map[int]int{}
+	for i := 0; i < 4000; i++ {
+		id := "evt-" + time.Duration(i).String()
+		p := Route("store-0", id, 8, hot)
+		if p != Route("store-0", id, 8, hot) {
+			t.Fatal("Route is not a function of the event")
+		}
+		got[p]++
+		// Other keys keep their partition whatever the event.
+		if q := Route("store-1", id, 8, hot); q != Partition("store-1", 8) {
+			t.Fatalf("store-1 routed to %d, want %d", q, Partition("store-1", 8))
+		}
+	}
+	if len(got) != 4 {
+		t.Fatalf("store-0 spread over %d partitions, want 4: %v", len(got), got)
+	}
+	for k := 0; k < 4; k++ {
+		if n := got[(home+k)%8]; n < 800 || n > 1200 {
+			t.Fatalf("partition %d got %d of 4000: %v", (home+k)%8, n, got)
+		}
+	}
+	if Route("store-0", "x", 8, nil) != home {
+		t.Fatal("without hot keys Route must be Partition")
+	}
+}
+
+func TestParseHotKeys(t *testing.T) {
+	h, err := ParseHotKeys(" b=2, a=8 ", 8)
+	if err != nil || h.String() != "a=8,b=2" {
+		t.Fatalf("%v %v", h, err)
+	}
+	if h, err := ParseHotKeys("", 8); err != nil || h != nil {
+		t.Fatalf("empty: %v %v", h, err)
+	}
+	for _, bad := range []string{"a", "a=1", "a=9", "=2", "a=x", "a=2,a=3"} {
+		if _, err := ParseHotKeys(bad, 8); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -36,7 +36,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fps, _ := failpoint.Parse(c.Failpoints, failpoint.InProcess)
 	p, err := pipeline.Start(ctx, pipeline.Config{
-		Partitions: c.Partitions, Lateness: c.Lateness, Grace: c.Grace, StaleAfter: c.StaleAfter,
+		Partitions: c.Partitions, HotKeys: c.Hot(), Lateness: c.Lateness, Grace: c.Grace, StaleAfter: c.StaleAfter,
 		NATSURL: c.NATSURL, RedisURL: c.RedisURL, DataDir: *dataDir, Generation: c.Generation, ReplayHorizon: c.ReplayHorizon,
 		Failpoints: fps, Logger: slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
@@ -66,7 +66,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer func() { stopDash(); <-dashDone }()
 	fmt.Fprintf(stdout, "receiptflow demo: dashboard at http://%s\n", ln.Addr())
 
-	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: c.Partitions, Validator: p.Validator, HeartbeatEvery: 50, HeartbeatInterval: time.Second})
+	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: c.Partitions, HotKeys: c.Hot(), Validator: p.Validator, HeartbeatEvery: 50, HeartbeatInterval: time.Second})
 	defer in.Close(context.Background())
 	b, err := openBoard(ctx, p.Admin.JS, c.Generation)
 	if err != nil {

@@ -74,7 +74,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err2
 		}
 		store := ledger.NewStore(rdb, ledger.Keys{Prefix: names.RedisPrefix()}, c.Lateness, c.Grace, ledger.WithHorizon(c.ReplayHorizon))
-		st, err = replay.Raw(ctx, conn.JS, store, validator.Config{Names: names, Partitions: c.Partitions, Validator: v}, r)
+		st, err = replay.Raw(ctx, conn.JS, store, validator.Config{Names: names, Partitions: c.Partitions, HotKeys: c.Hot(), Validator: v}, r)
 	}
 	if err != nil {
 		return explainRefusal(err, refusals, natsSec)

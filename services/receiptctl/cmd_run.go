@@ -43,7 +43,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer cancel()
 	res, err := pipeline.Run(ctx, pipeline.RunConfig{
 		Config: pipeline.Config{
-			Partitions: c.Partitions, Lateness: c.Lateness, Grace: c.Grace, StaleAfter: c.StaleAfter,
+			Partitions: c.Partitions, HotKeys: c.Hot(), Lateness: c.Lateness, Grace: c.Grace, StaleAfter: c.StaleAfter,
 			NATSURL: c.NATSURL, RedisURL: c.RedisURL, DataDir: *dataDir, SyncAlways: *syncAlways,
 			Generation: c.Generation, ReplayHorizon: c.ReplayHorizon, Failpoints: fps, Logger: log,
 		},

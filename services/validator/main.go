@@ -15,7 +15,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := daemon.Main(ctx, "validator", os.Args[1:], os.Stderr, func(d *daemon.Deps) (daemon.Runner, error) {
 		return validator.New(d.NATS.JS, d.Store, validator.Config{
-			Names: d.Names, Partitions: d.Common.Partitions, Owned: d.Owned, Validator: d.Validator,
+			Names: d.Names, Partitions: d.Common.Partitions, HotKeys: d.Common.Hot(), Owned: d.Owned, Validator: d.Validator,
 			Logger: d.Logger, Registerer: d.Registerer, Failpoints: d.Failpoints,
 		}), nil
 	})
