@@ -452,3 +452,141 @@ func (o *OrderedPublisher) expire(now time.Time) {
 	// Appending past the capacity copies only what is left.
 	o.fifo = o.fifo[drop:]
 }
+
+// GroupPublisher shares one OrderedPublisher among several ordered
+// sequences (a validator's partitions) and commits what they hand in at
+// the same moment as one atomic batch. Each call still returns only once
+// its messages are stored, so a caller that waits for one call before the
+// next keeps its order; calls that queue up while a batch is in flight go
+// together in the next one. On a single-replica file stream every atomic
+// batch is staged in a store of its own and synced, so one commit for all
+// partitions instead of one each is most of the validator's cost at low
+// and medium load.
+type GroupPublisher struct {
+	op *OrderedPublisher
+	mu sync.Mutex
+	// queue holds the calls waiting for the next batch; leading is true
+	// while one caller sends batches for all.
+	queue   []*groupCall
+	leading bool
+	// Commits counts the PublishOrdered calls made (for tests and metrics).
+	commits int
+}
+
+type groupCall struct {
+	msgs []*nats.Msg
+	dups int
+	err  error
+	done chan struct{}
+	// lead is signalled when this waiting call is to send batches next.
+	lead chan struct{}
+}
+
+// NewGroupPublisher returns a group publisher over js.
+func NewGroupPublisher(js jetstream.JetStream) *GroupPublisher {
+	return &GroupPublisher{op: NewOrderedPublisher(js)}
+}
+
+// Publish stores msgs like OrderedPublisher.PublishOrdered, sharing the
+// atomic batch with concurrent calls. The duplicates count is the whole
+// shared batch's when calls were grouped. One caller at a time sends the
+// queued calls, oldest first, and hands that job on to the oldest waiting
+// call once its own messages are stored. If ctx ends while the call waits,
+// Publish returns ctx's error; its messages may still be stored later (a
+// caller retries, as after any failed publish).
+func (g *GroupPublisher) Publish(ctx context.Context, msgs []*nats.Msg) (dups int, err error) {
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	c := &groupCall{msgs: msgs, done: make(chan struct{}), lead: make(chan struct{}, 1)}
+	g.mu.Lock()
+	g.queue = append(g.queue, c)
+	if g.leading {
+		g.mu.Unlock()
+		select {
+		case <-c.done:
+			return c.dups, c.err
+		case <-c.lead:
+		case <-ctx.Done():
+			g.mu.Lock()
+			g.drop(c)
+			select {
+			case <-c.lead: // handed the job as it left: pass it on
+				g.handOn()
+			default:
+			}
+			g.mu.Unlock()
+			return 0, ctx.Err()
+		}
+	} else {
+		g.leading = true
+		g.mu.Unlock()
+	}
+	for {
+		g.mu.Lock()
+		if ctx.Err() != nil {
+			// Do not send the others' messages under an ended context:
+			// leave, and hand the job on.
+			g.drop(c)
+			g.handOn()
+			g.mu.Unlock()
+			return 0, ctx.Err()
+		}
+		take, n := 0, 0
+		for take < len(g.queue) && (take == 0 || n+len(g.queue[take].msgs) <= AtomicBatchMax) {
+			n += len(g.queue[take].msgs)
+			take++
+		}
+		calls := append([]*groupCall(nil), g.queue[:take]...)
+		g.queue = g.queue[take:]
+		g.commits++
+		g.mu.Unlock()
+		all := calls[0].msgs
+		if len(calls) > 1 {
+			all = make([]*nats.Msg, 0, n)
+			for _, gc := range calls {
+				all = append(all, gc.msgs...)
+			}
+		}
+		d, err := g.op.PublishOrdered(ctx, all)
+		mine := false
+		for _, gc := range calls {
+			gc.dups, gc.err = d, err
+			close(gc.done)
+			mine = mine || gc == c
+		}
+		if mine {
+			g.mu.Lock()
+			g.handOn()
+			g.mu.Unlock()
+			return c.dups, c.err
+		}
+	}
+}
+
+// handOn gives the sending job to the oldest waiting call, or ends it.
+// g.mu is held.
+func (g *GroupPublisher) handOn() {
+	if len(g.queue) == 0 {
+		g.leading = false
+		return
+	}
+	g.queue[0].lead <- struct{}{}
+}
+
+// drop takes c out of the queue if it is still there. g.mu is held.
+func (g *GroupPublisher) drop(c *groupCall) {
+	for i, q := range g.queue {
+		if q == c {
+			g.queue = append(g.queue[:i], g.queue[i+1:]...)
+			return
+		}
+	}
+}
+
+// Commits is how many shared batches were sent.
+func (g *GroupPublisher) Commits() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.commits
+}

@@ -6,7 +6,7 @@
 // outputs, wait for JetStream to store them, then ack the batch with one
 // ack. A crash anywhere before the ack redelivers the batch, and every
 // output carries a Nats-Msg-Id, so nothing is stored twice. VALID outputs
-// go in ordered atomic batches (stream.OrderedPublisher), so that each
+// go in ordered atomic batches (stream.GroupPublisher), so that each
 // VALID partition holds its messages in RAW order even when a publish
 // fails and is retried (a lost stream leader); REJECTED outputs go
 // pipelined (stream.PublishAll).
@@ -84,17 +84,16 @@ type Service struct {
 	validate validateFunc
 	// claimDay is the newest ingest day seen (claims retire behind it).
 	claimDay atomic.Int64
-	// pubs holds each partition's VALID publisher (*stream.OrderedPublisher).
-	pubs sync.Map
+	// valid writes VALID for every partition: each partition's batches in
+	// order, the batches that meet in time in one atomic commit.
+	valid     *stream.GroupPublisher
+	validOnce sync.Once
 }
 
-// publisher is the VALID publisher of partition p.
-func (s *Service) publisher(p int) *stream.OrderedPublisher {
-	if v, ok := s.pubs.Load(p); ok {
-		return v.(*stream.OrderedPublisher)
-	}
-	v, _ := s.pubs.LoadOrStore(p, stream.NewOrderedPublisher(s.js))
-	return v.(*stream.OrderedPublisher)
+// validPublisher is the instance's VALID publisher.
+func (s *Service) validPublisher() *stream.GroupPublisher {
+	s.validOnce.Do(func() { s.valid = stream.NewGroupPublisher(s.js) })
+	return s.valid
 }
 
 // New returns a validator using js for streams and store for claims.
@@ -254,7 +253,7 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 		_, err := stream.PublishAll(ctx, s.js, rejected)
 		rejDone <- err
 	}()
-	_, err = s.publisher(p).PublishOrdered(ctx, validOut)
+	_, err = s.validPublisher().Publish(ctx, validOut)
 	if rerr := <-rejDone; err == nil {
 		err = rerr
 	}
