@@ -38,8 +38,8 @@ type Stats struct {
 // windower's ledger) is what keeps the counts right.
 func Tag() string { return "replay-" + strconv.FormatInt(time.Now().UnixNano(), 36) }
 
-// taggedJS is a JetStream whose asynchronous publishes get tag appended to
-// their Nats-Msg-Id.
+// taggedJS is a JetStream whose message publishes (synchronous and
+// asynchronous) get tag appended to their Nats-Msg-Id.
 type taggedJS struct {
 	jetstream.JetStream
 	tag string
@@ -50,6 +50,13 @@ func (t taggedJS) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (je
 		m.Header.Set(jetstream.MsgIDHeader, id+"|"+t.tag)
 	}
 	return t.JetStream.PublishMsgAsync(m, opts...)
+}
+
+func (t taggedJS) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	if id := m.Header.Get(jetstream.MsgIDHeader); id != "" {
+		m.Header.Set(jetstream.MsgIDHeader, id+"|"+t.tag)
+	}
+	return t.JetStream.PublishMsg(ctx, m, opts...)
 }
 
 // read calls fn with batches of the messages of stream name in r, in order.

@@ -543,3 +543,41 @@ func TestGroupPublisherCallerLeavingKeepsTheOthersGoing(t *testing.T) {
 	wg.Wait()
 	checkOrdered(t, ctx, js, n, partitions, total)
 }
+
+// TestPublishInOrderOnOneServer: batches with duplicates on a
+// single-replica stream end in order, each message once.
+func TestPublishInOrderOnOneServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, url := testenv.NATS(t)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := For("")
+	if _, err := js.CreateStream(ctx, streamConfig(n, Valid, Config{}.withDefaults())); err != nil {
+		t.Fatal(err)
+	}
+	dups := 0
+	for p := 0; p < 3; p++ {
+		for _, b := range orderedBatches(n, p, 3000, 700) {
+			d, err := PublishInOrder(ctx, js, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dups += d
+		}
+	}
+	checkOrdered(t, ctx, js, n, 3, 3000)
+	if dups == 0 {
+		t.Fatal("the repeated ids were not reported as duplicates")
+	}
+	if d, err := PublishInOrder(ctx, js, nil); d != 0 || err != nil {
+		t.Fatalf("empty batch: %d, %v", d, err)
+	}
+}

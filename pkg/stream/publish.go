@@ -590,3 +590,82 @@ func (g *GroupPublisher) Commits() int {
 	defer g.mu.Unlock()
 	return g.commits
 }
+
+// ErrOrderBroken reports that a message was stored after an earlier one of
+// the same subject failed: the subject is out of order, and no retry can
+// repair it (docs/recovery.md: rebuild into a new generation).
+var ErrOrderBroken = errors.New("stream: subject order broken")
+
+// PublishInOrder stores msgs in order per subject on a stream kept by one
+// server (one replica), where JetStream stores one connection's messages
+// in the order it receives them. Its first message goes alone and is
+// awaited, so the rest is sent only to a stream that answers; the rest is
+// pipelined with the client's retries off, so no message is sent a second
+// time behind later ones. Should a message fail while a later one of its
+// subject was stored (the stream became available between the two), it
+// returns ErrOrderBroken instead of letting a retry store it out of order.
+// On a replicated stream a leader change can do exactly that: use
+// OrderedPublisher there.
+func PublishInOrder(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) (dups int, err error) {
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	ack, err := js.PublishMsg(ctx, withoutBatchHeaders(msgs[0]), jetstream.WithRetryAttempts(0))
+	if err != nil {
+		return 0, fmt.Errorf("stream: publish %s: %w", msgs[0].Subject, err)
+	}
+	if ack.Duplicate {
+		dups++
+	}
+	rest := msgs[1:]
+	futures := make([]jetstream.PubAckFuture, 0, min(len(rest), PublishWindow))
+	failed := map[string]error{} // subject -> first failure
+	var firstErr error
+	wait := func() error {
+		for _, f := range futures {
+			select {
+			case a := <-f.Ok():
+				if a.Duplicate {
+					dups++
+				}
+				if e, ok := failed[f.Msg().Subject]; ok {
+					return fmt.Errorf("%w: %s stored %s after an earlier message failed (%v)",
+						ErrOrderBroken, f.Msg().Subject, f.Msg().Header.Get(jetstream.MsgIDHeader), e)
+				}
+			case err := <-f.Err():
+				if _, ok := failed[f.Msg().Subject]; !ok {
+					failed[f.Msg().Subject] = err
+				}
+				if firstErr == nil {
+					firstErr = fmt.Errorf("stream: publish %s: %w", f.Msg().Subject, err)
+				}
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		futures = futures[:0]
+		return nil
+	}
+	for _, m := range rest {
+		f, err := js.PublishMsgAsync(withoutBatchHeaders(m), jetstream.WithRetryAttempts(0))
+		if err != nil {
+			if werr := wait(); werr != nil {
+				return dups, werr
+			}
+			return dups, fmt.Errorf("stream: publish %s: %w", m.Subject, err)
+		}
+		futures = append(futures, f)
+		if len(futures) == PublishWindow {
+			if err := wait(); err != nil {
+				return dups, err
+			}
+			if firstErr != nil {
+				return dups, firstErr
+			}
+		}
+	}
+	if err := wait(); err != nil {
+		return dups, err
+	}
+	return dups, firstErr
+}

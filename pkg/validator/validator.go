@@ -84,16 +84,42 @@ type Service struct {
 	validate validateFunc
 	// claimDay is the newest ingest day seen (claims retire behind it).
 	claimDay atomic.Int64
-	// valid writes VALID for every partition: each partition's batches in
-	// order, the batches that meet in time in one atomic commit.
+	// valid writes VALID for every partition when VALID is replicated:
+	// each partition's batches in order, the batches that meet in time in
+	// one atomic commit. Nil on a single-replica VALID (see publishValid).
 	valid     *stream.GroupPublisher
 	validOnce sync.Once
 }
 
-// validPublisher is the instance's VALID publisher.
-func (s *Service) validPublisher() *stream.GroupPublisher {
-	s.validOnce.Do(func() { s.valid = stream.NewGroupPublisher(s.js) })
-	return s.valid
+// publishValid stores a partition's VALID outputs in order. A replicated
+// VALID can change leader under a publish, and only atomic batches keep a
+// failed message from being overtaken (stream.OrderedPublisher); one
+// server stores one connection's messages as they come, and an atomic
+// batch there is staged in a synced store of its own, which costs tens of
+// milliseconds a batch: PublishInOrder is enough. The replica count is
+// read once; if it cannot be read, atomic batches are used (always safe).
+func (s *Service) publishValid(ctx context.Context, msgs []*nats.Msg) error {
+	s.validOnce.Do(func() {
+		ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		name := s.cfg.Names.Stream(stream.Valid)
+		replicas := 0
+		st, err := s.js.Stream(ictx, name)
+		if err == nil {
+			replicas = st.CachedInfo().Config.Replicas
+		}
+		if err != nil || replicas > 1 {
+			s.valid = stream.NewGroupPublisher(s.js)
+		}
+		s.cfg.Logger.Info("VALID ordering", "stream", name, "replicas", replicas, "atomic_batches", s.valid != nil, "lookup_err", err)
+	})
+	var err error
+	if s.valid != nil {
+		_, err = s.valid.Publish(ctx, msgs)
+	} else {
+		_, err = stream.PublishInOrder(ctx, s.js, msgs)
+	}
+	return err
 }
 
 // New returns a validator using js for streams and store for claims.
@@ -253,7 +279,10 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 		_, err := stream.PublishAll(ctx, s.js, rejected)
 		rejDone <- err
 	}()
-	_, err = s.validPublisher().Publish(ctx, validOut)
+	err = s.publishValid(ctx, validOut)
+	if errors.Is(err, stream.ErrOrderBroken) {
+		s.cfg.Logger.Error("VALID is out of RAW order: rebuild into a new generation (docs/recovery.md)", "partition", p, "err", err)
+	}
 	if rerr := <-rejDone; err == nil {
 		err = rerr
 	}
