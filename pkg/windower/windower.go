@@ -46,6 +46,9 @@ type Config struct {
 	Trace func(p int, recs []Trace)
 	// RetireEvery throttles retirement checks per partition (default 1s).
 	RetireEvery time.Duration
+	// Linger is how long a batch waits to fill after its first message
+	// (stream.BatchOptions; default 1ms).
+	Linger time.Duration
 }
 
 // Trace is the decision for one VALID message.
@@ -229,7 +232,7 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 	s.cfg.Logger.Info("windower partition started", "partition", p, "checkpoint", ck.Seq, "watermark", ck.Watermark, "start", start)
 	lastWM, lastSeq, published := ck.Watermark, ck.Seq, min(ck.Published, ck.Seq)
 	lastRetireWM := ck.Watermark
-	return stream.Consume(ctx, cons, stream.BatchOptions{Max: s.cfg.Batch}, func(ctx context.Context, batch []jetstream.Msg) error {
+	return stream.Consume(ctx, cons, stream.BatchOptions{Max: s.cfg.Batch, Linger: s.cfg.Linger}, func(ctx context.Context, batch []jetstream.Msg) error {
 		res, done, err := s.handle(ctx, p, batch, lastWM, lastSeq, published)
 		if err != nil {
 			return err

@@ -78,7 +78,10 @@ func (f *fixture) run(batch int, fps string, d time.Duration) error {
 	defer cancel()
 	stop := time.AfterFunc(d, cancel)
 	defer stop.Stop()
-	w := New(f.js, f.store, Config{Names: f.names, Partitions: 1, Batch: batch, Failpoints: set})
+	// A long linger makes every batch as large as Batch allows (all records
+	// are in the stream before the instance starts), so the test knows
+	// where each one ends.
+	w := New(f.js, f.store, Config{Names: f.names, Partitions: 1, Batch: batch, Linger: 200 * time.Millisecond, Failpoints: set})
 	return w.Run(ctx)
 }
 
@@ -149,7 +152,7 @@ func TestRedrivenShortBatchKeepsLateOutputs(t *testing.T) {
 	}
 	// 3: no failpoints; must publish the late events of 61..100.
 	testenv.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
-		if err := f.run(100, "", time.Second); err != nil {
+		if err := f.run(100, "", 2*time.Second); err != nil {
 			return err
 		}
 		got := f.lateIDs()
