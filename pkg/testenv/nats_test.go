@@ -57,10 +57,17 @@ func TestNATSRestartKeepsStreamData(t *testing.T) {
 		}
 		return nil
 	})
-	info, err := stream.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Right after the restart the client may not have noticed yet that the
+	// old server closed its connection, and a request sent on it is never
+	// answered: each attempt gets its own deadline.
+	var info *jetstream.StreamInfo
+	CheckFor(t, 15*time.Second, 50*time.Millisecond, func() error {
+		ictx, icancel := context.WithTimeout(ctx, time.Second)
+		defer icancel()
+		var err error
+		info, err = stream.Info(ictx)
+		return err
+	})
 	if info.State.Msgs != 3 || info.State.LastSeq != 3 {
 		t.Fatalf("after restart: %d msgs, last seq %d; want 3, 3", info.State.Msgs, info.State.LastSeq)
 	}
@@ -83,7 +90,9 @@ func TestNATSRestartKeepsStreamData(t *testing.T) {
 	s2.Shutdown()
 	s3 := RestartNATS(t, s2)
 	CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
-		info, err := stream.Info(ctx)
+		ictx, icancel := context.WithTimeout(ctx, time.Second)
+		defer icancel()
+		info, err := stream.Info(ictx)
 		if err != nil {
 			return err
 		}
