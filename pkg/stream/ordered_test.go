@@ -83,22 +83,7 @@ func checkOrdered(t *testing.T, ctx context.Context, js jetstream.JetStream, n N
 // them), ids repeated within a batch, and more messages than one atomic
 // batch holds; the stream ends with every message once, in order.
 func TestPublishOrderedDropsDuplicatesInOrder(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	_, url := testenv.NATS(t)
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := For("")
-	if _, err := js.CreateStream(ctx, streamConfig(n, Valid, Config{}.withDefaults())); err != nil {
-		t.Fatal(err)
-	}
+	ctx, js, n := validOnOneServer(t)
 	all := func(from, to int) []*nats.Msg {
 		var out []*nats.Msg
 		for seq := from; seq <= to; seq++ {
@@ -451,22 +436,7 @@ func testOrderedLeaderLoss(t *testing.T, newPublish func(jetstream.JetStream) pu
 // partition ends in order with each message once, in fewer commits than
 // calls.
 func TestGroupPublisherKeepsEachCallersOrder(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	_, url := testenv.NATS(t)
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := For("")
-	if _, err := js.CreateStream(ctx, streamConfig(n, Valid, Config{}.withDefaults())); err != nil {
-		t.Fatal(err)
-	}
+	ctx, js, n := validOnOneServer(t)
 	const partitions, total, size = 8, 1500, 50
 	g := NewGroupPublisher(js)
 	var wg sync.WaitGroup
@@ -502,22 +472,7 @@ func TestGroupPublisherKeepsEachCallersOrder(t *testing.T) {
 // TestGroupPublisherCallerLeavingKeepsTheOthersGoing: a caller whose
 // context ends while it waits leaves the queue; the others finish.
 func TestGroupPublisherCallerLeavingKeepsTheOthersGoing(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	_, url := testenv.NATS(t)
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := For("")
-	if _, err := js.CreateStream(ctx, streamConfig(n, Valid, Config{}.withDefaults())); err != nil {
-		t.Fatal(err)
-	}
+	ctx, js, n := validOnOneServer(t)
 	g := NewGroupPublisher(js)
 	const partitions, total, size = 6, 600, 20
 	var wg sync.WaitGroup
@@ -547,22 +502,7 @@ func TestGroupPublisherCallerLeavingKeepsTheOthersGoing(t *testing.T) {
 // TestPublishInOrderOnOneServer: batches with duplicates on a
 // single-replica stream end in order, each message once.
 func TestPublishInOrderOnOneServer(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	_, url := testenv.NATS(t)
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := For("")
-	if _, err := js.CreateStream(ctx, streamConfig(n, Valid, Config{}.withDefaults())); err != nil {
-		t.Fatal(err)
-	}
+	ctx, js, n := validOnOneServer(t)
 	dups := 0
 	for p := 0; p < 3; p++ {
 		for _, b := range orderedBatches(n, p, 3000, 700) {
@@ -580,4 +520,28 @@ func TestPublishInOrderOnOneServer(t *testing.T) {
 	if d, err := PublishInOrder(ctx, js, nil); d != 0 || err != nil {
 		t.Fatalf("empty batch: %d, %v", d, err)
 	}
+}
+
+// validOnOneServer starts a nats-server with a single-replica VALID stream
+// and returns a context bounded to a minute, a JetStream client and the
+// stream names.
+func validOnOneServer(t *testing.T) (context.Context, jetstream.JetStream, Names) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	_, url := testenv.NATS(t)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := For("")
+	if _, err := js.CreateStream(ctx, streamConfig(n, Valid, Config{}.withDefaults())); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, js, n
 }
