@@ -23,4 +23,3 @@ func TestPublishAllLosesOrderThroughLeaderLoss(t *testing.T) {
 		}
 	})
 }
-
