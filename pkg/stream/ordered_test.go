@@ -530,15 +530,7 @@ func validOnOneServer(t *testing.T) (context.Context, jetstream.JetStream, Names
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	_, url := testenv.NATS(t)
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testenv.JetStream(t, url)
 	n := For("")
 	if _, err := js.CreateStream(ctx, streamConfig(n, Valid, Config{}.withDefaults())); err != nil {
 		t.Fatal(err)

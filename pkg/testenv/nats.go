@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/embedded"
 )
@@ -61,4 +63,21 @@ func startNATS(t testing.TB, opts embedded.NATSOptions) *server.Server {
 		natsRuns.Delete(s)
 	})
 	return s
+}
+
+// JetStream connects a client to url and returns its JetStream context;
+// the connection is closed by t.Cleanup. It fails the test if either step
+// fails.
+func JetStream(t testing.TB, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatalf("testenv: connect %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("testenv: jetstream: %v", err)
+	}
+	return js
 }
