@@ -1,0 +1,417 @@
+// Package natsproc runs nats-server as a real child process for tests: built
+// once from the nats-server module in the build list, started from a config
+// file on a loopback port with its JetStream file store in a directory of
+// its own, SIGKILLed and restarted on the same port and store, alone or as
+// N routed nodes of one cluster. The in-process server of pkg/testenv shares
+// the test's address space and shuts down in order; this one crashes like a
+// deployed server does.
+package natsproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Module is the package Binary builds: the nats-server main package of the
+// module already in the test module's build list, so no network is needed
+// when the module cache holds it.
+const Module = "github.com/nats-io/nats-server/v2"
+
+// readyTimeout bounds the wait for a started server to report healthy
+// (JetStream recovered from its store; in a cluster, a meta leader known).
+const readyTimeout = 60 * time.Second
+
+// Binary builds nats-server into Dir once and hands out its path. The zero
+// value is not usable: set Dir (a directory that outlives the tests, e.g.
+// one TestMain removes). Safe for concurrent use.
+type Binary struct {
+	Dir string
+
+	once sync.Once
+	path string
+	err  error
+}
+
+// Path returns the path of the nats-server executable, building it on the
+// first call with `go build` run from the current directory (a test's
+// package directory, inside the module whose build list holds Module). It
+// fails the test if the build fails; later calls fail the same way.
+func (b *Binary) Path(t testing.TB) string {
+	t.Helper()
+	b.once.Do(func() {
+		if b.Dir == "" {
+			b.err = errors.New("natsproc: Binary.Dir is not set")
+			return
+		}
+		out := filepath.Join(b.Dir, "nats-server")
+		cmd := exec.Command("go", "build", "-o", out, Module)
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("natsproc: go build %s: %w\n%s", Module, err, msg)
+			return
+		}
+		b.path = out
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+// Options configure one server.
+type Options struct {
+	// Name is the server_name (default "rf-n1"); nodes of a cluster need
+	// distinct names.
+	Name string
+	// Dir holds the config file, the log and the store (Dir/store);
+	// default t.TempDir().
+	Dir string
+	// Port is the client port; 0 picks a free one on the first start.
+	Port int
+	// Cluster, if set, makes the server a node of a routed cluster.
+	Cluster *Cluster
+	// SyncInterval is the file store's sync_interval (default "always":
+	// every acknowledged write is on disk before the ack).
+	SyncInterval string
+	// Extra is appended to the generated config file verbatim.
+	Extra string
+}
+
+// Cluster describes the routes of one node.
+type Cluster struct {
+	Name   string // cluster name (default "rf")
+	Port   int    // this node's route port
+	Routes []int  // route ports of every node (this node's own is fine)
+}
+
+// Server is one nats-server child process. Its methods are safe to call
+// concurrently, except that Restart must not overlap another Restart or
+// Kill of the same server.
+type Server struct {
+	bin     string
+	opts    Options
+	conf    string
+	logPath string
+	mport   int
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+	log  *os.File
+}
+
+// Start starts one nats-server (see Options) and waits until it is healthy.
+// The process is killed by t.Cleanup. It fails the test if the server does
+// not come up; the error carries the tail of its log.
+func Start(t testing.TB, bin string, opts Options) *Server {
+	t.Helper()
+	s := newServer(t, bin, opts)
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = s.spawn(); err == nil {
+			if err = s.waitReady(); err == nil {
+				return s
+			}
+		}
+		s.Kill()
+		if opts.Port != 0 {
+			break // a fixed port is not ours to change
+		}
+		if s.opts.Port, s.mport, err = freePort2(); err != nil {
+			break
+		}
+		if err = s.writeConf(); err != nil {
+			break
+		}
+	}
+	t.Fatalf("natsproc: start %s: %v", s.opts.Name, err)
+	return nil
+}
+
+// StartCluster starts n routed nodes on loopback, named rf-n1 … rf-nN, each
+// with its own store, and waits until every node is healthy (which needs a
+// JetStream meta leader). It returns the servers and the comma-separated
+// client URL list. The processes are killed by t.Cleanup.
+func StartCluster(t testing.TB, bin string, n int) ([]*Server, string) {
+	t.Helper()
+	routes := make([]int, n)
+	for i := range routes {
+		p, err := freePort()
+		if err != nil {
+			t.Fatalf("natsproc: %v", err)
+		}
+		routes[i] = p
+	}
+	servers := make([]*Server, n)
+	urls := make([]string, n)
+	for i := range servers {
+		servers[i] = newServer(t, bin, Options{
+			Name:    fmt.Sprintf("rf-n%d", i+1),
+			Cluster: &Cluster{Port: routes[i], Routes: routes},
+		})
+		if err := servers[i].spawn(); err != nil {
+			t.Fatalf("natsproc: start %s: %v", servers[i].opts.Name, err)
+		}
+		urls[i] = servers[i].URL()
+	}
+	for _, s := range servers {
+		if err := s.waitReady(); err != nil {
+			t.Fatalf("natsproc: start %s: %v", s.opts.Name, err)
+		}
+	}
+	return servers, strings.Join(urls, ",")
+}
+
+func newServer(t testing.TB, bin string, opts Options) *Server {
+	t.Helper()
+	if opts.Name == "" {
+		opts.Name = "rf-n1"
+	}
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	if opts.SyncInterval == "" {
+		opts.SyncInterval = "always"
+	}
+	if opts.Cluster != nil && opts.Cluster.Name == "" {
+		opts.Cluster.Name = "rf"
+	}
+	s := &Server{bin: bin, opts: opts, conf: filepath.Join(opts.Dir, "nats.conf"), logPath: filepath.Join(opts.Dir, "nats.log")}
+	t.Cleanup(s.stop)
+	var err error
+	if s.opts.Port == 0 {
+		s.opts.Port, s.mport, err = freePort2()
+	} else {
+		s.mport, err = freePort()
+	}
+	if err == nil {
+		err = s.writeConf()
+	}
+	if err != nil {
+		t.Fatalf("natsproc: %v", err)
+	}
+	return s
+}
+
+// writeConf writes the server's config file.
+func (s *Server) writeConf() error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "server_name: %q\nlisten: \"127.0.0.1:%d\"\nhttp: \"127.0.0.1:%d\"\n", s.opts.Name, s.opts.Port, s.mport)
+	fmt.Fprintf(&b, "jetstream {\n  store_dir: %q\n  sync_interval: %s\n}\n", filepath.Join(s.opts.Dir, "store"), s.opts.SyncInterval)
+	if c := s.opts.Cluster; c != nil {
+		fmt.Fprintf(&b, "cluster {\n  name: %q\n  listen: \"127.0.0.1:%d\"\n  routes: [\n", c.Name, c.Port)
+		for _, p := range c.Routes {
+			fmt.Fprintf(&b, "    \"nats-route://127.0.0.1:%d\"\n", p)
+		}
+		b.WriteString("  ]\n}\n")
+	}
+	b.WriteString(s.opts.Extra)
+	return os.WriteFile(s.conf, []byte(b.String()), 0o600)
+}
+
+// URL returns the client URL, e.g. "nats://127.0.0.1:40123"; it stays the
+// same across Restart.
+func (s *Server) URL() string {
+	return "nats://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.opts.Port))
+}
+
+// Name returns the server_name.
+func (s *Server) Name() string { return s.opts.Name }
+
+// StoreDir returns the JetStream store directory.
+func (s *Server) StoreDir() string { return filepath.Join(s.opts.Dir, "store") }
+
+// LogPath returns the file the server's output goes to (every run appends).
+func (s *Server) LogPath() string { return s.logPath }
+
+// Running reports whether the process is alive.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done == nil {
+		return false
+	}
+	select {
+	case <-s.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill sends SIGKILL to the server, as a crash would, and waits until the
+// process has exited. What the file store had not synced is lost (with the
+// default sync_interval always, every acknowledged write survives). It does
+// nothing if the process is not running; it is safe to call twice.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	select {
+	case <-done:
+		return
+	default:
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+}
+
+// Restart kills the server if it is still running, starts it again on the
+// same ports with the same store, and waits until it is healthy. It fails
+// the test if the server does not come back.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	if err := s.RestartErr(); err != nil {
+		t.Fatalf("natsproc: %v", err)
+	}
+}
+
+// RestartErr is Restart for a goroutine that is not the test's own: it
+// returns the error instead of failing the test.
+func (s *Server) RestartErr() error {
+	s.Kill()
+	var err error
+	// The ports were ours a moment ago; a retry covers a slow release.
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = s.spawn(); err == nil {
+			if err = s.waitReady(); err == nil {
+				return nil
+			}
+		}
+		s.Kill()
+	}
+	return fmt.Errorf("restart %s on %s: %w", s.opts.Name, s.URL(), err)
+}
+
+// spawn starts the process once, without waiting for it to be ready.
+func (s *Server) spawn() error {
+	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logf, "--- natsproc: starting %s at %s\n", s.opts.Name, time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(s.bin, "-c", s.conf)
+	cmd.Dir = s.opts.Dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// The kernel kills the server if the test binary dies without its
+	// cleanups (a panic, -timeout).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	s.mu.Lock()
+	if s.log != nil {
+		s.log.Close() // the previous run's; that process has exited
+	}
+	s.cmd, s.done, s.log = cmd, done, logf
+	s.mu.Unlock()
+	return nil
+}
+
+// waitReady polls /healthz until it answers 200, the process exits or
+// readyTimeout has passed.
+func (s *Server) waitReady() error {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", s.mport)
+	client := &http.Client{Timeout: 2 * time.Second}
+	var last error
+	for {
+		select {
+		case <-done:
+			return fmt.Errorf("nats-server exited during start-up\n--- %s (tail):\n%s", s.logPath, tail(s.logPath, 20))
+		default:
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("healthz answered %s", resp.Status)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not healthy within %s: %w\n--- %s (tail):\n%s", readyTimeout, last, s.logPath, tail(s.logPath, 20))
+		case <-done:
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}
+
+// stop kills the process and closes its log; registered with t.Cleanup.
+func (s *Server) stop() {
+	s.Kill()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.log != nil {
+		s.log.Close()
+		s.log = nil
+	}
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("natsproc: free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// freePort2 returns two distinct free ports (client, monitoring).
+func freePort2() (int, int, error) {
+	a, err := freePort()
+	if err != nil {
+		return 0, 0, err
+	}
+	for i := 0; i < 10; i++ {
+		b, err := freePort()
+		if err != nil {
+			return 0, 0, err
+		}
+		if b != a {
+			return a, b, nil
+		}
+	}
+	return 0, 0, errors.New("natsproc: no second free port")
+}
+
+// tail returns the last n lines of the file at path, or why it cannot.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
