@@ -8,6 +8,7 @@ package faults
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -21,7 +22,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/receiptflow/receiptflow/e2e/faults/natsproc"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
@@ -40,12 +43,10 @@ var (
 	binDir    string
 	buildErr  error
 
-	fixtureOnce sync.Once
-	fixturePath string
-	fixtureErr  error
-	cleanOnce   sync.Once
-	cleanRun    *pipeline.RunResult
-	cleanErr    error
+	// dataDir holds the generated fixtures; TestMain removes it.
+	dataDir string
+	// natsBin builds the real nats-server of the broker tests once.
+	natsBin natsproc.Binary
 )
 
 func TestMain(m *testing.M) {
@@ -55,20 +56,22 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = filepath.Join(dir, "bin")
-	fixturePath = filepath.Join(dir, "events.ndjson")
+	dataDir = dir
+	natsBin.Dir = dir
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
-// binaries builds the three service binaries once.
+// binaries builds the three service binaries and receiptctl once.
 func binaries(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		cmd := exec.Command("go", "build", "-o", binDir+"/",
 			"github.com/receiptflow/receiptflow/services/validator",
 			"github.com/receiptflow/receiptflow/services/windower",
-			"github.com/receiptflow/receiptflow/services/publisher")
+			"github.com/receiptflow/receiptflow/services/publisher",
+			"github.com/receiptflow/receiptflow/services/receiptctl")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
@@ -85,43 +88,68 @@ var troubled = gen.Options{
 	DupRate: 0.05, DisorderRate: 0.2, LateRate: 0.02, InvalidRate: 0.02, V1Share: 0.3, OtherTypeShare: 0.1,
 }
 
-func fixture(t *testing.T) string {
+// dataset is one generated input and its clean run, each made once per
+// test binary.
+type dataset struct {
+	name string
+	opts gen.Options
+
+	fixtureOnce sync.Once
+	path        string
+	fixtureErr  error
+	cleanOnce   sync.Once
+	clean       *pipeline.RunResult
+	cleanErr    error
+}
+
+// troubledSet is the 100k-event input of the service fault tests.
+var troubledSet = &dataset{name: "troubled", opts: troubled}
+
+// fixture writes the dataset's NDJSON file once and returns its path.
+func (ds *dataset) fixture(t *testing.T) string {
 	t.Helper()
-	fixtureOnce.Do(func() {
+	ds.fixtureOnce.Do(func() {
 		var buf bytes.Buffer
-		if _, fixtureErr = gen.Write(&buf, troubled); fixtureErr == nil {
-			fixtureErr = os.WriteFile(fixturePath, buf.Bytes(), 0o644)
+		ds.path = filepath.Join(dataDir, ds.name+".ndjson")
+		if _, ds.fixtureErr = gen.Write(&buf, ds.opts); ds.fixtureErr == nil {
+			ds.fixtureErr = os.WriteFile(ds.path, buf.Bytes(), 0o644)
 		}
 	})
-	if fixtureErr != nil {
-		t.Fatal(fixtureErr)
+	if ds.fixtureErr != nil {
+		t.Fatal(ds.fixtureErr)
 	}
-	return fixturePath
+	return ds.path
 }
+
+// cleanRun is the in-process run of the dataset without faults that the
+// faulty runs are compared with.
+func (ds *dataset) cleanRun(t *testing.T) *pipeline.RunResult {
+	t.Helper()
+	path := ds.fixture(t)
+	ds.cleanOnce.Do(func() {
+		dir, _ := os.MkdirTemp("", "receiptflow-clean-")
+		defer os.RemoveAll(dir)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		ds.clean, ds.cleanErr = pipeline.Run(ctx, pipeline.RunConfig{Config: pipeline.Config{DataDir: dir}, Events: path, Now: ingestNow})
+		if ds.cleanErr == nil && !ds.clean.Report.Holds {
+			ds.cleanErr = fmt.Errorf("clean run: parity does not hold")
+		}
+	})
+	if ds.cleanErr != nil {
+		t.Fatal(ds.cleanErr)
+	}
+	return ds.clean
+}
+
+func fixture(t *testing.T) string { t.Helper(); return troubledSet.fixture(t) }
 
 // ingestNow is the ingest time of every run, so that the runs are judged
 // alike.
 var ingestNow = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
-// clean is the in-process run without faults every test compares with.
-func clean(t *testing.T) *pipeline.RunResult {
-	t.Helper()
-	path := fixture(t)
-	cleanOnce.Do(func() {
-		dir, _ := os.MkdirTemp("", "receiptflow-clean-")
-		defer os.RemoveAll(dir)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cleanRun, cleanErr = pipeline.Run(ctx, pipeline.RunConfig{Config: pipeline.Config{DataDir: dir}, Events: path, Now: ingestNow})
-		if cleanErr == nil && !cleanRun.Report.Holds {
-			cleanErr = fmt.Errorf("clean run: parity does not hold")
-		}
-	})
-	if cleanErr != nil {
-		t.Fatal(cleanErr)
-	}
-	return cleanRun
-}
+// clean is the clean run of the 100k-event input.
+func clean(t *testing.T) *pipeline.RunResult { t.Helper(); return troubledSet.cleanRun(t) }
 
 // proc is one service process, restarted whenever it dies until stopped.
 type proc struct {
@@ -223,50 +251,93 @@ func (p *proc) Restarts() int {
 
 // deployment is one faulty run's servers and service processes.
 type deployment struct {
-	t       *testing.T
+	t *testing.T
+	// ns is the in-process nats-server, nats the real nats-server process
+	// of a broker deployment; exactly one is set.
 	ns      *server.Server
+	nats    *natsproc.Server
 	natsURL string
 	redis   *testenv.RedisProc
+	env     []string
 	procs   []*proc
+}
+
+// setup says how deployWith builds a deployment.
+type setup struct {
+	failpoints string
+	// aof runs redis-server with appendfsync always.
+	aof bool
+	// broker runs nats-server as a real process on a file store with
+	// sync_interval always (natsproc) instead of in-process.
+	broker bool
+	// later leaves the services to startServices.
+	later bool
 }
 
 func deploy(t *testing.T, failpoints string, aof bool) *deployment {
 	t.Helper()
-	bin := binaries(t)
+	return deployWith(t, setup{failpoints: failpoints, aof: aof})
+}
+
+func deployWith(t *testing.T, s setup) *deployment {
+	t.Helper()
+	binaries(t)
 	d := &deployment{t: t}
-	d.ns, d.natsURL = testenv.NATS(t)
-	if aof {
+	if s.broker {
+		d.nats = natsproc.Start(t, natsBin.Path(t), natsproc.Options{})
+		d.natsURL = d.nats.URL()
+	} else {
+		d.ns, d.natsURL = testenv.NATS(t)
+	}
+	if s.aof {
 		d.redis = testenv.RedisServer(t, testenv.WithAOF())
 	} else {
 		d.redis = testenv.RedisServer(t)
 	}
-	env := []string{"NATS_URL=" + d.natsURL, "REDIS_URL=" + d.redis.URL(), "RECEIPTS_FAILPOINTS=" + failpoints}
-	d.procs = []*proc{
-		startProc(t, bin, "validator", env),
-		startProc(t, bin, "windower", env, "--instance", "0", "--instances", "2"),
-		startProc(t, bin, "windower", env, "--instance", "1", "--instances", "2"),
-		startProc(t, bin, "publisher", env),
+	d.env = []string{"NATS_URL=" + d.natsURL, "REDIS_URL=" + d.redis.URL(), "RECEIPTS_FAILPOINTS=" + s.failpoints}
+	if !s.later {
+		d.startServices()
 	}
 	return d
+}
+
+// startServices starts the validator, two windowers splitting the
+// partitions and the publisher, each restarted whenever it dies.
+func (d *deployment) startServices() {
+	t := d.t
+	t.Helper()
+	d.procs = []*proc{
+		startProc(t, binDir, "validator", d.env),
+		startProc(t, binDir, "windower", d.env, "--instance", "0", "--instances", "2"),
+		startProc(t, binDir, "windower", d.env, "--instance", "1", "--instances", "2"),
+		startProc(t, binDir, "publisher", d.env),
+	}
+}
+
+// admin connects the test's own client (reconnecting forever) and makes
+// sure the streams exist.
+func (d *deployment) admin(ctx context.Context) *pipeline.Conn {
+	t := d.t
+	t.Helper()
+	admin, err := pipeline.ConnectNATS(d.natsURL, "faults-admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	if err := stream.Ensure(ctx, admin.JS, stream.For(""), stream.Config{Partitions: 8}); err != nil {
+		t.Fatal(err)
+	}
+	return admin
 }
 
 // run ingests the fixture while chaos runs, waits for the pipeline to
 // drain and checks the outcome against the clean run.
 func (d *deployment) run(chaos func(ctx context.Context, ingested <-chan struct{})) {
 	t := d.t
-	want := clean(t)
 	path := fixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	admin, err := pipeline.ConnectNATS(d.natsURL, "faults-admin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	names := stream.For("")
-	if err := stream.Ensure(ctx, admin.JS, names, stream.Config{Partitions: 8}); err != nil {
-		t.Fatal(err)
-	}
+	admin := d.admin(ctx)
 	v, err := contract.NewValidator(contract.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -295,9 +366,32 @@ func (d *deployment) run(chaos func(ctx context.Context, ingested <-chan struct{
 	time.Sleep(2 * time.Second)
 	stopChaos()
 	<-chaosDone
+	d.logRestarts()
+	o := d.outcome(ctx, admin, troubledSet)
+	o.require(t)
+}
+
+// logRestarts logs how often each service process was restarted.
+func (d *deployment) logRestarts() {
+	var restarts []string
+	for _, p := range d.procs {
+		restarts = append(restarts, fmt.Sprintf("%s:%d", p.name, p.Restarts()))
+	}
+	d.t.Logf("restarts %v", restarts)
+}
+
+// outcome waits for the pipeline to drain and compares what it published
+// with the dataset's clean run and with the batch pass over its fixture.
+// It fails the test only for errors that leave nothing to compare.
+func (d *deployment) outcome(ctx context.Context, admin *pipeline.Conn, ds *dataset) *outcome {
+	t := d.t
+	t.Helper()
+	want := ds.cleanRun(t)
+	names := stream.For("")
 	services := []string{pipeline.Validator, pipeline.Windower, pipeline.Publisher}
 	if err := pipeline.WaitDrained(ctx, admin.JS, names, services, 8); err != nil {
-		t.Fatalf("pipeline did not drain: %v", err)
+		b, _, berr := pipeline.Backlog(context.Background(), admin.JS, names, services, 8)
+		t.Fatalf("pipeline did not drain: %v (backlog %v %v)", err, b, berr)
 	}
 	windows, err := pipeline.ReadWindows(ctx, admin.JS, names)
 	if err != nil {
@@ -307,49 +401,155 @@ func (d *deployment) run(chaos func(ctx context.Context, ingested <-chan struct{
 	if err != nil {
 		t.Fatal(err)
 	}
-	var restarts []string
-	for _, p := range d.procs {
-		restarts = append(restarts, fmt.Sprintf("%s:%d", p.name, p.Restarts()))
+	v, err := contract.NewValidator(contract.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("restarts %v", restarts)
-	if got, want := project(windows), project(want.Windows); !reflect.DeepEqual(got, want) {
-		for i := range max(len(got), len(want)) {
-			var g, w comparable
-			if i < len(got) {
-				g = got[i]
-			}
-			if i < len(want) {
-				w = want[i]
-			}
-			if g != w {
-				t.Errorf("window %d:\n got %+v\nwant %+v", i, g, w)
-			}
-		}
-		t.FailNow()
+	f, err := os.Open(ds.fixture(t))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got, want := lateIDs(late), lateIDs(want.Late); !reflect.DeepEqual(got, want) {
-		t.Fatalf("late events differ from the clean run: %d vs %d", len(got), len(want))
-	}
-	f.Seek(0, 0)
+	defer f.Close()
 	batch, err := reconcile.Count(f, reconcile.Options{Validator: v, DefaultIngestedAt: ingestNow, Partitions: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := reconcile.Compare(batch, windows, late)
-	if !rep.Holds || rep.Summary.Final != len(windows) {
-		t.Fatalf("parity: holds %v, %d final of %d windows, unexplained %v", rep.Holds, rep.Summary.Final, len(windows), rep.Unexplained)
-	}
-	// Zero events counted twice or lost, by event id: the digests of every
-	// window equal the batch pass's ids minus the late ones (Compare), and
-	// the totals add up.
-	var counted, dropped int64
+	o := compareRuns(project(windows), project(want.Windows))
+	o.lateGot, o.lateWant = lateIDs(late), lateIDs(want.Late)
+	o.report = reconcile.Compare(batch, windows, late)
 	for _, w := range windows {
-		counted += w.Count
-		dropped += w.LateDropped
+		o.counted += w.Count
+		o.dropped += w.LateDropped
 	}
-	if counted+dropped != int64(batch.Counted) {
-		t.Fatalf("counted %d + late %d != batch %d", counted, dropped, batch.Counted)
+	o.batchCounted = int64(batch.Counted)
+	o.missing = d.missingFromValid(ctx, admin, batch, o)
+	return o
+}
+
+// outcome is what a faulty run ended with, measured against the clean run.
+type outcome struct {
+	windows, equal int      // windows of the clean run, and how many are equal
+	lost, double   int64    // counts short of / beyond the clean run, summed over windows
+	diffs          []string // one line per differing window
+	lateGot        []string
+	lateWant       []string
+	report         *reconcile.Report
+	counted        int64
+	dropped        int64
+	batchCounted   int64
+	// missing are event ids the batch pass counted in a differing window
+	// that are not in VALID at all (lost before the windower).
+	missing []string
+}
+
+// compareRuns compares the projected windows of a faulty run with the
+// clean run's, window by window.
+func compareRuns(got, want []comparable) *outcome {
+	o := &outcome{windows: len(want)}
+	g := map[string]comparable{}
+	for _, w := range got {
+		g[w.ID] = w
 	}
+	seen := map[string]bool{}
+	for _, w := range want {
+		seen[w.ID] = true
+		x, ok := g[w.ID]
+		switch {
+		case !ok:
+			o.lost += w.Count
+			o.diffs = append(o.diffs, fmt.Sprintf("window %s missing; want %+v", w.ID, w))
+		case x == w:
+			o.equal++
+		default:
+			if x.Count < w.Count {
+				o.lost += w.Count - x.Count
+			} else {
+				o.double += x.Count - w.Count
+			}
+			o.diffs = append(o.diffs, fmt.Sprintf("window %s (count %+d)\n  got  %+v\n  want %+v", w.ID, x.Count-w.Count, x, w))
+		}
+	}
+	for _, x := range got {
+		if !seen[x.ID] {
+			o.double += x.Count
+			o.diffs = append(o.diffs, fmt.Sprintf("window %s not in the clean run: %+v", x.ID, x))
+		}
+	}
+	return o
+}
+
+// ok reports whether the run equals the clean run in every respect.
+func (o *outcome) ok() bool {
+	return len(o.diffs) == 0 && reflect.DeepEqual(o.lateGot, o.lateWant) && o.report.Holds &&
+		o.report.Summary.Final == o.windows && o.counted+o.dropped == o.batchCounted
+}
+
+// require fails the test with everything that differs.
+func (o *outcome) require(t *testing.T) {
+	t.Helper()
+	if o.ok() {
+		return
+	}
+	if len(o.diffs) > 0 {
+		t.Errorf("%d of %d windows differ from the clean run: %d events short, %d beyond", len(o.diffs), o.windows, o.lost, o.double)
+		for _, d := range o.diffs {
+			t.Errorf("%s", d)
+		}
+	}
+	if len(o.missing) > 0 {
+		t.Errorf("%d counted ids of differing windows are not in VALID at all (lost between RAW and VALID), e.g. %v", len(o.missing), o.missing[:min(len(o.missing), 10)])
+	}
+	if !reflect.DeepEqual(o.lateGot, o.lateWant) {
+		t.Errorf("late events differ from the clean run: %d vs %d", len(o.lateGot), len(o.lateWant))
+	}
+	if !o.report.Holds || o.report.Summary.Final != o.windows {
+		t.Errorf("parity: holds %v, %d final of %d windows, %d unexplained", o.report.Holds, o.report.Summary.Final, o.windows, len(o.report.Unexplained))
+		for i, u := range o.report.Unexplained {
+			if i == 10 {
+				t.Errorf("  … %d more", len(o.report.Unexplained)-10)
+				break
+			}
+			t.Errorf("  %s %s %s: %s", u.WindowID, u.Kind, u.EventID, u.Detail)
+		}
+	}
+	if o.counted+o.dropped != o.batchCounted {
+		t.Errorf("counted %d + late %d != batch %d", o.counted, o.dropped, o.batchCounted)
+	}
+	t.FailNow()
+}
+
+// missingFromValid lists the ids the batch pass counted in the windows
+// that differ which VALID does not hold: such an event was lost by the
+// validator (acknowledged in RAW, never published to VALID). It returns
+// nil when every window is equal or VALID cannot be read.
+func (d *deployment) missingFromValid(ctx context.Context, admin *pipeline.Conn, batch *reconcile.Batch, o *outcome) []string {
+	if len(o.diffs) == 0 {
+		return nil
+	}
+	inValid := map[string]bool{}
+	err := stream.ReadAll(ctx, admin.JS, stream.For("").Stream(stream.Valid), func(m jetstream.Msg) error {
+		var ev struct {
+			EventID string `json:"event_id"`
+		}
+		if json.Unmarshal(m.Data(), &ev) == nil && ev.EventID != "" {
+			inValid[ev.EventID] = true
+		}
+		return nil
+	})
+	if err != nil {
+		d.t.Logf("reading VALID for missing ids: %v", err)
+		return nil
+	}
+	var out []string
+	for _, id := range batch.WindowIDs() {
+		for _, ev := range batch.Windows[id].IDs {
+			if !inValid[ev] {
+				out = append(out, ev)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 type comparable struct {

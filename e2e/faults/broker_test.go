@@ -1,0 +1,157 @@
+package faults
+
+// Broker chaos (issue 11, deliverable 9): a real nats-server process on a
+// file store with sync_interval always is SIGKILLed and restarted on the
+// same port and store while the services deliver a backlog, while
+// receiptctl ingest publishes, and together with redis-server (AOF,
+// appendfsync always). Every final window must equal the clean run's and
+// parity must hold. Each kill waits for work in flight (RAW growing, the
+// backlog shrinking), so every one interrupts something; the seed of the
+// schedule is logged.
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/pipeline"
+)
+
+// brokerTimeout bounds one broker test from deployment to verdict.
+const brokerTimeout = 4 * time.Minute
+
+// ingestKills places k kills of ingest-time chaos at evenly spread
+// fractions of the input, each moved by up to ±4% at random, and calls
+// kill when RAW reaches each one. It returns how many kills happened while
+// ingest was still running.
+func ingestKills(ctx context.Context, r *rand.Rand, admin *pipeline.Conn, ip *ingestProc, k int, kill func(i int)) int {
+	done := 0
+	for i := range k {
+		f := float64(i+1)/float64(k+1) + (r.Float64()-0.5)*0.08
+		if !untilRAW(ctx, admin, ip, uint64(f*brokerEvents)) {
+			break
+		}
+		kill(i)
+		done++
+	}
+	return done
+}
+
+// deliveryKills calls kill up to k times while the services work through
+// their backlog, each time after they have processed at least a k-th of
+// what was pending at the start (so they are mid-batch, not reconnecting)
+// and a random moment more. It returns how many kills it made before the
+// backlog was empty.
+func deliveryKills(ctx context.Context, r *rand.Rand, admin *pipeline.Conn, k int, kill func(i int)) int {
+	start, ok := untilProgress(ctx, admin, 0, 0)
+	if !ok {
+		return 0
+	}
+	step := max(start/uint64(3*k), 1)
+	from := start
+	for i := range k {
+		n, ok := untilProgress(ctx, admin, from, step)
+		if !ok {
+			return i
+		}
+		time.Sleep(time.Duration(r.IntN(150)) * time.Millisecond) // part of the schedule: land inside a pull batch
+		kill(i)
+		from = n
+	}
+	return k
+}
+
+func TestBrokerSIGKILLDuringDelivery(t *testing.T) {
+	r := chaosRand(t)
+	want := brokerSet.cleanRun(t)
+	d := deployWith(t, setup{broker: true, later: true})
+	ctx, cancel := context.WithTimeout(context.Background(), brokerTimeout)
+	defer cancel()
+	admin := d.admin(ctx)
+	// The whole input is in RAW before the services start: they consume a
+	// backlog, and every restart lands during delivery.
+	ip := d.startIngest(ctx, brokerSet.fixture(t))
+	ip.wait()
+	d.startServices()
+	const k = 10
+	kills := deliveryKills(ctx, r, admin, k, func(int) { d.killNATS(t, r) })
+	d.logRestarts()
+	t.Logf("%d SIGKILLs of nats-server during delivery", kills)
+	o := d.outcome(ctx, admin, brokerSet)
+	t.Logf("%d of %d windows equal the clean run's (%d events counted there)", o.equal, o.windows, countOf(want))
+	o.require(t)
+	if kills < 9 {
+		t.Fatalf("only %d of %d nats-server kills happened before the backlog drained: the input is too small for the schedule", kills, k)
+	}
+}
+
+func TestBrokerSIGKILLDuringIngest(t *testing.T) {
+	r := chaosRand(t)
+	brokerSet.cleanRun(t)
+	d := deployWith(t, setup{broker: true})
+	ctx, cancel := context.WithTimeout(context.Background(), brokerTimeout)
+	defer cancel()
+	admin := d.admin(ctx)
+	ip := d.startIngest(ctx, brokerSet.fixture(t))
+	const k = 4
+	kills := ingestKills(ctx, r, admin, ip, k, func(int) { d.killNATS(t, r) })
+	ip.wait()
+	d.logRestarts()
+	t.Logf("%d SIGKILLs of nats-server during ingest (ingest ran %d times)", kills, ip.attempts)
+	o := d.outcome(ctx, admin, brokerSet)
+	o.require(t)
+	if kills < 3 {
+		t.Fatalf("only %d of %d nats-server kills happened before ingest finished", kills, k)
+	}
+}
+
+func TestBrokerAndRedisSIGKILL(t *testing.T) {
+	r := chaosRand(t)
+	brokerSet.cleanRun(t)
+	d := deployWith(t, setup{broker: true, aof: true})
+	ctx, cancel := context.WithTimeout(context.Background(), brokerTimeout)
+	defer cancel()
+	admin := d.admin(ctx)
+	ip := d.startIngest(ctx, brokerSet.fixture(t))
+	// During ingest nats-server three times, redis-server twice, in a
+	// random order; then both again while the services drain the backlog.
+	order := r.Perm(5)
+	natsIngest, redisKills := 0, 0
+	ingestKills(ctx, r, admin, ip, 5, func(i int) {
+		if order[i] < 3 {
+			d.killNATS(t, r)
+			natsIngest++
+		} else {
+			d.killRedis(t)
+			redisKills++
+		}
+	})
+	ip.wait()
+	natsDelivery := 0
+	deliveryKills(ctx, r, admin, 4, func(i int) {
+		if i%2 == 0 {
+			d.killNATS(t, r)
+			natsDelivery++
+		} else {
+			d.killRedis(t)
+			redisKills++
+		}
+	})
+	d.logRestarts()
+	t.Logf("SIGKILLs: nats-server %d during ingest and %d during delivery, redis-server %d", natsIngest, natsDelivery, redisKills)
+	o := d.outcome(ctx, admin, brokerSet)
+	o.require(t)
+	if natsIngest < 3 || redisKills < 3 {
+		t.Fatalf("the schedule did not happen: %d nats-server kills during ingest (want 3), %d redis-server kills (want ≥ 3)", natsIngest, redisKills)
+	}
+}
+
+// countOf sums the counts of a run's windows.
+func countOf(res *pipeline.RunResult) int64 {
+	var n int64
+	for _, w := range res.Windows {
+		n += w.Count
+	}
+	return n
+}
