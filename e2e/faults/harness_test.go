@@ -496,6 +496,9 @@ func (o *outcome) require(t *testing.T) {
 			t.Errorf("%s", d)
 		}
 	}
+	if len(o.diffs) > 0 && len(o.missing) == 0 {
+		t.Errorf("every id the batch pass counted is in VALID: the events were lost or counted twice after VALID")
+	}
 	if len(o.missing) > 0 {
 		t.Errorf("%d counted ids of differing windows are not in VALID at all (lost between RAW and VALID), e.g. %v", len(o.missing), o.missing[:min(len(o.missing), 10)])
 	}
