@@ -20,7 +20,7 @@ ifneq ($(wildcard services/dashboard/*.go),)
 BINARIES += dashboard
 endif
 
-.PHONY: all build test vet unit faults e2e bench demo handoff clean
+.PHONY: all build test vet unit faults chaos e2e bench demo handoff clean
 
 all: build
 
@@ -42,9 +42,21 @@ unit:
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(UNIT_PKGS)
 
 ## faults: the process-level fault tests (services from services/ as separate
-## processes, real redis-server, in-process nats-server, 100k events each)
+## processes, real redis-server; in-process nats-server with 100k events, and
+## the broker chaos tests with a real nats-server process SIGKILLed during
+## delivery and ingest, 24k events). RECEIPTFLOW_FAULTS_SEED=N replays a
+## broker test's kill schedule (each logs its seed).
 faults:
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -v $(TESTFLAGS) ./e2e/faults
+
+## chaos: the chaos soak, not part of test or CI: random SIGKILLs of every
+## process (services, nats-server, redis-server, ingest), rounds until at
+## least CHAOS_KILLS kills, each round compared with the clean run; the last
+## line "chaos: ..." has the figures (docs/recovery.md records runs).
+CHAOS_KILLS   ?= 100
+CHAOS_TIMEOUT ?= 60m
+chaos:
+	RECEIPTFLOW_CHAOS_KILLS=$(CHAOS_KILLS) $(GO) test -tags chaos -count=1 -timeout $(CHAOS_TIMEOUT) -v -run '^TestChaos$$' $(TESTFLAGS) ./e2e/faults
 
 ## e2e: the end-to-end suite only
 e2e:

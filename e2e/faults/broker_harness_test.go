@@ -44,6 +44,13 @@ const seedEnv = "RECEIPTFLOW_FAULTS_SEED"
 // is logged so that a failing schedule can be run again.
 func chaosRand(t testing.TB) *rand.Rand {
 	t.Helper()
+	seed := chaosSeed(t)
+	return rand.New(rand.NewPCG(seed, seed^0x5eed))
+}
+
+// chaosSeed returns and logs the seed chaosRand uses.
+func chaosSeed(t testing.TB) uint64 {
+	t.Helper()
 	seed := rand.Uint64()
 	if s := os.Getenv(seedEnv); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
@@ -53,7 +60,7 @@ func chaosRand(t testing.TB) *rand.Rand {
 		seed = v
 	}
 	t.Logf("chaos seed %d (run again with %s=%d)", seed, seedEnv, seed)
-	return rand.New(rand.NewPCG(seed, seed^0x5eed))
+	return seed
 }
 
 // ingestProc runs `receiptctl ingest` against the deployment until it exits

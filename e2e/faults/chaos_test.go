@@ -1,0 +1,152 @@
+//go:build chaos
+
+package faults
+
+// The chaos soak (`make chaos`, not in CI): rounds of the broker input,
+// each on a fresh deployment (real nats-server process with sync_interval
+// always, redis-server with appendfsync always, the services as processes,
+// receiptctl ingest as a process), while random SIGKILLs hit every process
+// — validator, both windowers, publisher, nats-server, redis-server and
+// ingest while it runs — until the input has drained. Rounds go on until
+// at least RECEIPTFLOW_CHAOS_KILLS kills (default 100) were made. Every
+// round is compared with the clean run; the last line is the summary:
+//
+//	chaos: seed S, N rounds, K kills (validator a, windower b, …), E events, W/T windows equal, L lost, D double counted, parity failed F, duration
+//
+// "lost" and "double counted" are the counts a window is short of, or
+// beyond, the clean run's, summed over windows.
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// chaosRoundTimeout bounds one round from deployment to verdict.
+const chaosRoundTimeout = 10 * time.Minute
+
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive integer", name, s)
+	}
+	return n
+}
+
+// chaosFigures accumulates the rounds of one soak.
+type chaosFigures struct {
+	rounds, events, windows, equal, parityFailed int
+	lost, double                                 int64
+	kills                                        map[string]int
+}
+
+func (f *chaosFigures) total() int {
+	n := 0
+	for _, k := range f.kills {
+		n += k
+	}
+	return n
+}
+
+func (f *chaosFigures) String() string {
+	var names []string
+	for n := range f.kills {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var per []string
+	for _, n := range names {
+		per = append(per, fmt.Sprintf("%s %d", n, f.kills[n]))
+	}
+	return fmt.Sprintf("%d rounds, %d kills (%s), %d events, %d/%d windows equal, %d lost, %d double counted, parity failed %d",
+		f.rounds, f.total(), strings.Join(per, ", "), f.events, f.equal, f.windows, f.lost, f.double, f.parityFailed)
+}
+
+func TestChaos(t *testing.T) {
+	seed := chaosSeed(t)
+	r := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	target := envInt(t, "RECEIPTFLOW_CHAOS_KILLS", 100)
+	maxRounds := envInt(t, "RECEIPTFLOW_CHAOS_ROUNDS", 20)
+	brokerSet.cleanRun(t)
+	began := time.Now()
+	fig := &chaosFigures{kills: map[string]int{}}
+	for round := 1; fig.total() < target && round <= maxRounds; round++ {
+		t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) { chaosRound(t, r, fig) })
+	}
+	line := fmt.Sprintf("chaos: seed %d, %s, %s", seed, fig, time.Since(began).Round(time.Second))
+	t.Log(line)
+	fmt.Println(line)
+	if fig.total() < target {
+		t.Errorf("only %d kills in %d rounds (want %d)", fig.total(), fig.rounds, target)
+	}
+}
+
+// chaosRound runs the input once through a fresh deployment under random
+// SIGKILLs and adds its figures to fig.
+func chaosRound(t *testing.T, r *rand.Rand, fig *chaosFigures) {
+	d := deployWith(t, setup{broker: true, aof: true})
+	ctx, cancel := context.WithTimeout(context.Background(), chaosRoundTimeout)
+	defer cancel()
+	admin := d.admin(ctx)
+	ip := d.startIngest(ctx, brokerSet.fixture(t))
+	victims := []string{"validator", "windower-0", "windower-1", "publisher", "nats-server", "redis-server", "ingest"}
+	kills := map[string]int{}
+	for ctx.Err() == nil {
+		time.Sleep(time.Duration(100+r.IntN(300)) * time.Millisecond) // the schedule's interval
+		if ip.finished() {
+			if n, known := pending(ctx, admin); known && n == 0 {
+				break
+			}
+		}
+		v := victims[r.IntN(len(victims))]
+		switch v {
+		case "validator":
+			d.procs[0].kill()
+		case "windower-0":
+			d.procs[1].kill()
+		case "windower-1":
+			d.procs[2].kill()
+		case "publisher":
+			d.procs[3].kill()
+		case "nats-server":
+			d.killNATS(t, r)
+		case "redis-server":
+			d.killRedis(t)
+		case "ingest":
+			if !ip.kill() {
+				continue // not running: nothing to kill
+			}
+		}
+		kills[v]++
+	}
+	ip.wait()
+	o := d.outcome(ctx, admin, brokerSet)
+	fig.rounds++
+	fig.events += brokerEvents
+	fig.windows += o.windows
+	fig.equal += o.equal
+	fig.lost += o.lost
+	fig.double += o.double
+	if !o.report.Holds {
+		fig.parityFailed++
+	}
+	n := 0
+	for v, k := range kills {
+		fig.kills[v] += k
+		n += k
+	}
+	t.Logf("round %d: %d kills %v, %d/%d windows equal, %d lost, %d double counted, parity holds %v",
+		fig.rounds, n, kills, o.equal, o.windows, o.lost, o.double, o.report.Holds)
+	o.require(t)
+}
