@@ -422,7 +422,8 @@ func (d *deployment) outcome(ctx context.Context, admin *pipeline.Conn, ds *data
 		o.dropped += w.LateDropped
 	}
 	o.batchCounted = int64(batch.Counted)
-	o.missing = d.missingFromValid(ctx, admin, batch, o)
+	o.missingRaw = d.missingFrom(ctx, admin, stream.Raw, batch, o)
+	o.missing = d.missingFrom(ctx, admin, stream.Valid, batch, o)
 	return o
 }
 
@@ -437,9 +438,9 @@ type outcome struct {
 	counted        int64
 	dropped        int64
 	batchCounted   int64
-	// missing are event ids the batch pass counted in a differing window
-	// that are not in VALID at all (lost before the windower).
-	missing []string
+	// missing and missingRaw are event ids the batch pass counted that
+	// VALID, or RAW, does not hold at all (set only when windows differ).
+	missing, missingRaw []string
 }
 
 // compareRuns compares the projected windows of a faulty run with the
@@ -499,8 +500,11 @@ func (o *outcome) require(t *testing.T) {
 	if len(o.diffs) > 0 && len(o.missing) == 0 {
 		t.Errorf("every id the batch pass counted is in VALID: the events were lost or counted twice after VALID")
 	}
+	if len(o.missingRaw) > 0 {
+		t.Errorf("%d counted ids are not in RAW at all (lost by ingest or by the broker after its ack), e.g. %v", len(o.missingRaw), o.missingRaw[:min(len(o.missingRaw), 10)])
+	}
 	if len(o.missing) > 0 {
-		t.Errorf("%d counted ids of differing windows are not in VALID at all (lost between RAW and VALID), e.g. %v", len(o.missing), o.missing[:min(len(o.missing), 10)])
+		t.Errorf("%d counted ids are not in VALID at all (lost between RAW and VALID), e.g. %v", len(o.missing), o.missing[:min(len(o.missing), 10)])
 	}
 	if !reflect.DeepEqual(o.lateGot, o.lateWant) {
 		t.Errorf("late events differ from the clean run: %d vs %d", len(o.lateGot), len(o.lateWant))
@@ -521,32 +525,33 @@ func (o *outcome) require(t *testing.T) {
 	t.FailNow()
 }
 
-// missingFromValid lists the ids the batch pass counted in the windows
-// that differ which VALID does not hold: such an event was lost by the
-// validator (acknowledged in RAW, never published to VALID). It returns
-// nil when every window is equal or VALID cannot be read.
-func (d *deployment) missingFromValid(ctx context.Context, admin *pipeline.Conn, batch *reconcile.Batch, o *outcome) []string {
+// missingFrom lists the ids the batch pass counted that the stream base
+// (stream.Raw, stream.Valid) does not hold: missing from VALID, an event
+// was lost by the validator (acknowledged in RAW, never published to
+// VALID); missing from RAW, by the broker or ingest. It returns nil when
+// every window is equal or the stream cannot be read.
+func (d *deployment) missingFrom(ctx context.Context, admin *pipeline.Conn, base string, batch *reconcile.Batch, o *outcome) []string {
 	if len(o.diffs) == 0 {
 		return nil
 	}
-	inValid := map[string]bool{}
-	err := stream.ReadAll(ctx, admin.JS, stream.For("").Stream(stream.Valid), func(m jetstream.Msg) error {
+	held := map[string]bool{}
+	err := stream.ReadAll(ctx, admin.JS, stream.For("").Stream(base), func(m jetstream.Msg) error {
 		var ev struct {
 			EventID string `json:"event_id"`
 		}
 		if json.Unmarshal(m.Data(), &ev) == nil && ev.EventID != "" {
-			inValid[ev.EventID] = true
+			held[ev.EventID] = true
 		}
 		return nil
 	})
 	if err != nil {
-		d.t.Logf("reading VALID for missing ids: %v", err)
+		d.t.Logf("reading %s for missing ids: %v", base, err)
 		return nil
 	}
 	var out []string
 	for _, id := range batch.WindowIDs() {
 		for _, ev := range batch.Windows[id].IDs {
-			if !inValid[ev] {
+			if !held[ev] {
 				out = append(out, ev)
 			}
 		}
