@@ -266,8 +266,48 @@ func (s *Server) Kill() {
 		return
 	default:
 	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Process.Signal(syscall.SIGKILL) // a paused process dies too
 	<-done
+}
+
+// Signal sends sig to the running server: SIGTERM (or SIGINT) shuts it
+// down in order, SIGUSR2 puts it in lame-duck mode (it leaves after
+// lame_duck_duration, at least 30 s; set it with Options.Extra). It
+// returns an error if the server is not running. Exited tells when it is
+// gone; Restart starts it again.
+func (s *Server) Signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	if cmd == nil {
+		return errors.New("natsproc: server never started")
+	}
+	select {
+	case <-done:
+		return fmt.Errorf("natsproc: %s is not running", s.opts.Name)
+	default:
+	}
+	return cmd.Process.Signal(sig)
+}
+
+// Pause stops the server's process (SIGSTOP) without killing it: a
+// stalled node. Resume continues it.
+func (s *Server) Pause() error { return s.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() error { return s.Signal(syscall.SIGCONT) }
+
+// Exited returns a channel closed when the current process has exited; a
+// closed channel if none was started.
+func (s *Server) Exited() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return s.done
 }
 
 // Restart kills the server if it is still running, starts it again on the

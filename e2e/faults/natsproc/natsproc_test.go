@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,5 +113,35 @@ func TestClusterNodeRestartsOnItsStore(t *testing.T) {
 	servers[0].Kill()
 	lastSeq(t, js, "S", want) // two of three nodes keep the stream available
 	servers[0].Restart(t)
+	lastSeq(t, js, "S", want)
+}
+
+func TestStopPauseAndRestart(t *testing.T) {
+	s := Start(t, bin.Path(t), Options{})
+	js := connect(t, s.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s"}, Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+	want := publish(t, js, "s", 50)
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Running() {
+		t.Fatal("a paused server is not running")
+	}
+	if err := s.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	lastSeq(t, js, "S", want)
+	if err := s.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-s.Exited()
+	if err := s.Signal(syscall.SIGTERM); err == nil {
+		t.Fatal("Signal to an exited server: no error")
+	}
+	s.Restart(t)
 	lastSeq(t, js, "S", want)
 }
