@@ -62,6 +62,21 @@ func deliveryKills(ctx context.Context, r *rand.Rand, admin *pipeline.Conn, k in
 	return k
 }
 
+// TestBrokerNoFaults is the control of the broker tests: the same
+// processes and input without a kill must already equal the clean
+// in-process run, so a broker test's failure is the faults' doing.
+func TestBrokerNoFaults(t *testing.T) {
+	brokerSet.cleanRun(t)
+	d := deployWith(t, setup{broker: true, aof: true})
+	ctx, cancel := context.WithTimeout(context.Background(), brokerTimeout)
+	defer cancel()
+	admin := d.admin(ctx)
+	ip := d.startIngest(ctx, brokerSet.fixture(t))
+	ip.wait()
+	o := d.outcome(ctx, admin, brokerSet)
+	o.require(t)
+}
+
 func TestBrokerSIGKILLDuringDelivery(t *testing.T) {
 	r := chaosRand(t)
 	want := brokerSet.cleanRun(t)
@@ -155,3 +170,4 @@ func countOf(res *pipeline.RunResult) int64 {
 	}
 	return n
 }
+
