@@ -170,4 +170,3 @@ func countOf(res *pipeline.RunResult) int64 {
 	}
 	return n
 }
-
