@@ -55,7 +55,7 @@ func deliveryKills(ctx context.Context, r *rand.Rand, admin *pipeline.Conn, k in
 		if !ok {
 			return i
 		}
-		time.Sleep(time.Duration(r.IntN(150)) * time.Millisecond) // part of the schedule: land inside a pull batch
+		time.Sleep(time.Duration(r.IntN(100)) * time.Millisecond) // part of the schedule: land inside a pull batch
 		kill(i)
 		from = n
 	}
