@@ -6,6 +6,7 @@ package contract
 
 import (
 	"encoding/json"
+	"strings"
 
 	"testing"
 	"time"
@@ -80,24 +81,13 @@ func TestTimeBounds(t *testing.T) {
 			} else if mustMarshal(t, e) == nil {
 				t.Errorf("%s: the valid event does not encode", tc.name)
 			}
-		} else if r, ok := AsReject(err); !ok || r.Reason != tc.reason || !contains(r.Detail, tc.detail) {
+		} else if r, ok := AsReject(err); !ok || r.Reason != tc.reason || !strings.Contains(r.Detail, tc.detail) {
 			t.Errorf("%s: %v, want %s with %q", tc.name, err, tc.reason, tc.detail)
 		}
 		if _, diff := compareFastSchema(v, tc.rec, at); diff != "" {
 			t.Errorf("%s: %s", tc.name, diff)
 		}
 	}
-}
-
-func contains(s, sub string) bool { return len(sub) == 0 || indexOf(s, sub) >= 0 }
-
-func indexOf(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
 }
 
 // mustMarshal encodes e as JSON, failing t on an error.
