@@ -25,11 +25,13 @@ func (c *Checked) Counts() bool { return c.Type == TypeSubmitted }
 // rejects it returns the same *RejectError; for a valid one it fills c with
 // the fields of the event Validate returns, without building the event
 // (no copy of the strings or the payload). c is overwritten only when the
-// record is valid. Safe for concurrent use with distinct c.
-func (v *Validator) Check(raw []byte, defaultIngestedAt time.Time, c *Checked) error {
+// record is valid. receivedAt is the record's received time, as for
+// Validate: it stands in for a missing ingested_at and bounds both times.
+// Safe for concurrent use with distinct c.
+func (v *Validator) Check(raw []byte, receivedAt time.Time, c *Checked) error {
 	if !v.schemaOnly {
 		var fr fastRecord
-		if v.fast(raw, defaultIngestedAt, &fr) {
+		if v.fast(raw, receivedAt, &fr) {
 			id, pk := fr.vals[fxEventID], fr.vals[fxPartitionKey]
 			*c = Checked{
 				EventID:      raw[id.start:id.end:id.end],
@@ -41,7 +43,7 @@ func (v *Validator) Check(raw []byte, defaultIngestedAt time.Time, c *Checked) e
 			return nil
 		}
 	}
-	e, err := v.validateSchema(raw, defaultIngestedAt)
+	e, err := v.validateSchema(raw, receivedAt)
 	if err != nil {
 		return err
 	}

@@ -38,14 +38,17 @@ import (
 //     precheck of plain literals within ±2^53);
 //   - occurred_at and ingested_at are strings without escapes that
 //     parseTimestamp accepts (format date-time accepts all of them), UTC
-//     for occurred_at, not before 2000;
+//     for occurred_at, not before 2000 and before year 9999 (the same
+//     range for the v1 event time);
 //   - partition_key is a string without escapes of 1–128 characters and
 //     producer_version one of at most 64 (minLength, maxLength, counted in
 //     code points as the library does);
 //   - payload is an object nested at most fastMaxDepth levels (with the
 //     record) without a repeated key at any depth (type object; the
 //     reader's duplicate and depth checks);
-//   - the event time is at most MaxFutureSkew after ingested_at.
+//   - the event time and ingested_at are at most MaxFutureSkew after the
+//     received time, and the event time at most MaxFutureSkew after
+//     ingested_at.
 
 // Indexes of the top-level fields in fastRecord.vals and the seen mask.
 const (
@@ -123,7 +126,7 @@ func (f *fastRecord) has(i int) bool { return f.seen&(1<<i) != 0 }
 // fast checks raw on the fast path. It returns true, with fr filled, only
 // for a record that the schema path accepts with the same event; false
 // says nothing about the record.
-func (v *Validator) fast(raw []byte, defaultIngestedAt time.Time, fr *fastRecord) bool {
+func (v *Validator) fast(raw []byte, receivedAt time.Time, fr *fastRecord) bool {
 	if len(raw) > v.opts.MaxSize { // Size(raw) <= len(raw)
 		return false
 	}
@@ -174,26 +177,27 @@ func (v *Validator) fast(raw []byte, defaultIngestedAt time.Time, fr *fastRecord
 
 	if fr.version == 1 {
 		n, ok := plainInt(val(fxOccurredMinute))
-		if !ok || n < minEventMinute || n > maxSafeInt {
+		if !ok || n < minEventMinute || n >= maxEventMinute {
 			return false
 		}
 		fr.occurred = time.Unix(n*60, 0).UTC()
 	} else {
 		t, err := parseTimestamp(val(fxOccurredAt), true)
-		if err != nil || t.Before(minEventTime) {
+		if err != nil || t.Before(minEventTime) || !t.Before(maxEventTime) {
 			return false
 		}
 		fr.occurred = t
 	}
-	fr.ingested = defaultIngestedAt.UTC()
+	limit := receivedAt.Add(v.opts.MaxFutureSkew)
+	fr.ingested = receivedAt.UTC()
 	if fr.has(fxIngestedAt) {
 		t, err := parseTimestamp(val(fxIngestedAt), false)
-		if err != nil {
+		if err != nil || t.Before(minEventTime) || !t.Before(maxEventTime) || t.After(limit) {
 			return false
 		}
 		fr.ingested = t
 	}
-	if fr.occurred.Sub(fr.ingested) > v.opts.MaxFutureSkew {
+	if fr.occurred.After(limit) || fr.occurred.Sub(fr.ingested) > v.opts.MaxFutureSkew {
 		return false
 	}
 

@@ -312,7 +312,7 @@ func TestHostileBigIntegers(t *testing.T) {
 		{name: "occurred_minute 60,000 digits", rec: v1rec("int-om4", map[string]any{"occurred_minute": raw(huge)}), reason: ReasonInvalidField, id: "int-om4", detail: "beyond ±2^53"},
 		{name: "occurred_minute 1e999999999", rec: v1rec("int-om5", map[string]any{"occurred_minute": raw("1e999999999")}), reason: ReasonInvalidField, id: "int-om5", detail: "without fraction or exponent"},
 		{name: "occurred_minute 2.9936775e7", rec: v1rec("int-om6", map[string]any{"occurred_minute": raw("2.9936775e7")}), reason: ReasonInvalidField, id: "int-om6", detail: "without fraction or exponent"},
-		{name: "occurred_minute exactly 2^53", rec: v1rec("int-om7", map[string]any{"occurred_minute": raw("9007199254740992")}), reason: ReasonFutureTimestamp, id: "int-om7"},
+		{name: "occurred_minute exactly 2^53", rec: v1rec("int-om7", map[string]any{"occurred_minute": raw("9007199254740992")}), reason: ReasonBadTimestamp, id: "int-om7"},
 		{name: "receipt_id a huge number", rec: v2rec("int-r", map[string]any{"receipt_id": raw("1e999999999")}), reason: ReasonInvalidField, id: "int-r", detail: "receipt_id must be string"},
 		{name: "payload 2^53+1", rec: v2rec("int-p1", map[string]any{"payload": raw(`{"n":9007199254740993}`)}), id: "int-p1"},
 		{name: "payload 60,000 digits", rec: v2rec("int-p2", map[string]any{"payload": raw(`{"n":` + huge + `}`)}), id: "int-p2"},
@@ -344,9 +344,10 @@ func TestHostileBigIntegers(t *testing.T) {
 }
 
 // TestHostileTimes: event times before 2000-01-01 (negative, zero, the
-// epoch), unparsable ones and ones Go cannot hold are bad_timestamp; a time
-// in year 9999 parses and is future_timestamp. The same holds for v1
-// (minutes) and v2 (RFC 3339), and for ingested_at.
+// epoch), unparsable ones, ones Go cannot hold and ones in year 9999 or
+// later (not representable) are bad_timestamp; the last instant of 9998
+// parses and is future_timestamp. The same holds for v1 (minutes) and v2
+// (RFC 3339), and for ingested_at.
 func TestHostileTimes(t *testing.T) {
 	v := newValidator(t, Options{})
 	om := func(name string, val any, reason Reason, detail string) hostile {
@@ -363,7 +364,7 @@ func TestHostileTimes(t *testing.T) {
 		om("zero", 0, ReasonBadTimestamp, "before 2000"),
 		om("one minute before 2000", 15778079, ReasonBadTimestamp, "before 2000"),
 		om("exactly 2000", 15778080, "", ""),
-		om("year 9999", 253402300740/60, ReasonFutureTimestamp, "after ingested_at"),
+		om("year 9999", 253402300740/60, ReasonBadTimestamp, "year 9999 or later"),
 		om("a string", "29936775", ReasonBadTimestamp, "must be an integer number of minutes"),
 		om("null", raw("null"), ReasonBadTimestamp, "must be an integer number of minutes"),
 		om("true", true, ReasonBadTimestamp, "must be an integer number of minutes"),
@@ -373,7 +374,8 @@ func TestHostileTimes(t *testing.T) {
 		oa("the epoch", "1970-01-01T00:00:00Z", ReasonBadTimestamp, "before 2000"),
 		oa("1 ns before 2000", "1999-12-31T23:59:59.999999999Z", ReasonBadTimestamp, "before 2000"),
 		oa("exactly 2000", "2000-01-01T00:00:00Z", "", ""),
-		oa("year 9999", "9999-12-31T23:59:59.999999999Z", ReasonFutureTimestamp, "after ingested_at"),
+		oa("year 9999", "9999-12-31T23:59:59.999999999Z", ReasonBadTimestamp, "year 9999 or later"),
+		oa("last instant of 9998", "9998-12-31T23:59:59.999999999Z", ReasonFutureTimestamp, "after the received time"),
 		oa("year 10000", "10000-01-01T00:00:00Z", ReasonBadTimestamp, ""),
 		oa("February 30", "2026-02-30T10:15:00Z", ReasonBadTimestamp, ""),
 		oa("hour 24", "2026-12-02T24:00:00Z", ReasonBadTimestamp, ""),
@@ -389,10 +391,11 @@ func TestHostileTimes(t *testing.T) {
 		ia("negative year", "-2026-12-02T10:15:00Z", ReasonBadTimestamp, "ingested_at"),
 		ia("unparsable", "now", ReasonBadTimestamp, "ingested_at"),
 		ia("a number", 0, ReasonBadTimestamp, "ingested_at"),
-		// An event cannot have happened 2,026 years after it was ingested.
-		ia("year zero", "0000-01-01T00:00:00Z", ReasonFutureTimestamp, "after ingested_at"),
-		// Ingested long after it happened is fine (a replay of old data).
-		ia("year 9999", "9999-12-31T23:59:59Z", "", ""),
+		ia("year zero", "0000-01-01T00:00:00Z", ReasonBadTimestamp, "ingested_at 0000-01-01T00:00:00Z is before 2000"),
+		ia("the epoch", "1970-01-01T00:00:00Z", ReasonBadTimestamp, "ingested_at 1970-01-01T00:00:00Z is before 2000"),
+		ia("year 9999", "9999-12-31T23:59:59Z", ReasonBadTimestamp, "year 9999 or later"),
+		// A producer's ingested_at is bounded by the received time too.
+		ia("year 2100", "2100-01-01T00:00:00Z", ReasonFutureTimestamp, "after the received time"),
 	}
 	for _, h := range cases {
 		h.check(t, v)
@@ -416,7 +419,7 @@ func TestHostileFutureTimestamp(t *testing.T) {
 	cases := []hostile{
 		{name: "5 min after ingest", rec: v2rec("f1", at("2026-12-02T10:05:00Z")), id: "f1"},
 		{name: "5 min 1 ms after ingest", rec: v2rec("f2", at("2026-12-02T10:05:00.001Z")), reason: ReasonFutureTimestamp, id: "f2", detail: "after ingested_at 2026-12-02T10:00:00Z (limit 5m0s)"},
-		{name: "4 hours after ingest", rec: v2rec("f3", at("2026-12-02T14:00:00Z")), reason: ReasonFutureTimestamp, id: "f3", detail: "after ingested_at"},
+		{name: "4 hours after ingest", rec: v2rec("f3", at("2026-12-02T14:00:00Z")), reason: ReasonFutureTimestamp, id: "f3", detail: "2h0m0s after the received time"},
 		{name: "v1 6 min after ingest", rec: v1rec("f4", map[string]any{"occurred_minute": 29936766, "ingested_at": "2026-12-02T10:00:00Z"}), reason: ReasonFutureTimestamp, id: "f4"},
 		{name: "no ingested_at: the ingest time decides", rec: v2rec("f5", map[string]any{"occurred_at": "2026-12-02T12:06:00Z"}), reason: ReasonFutureTimestamp, id: "f5", detail: "2026-12-02T12:00:00Z"},
 		{name: "ingested_at with an offset", rec: v2rec("f6", map[string]any{"occurred_at": "2026-12-02T10:06:00Z", "ingested_at": "2026-12-02T11:00:00+01:00"}), reason: ReasonFutureTimestamp, id: "f6"},

@@ -14,6 +14,34 @@ const MinEventUnix = 946684800
 // minEventTime is MinEventUnix as a time.
 var minEventTime = time.Unix(MinEventUnix, 0).UTC()
 
+// MaxEventUnix is 9999-01-01T00:00:00Z in seconds since the Unix epoch: a
+// time at or after it is not representable (SPEC section 2: year ≥ 9999)
+// and is rejected bad_timestamp, as event time and as ingested_at. Every
+// time the contract accepts, and the end of its window, stays within what
+// RFC 3339 and Go's time encoders can write (years 0 to 9999), so no stage
+// after the validator can fail on it.
+const MaxEventUnix = 253370764800
+
+// maxEventTime is MaxEventUnix as a time.
+var maxEventTime = time.Unix(MaxEventUnix, 0).UTC()
+
+// maxEventMinute is MaxEventUnix in minutes: the first occurred_minute of
+// year 9999.
+const maxEventMinute = MaxEventUnix / 60
+
+// outOfRange describes why t, a parsed time, is not an accepted time of the
+// contract, or returns "" when it is one: from 2000-01-01T00:00:00Z
+// (inclusive) to 9999-01-01T00:00:00Z (exclusive).
+func outOfRange(t time.Time) string {
+	switch {
+	case t.Before(minEventTime):
+		return "is before " + minEventTime.Format(time.RFC3339)
+	case !t.Before(maxEventTime):
+		return "is in year 9999 or later, which is not representable"
+	}
+	return ""
+}
+
 // minEventMinute is MinEventUnix in minutes (the v1 schema's minimum of
 // occurred_minute).
 const minEventMinute = MinEventUnix / 60

@@ -121,8 +121,12 @@ func (v *Validator) Options() Options { return v.opts }
 // OccurredAt and IngestedAt in UTC, Payload a copy of the record's payload
 // text and Fingerprint set. A v1 record is upcast (occurred_minute × 60 s
 // becomes OccurredAt); SchemaVersion keeps the version the record was
-// written in. ingested_at comes from the record when present, else from
-// defaultIngestedAt (the time ingest accepted the record).
+// written in. receivedAt is the record's received time: the time the
+// broker stored it (the RAW message's JetStream timestamp) in the
+// streaming pass, the time the run or ingest took it in elsewhere. It
+// stands in for ingested_at when the record has none, and it bounds both
+// times of the record (SPEC section 2): a producer clock can never move a
+// watermark ahead of the broker's.
 //
 // A record that breaks the contract returns a *RejectError (matched by the
 // reason's sentinel with errors.Is) whose Detail names the field and whose
@@ -144,10 +148,15 @@ func (v *Validator) Options() Options { return v.opts }
 //     not a date-time, or occurred_minute before 2000: bad_timestamp; any
 //     other violation: invalid_field. When several apply, that order
 //     decides;
-//  7. event time before 2000-01-01T00:00:00Z, occurred_at not UTC, or a
-//     date-time Go cannot hold (a leap second): bad_timestamp;
-//  8. event time more than MaxFutureSkew after ingested_at:
-//     future_timestamp.
+//  7. event time (occurred_at or occurred_minute) before
+//     2000-01-01T00:00:00Z or in year 9999 or later, occurred_at not UTC,
+//     or a date-time Go cannot hold (a leap second): bad_timestamp; then
+//     the same for a producer-written ingested_at (any offset allowed,
+//     judged in UTC): bad_timestamp;
+//  8. future_timestamp, checked in this order: the event time later than
+//     receivedAt + MaxFutureSkew; a producer-written ingested_at later than
+//     receivedAt + MaxFutureSkew; the event time more than MaxFutureSkew
+//     after ingested_at.
 //
 // A record of the common valid form (top-level keys and strings without
 // escapes, a payload nested at most 32 levels) is read once, in place, and
@@ -155,27 +164,27 @@ func (v *Validator) Options() Options { return v.opts }
 // record, and every one that breaks a rule, is decoded and checked by the
 // JSON Schema library, which decides the rejection. Both give the same
 // result. Validate does not keep raw. It is safe for concurrent use.
-func (v *Validator) Validate(raw []byte, defaultIngestedAt time.Time) (Event, error) {
+func (v *Validator) Validate(raw []byte, receivedAt time.Time) (Event, error) {
 	if validateHook != nil {
-		validateHook(v, raw, defaultIngestedAt)
+		validateHook(v, raw, receivedAt)
 	}
 	if !v.schemaOnly {
 		var fr fastRecord
-		if v.fast(raw, defaultIngestedAt, &fr) {
+		if v.fast(raw, receivedAt, &fr) {
 			return fr.event(raw), nil
 		}
 	}
-	return v.validateSchema(raw, defaultIngestedAt)
+	return v.validateSchema(raw, receivedAt)
 }
 
 // validateHook, when set, is given every record Validate is given. Only the
 // tests set it (before any Validate call), to hold the fast path to the
 // schema path on every record they use.
-var validateHook func(v *Validator, raw []byte, defaultIngestedAt time.Time)
+var validateHook func(v *Validator, raw []byte, receivedAt time.Time)
 
 // validateSchema is Validate on the schema path: decode the record into a
 // map, check it with the JSON Schema library, then build the event.
-func (v *Validator) validateSchema(raw []byte, defaultIngestedAt time.Time) (Event, error) {
+func (v *Validator) validateSchema(raw []byte, receivedAt time.Time) (Event, error) {
 	if len(raw) > v.opts.MaxSize { // else Size(raw) <= len(raw) is within the limit
 		if size := Size(raw); size > v.opts.MaxSize {
 			return Event{}, Reject(ReasonTooLarge, PeekEventID(raw),
@@ -217,7 +226,7 @@ func (v *Validator) validateSchema(raw []byte, defaultIngestedAt time.Time) (Eve
 	if err := sch.Validate(f); err != nil {
 		return Event{}, schemaReject(err, f, id)
 	}
-	return v.build(&rec, version, id, defaultIngestedAt)
+	return v.build(&rec, version, id, receivedAt)
 }
 
 // checkKeys rejects repeated keys and case variants of contract fields.
@@ -295,8 +304,8 @@ func isPlainInt(s string) bool {
 }
 
 // build reads a schema-valid record into an Event and applies the checks
-// the schema cannot express.
-func (v *Validator) build(rec *record, version int, id string, defaultIngestedAt time.Time) (Event, error) {
+// the schema cannot express (rules 7 and 8 of Validate).
+func (v *Validator) build(rec *record, version int, id string, receivedAt time.Time) (Event, error) {
 	f := rec.fields
 	e := Event{
 		SchemaVersion: version,
@@ -313,32 +322,35 @@ func (v *Validator) build(rec *record, version int, id string, defaultIngestedAt
 		if rej != nil {
 			return Event{}, rej
 		}
-		if n < minEventMinute {
-			return Event{}, Reject(ReasonBadTimestamp, id, "occurred_minute %d is before %s", n, minEventTime.Format(time.RFC3339))
+		e.OccurredAt = time.Unix(n*60, 0).UTC() // |n| <= 2^53: n*60 fits int64
+		if n < minEventMinute || n >= maxEventMinute {
+			return Event{}, Reject(ReasonBadTimestamp, id, "occurred_minute %d %s", n, outOfRange(e.OccurredAt))
 		}
-		e.OccurredAt = time.Unix(n*60, 0).UTC()
 	} else {
 		s := f[fieldOccurredAt].(string)
 		t, err := parseTimestamp(s, true)
 		if err != nil {
 			return Event{}, Reject(ReasonBadTimestamp, id, "occurred_at %s: %v", short(s), err)
 		}
-		if t.Before(minEventTime) {
-			return Event{}, Reject(ReasonBadTimestamp, id, "occurred_at %s is before %s", short(s), minEventTime.Format(time.RFC3339))
+		if why := outOfRange(t); why != "" {
+			return Event{}, Reject(ReasonBadTimestamp, id, "occurred_at %s %s", short(s), why)
 		}
 		e.OccurredAt = t
 	}
-	e.IngestedAt = defaultIngestedAt.UTC()
-	if s, ok := f[fieldIngestedAt].(string); ok {
+	e.IngestedAt = receivedAt.UTC()
+	s, written := f[fieldIngestedAt].(string)
+	if written {
 		t, err := parseTimestamp(s, false)
 		if err != nil {
 			return Event{}, Reject(ReasonBadTimestamp, id, "ingested_at %s: %v", short(s), err)
 		}
+		if why := outOfRange(t); why != "" {
+			return Event{}, Reject(ReasonBadTimestamp, id, "ingested_at %s %s", short(s), why)
+		}
 		e.IngestedAt = t
 	}
-	if skew := e.OccurredAt.Sub(e.IngestedAt); skew > v.opts.MaxFutureSkew {
-		return Event{}, Reject(ReasonFutureTimestamp, id, "event time %s is %v after ingested_at %s (limit %v)",
-			e.OccurredAt.Format(time.RFC3339Nano), skew, e.IngestedAt.Format(time.RFC3339Nano), v.opts.MaxFutureSkew)
+	if rej := v.future(e.OccurredAt, e.IngestedAt, receivedAt, written, id); rej != nil {
+		return Event{}, rej
 	}
 	payload := f[fieldPayload]
 	if rec.payload != nil {
@@ -346,6 +358,29 @@ func (v *Validator) build(rec *record, version int, id string, defaultIngestedAt
 	}
 	e.Fingerprint = fingerprint(&e, payload)
 	return e, nil
+}
+
+// future applies rule 8 of Validate to an event that occurred at occurred
+// and was ingested at ingested (written tells whether the record carried
+// ingested_at, else ingested is receivedAt), or returns nil: the three
+// bounds are checked in the order Validate documents, and the first one
+// broken names the rejection.
+func (v *Validator) future(occurred, ingested, receivedAt time.Time, written bool, id string) *RejectError {
+	skew := v.opts.MaxFutureSkew
+	limit := receivedAt.Add(skew)
+	if occurred.After(limit) {
+		return Reject(ReasonFutureTimestamp, id, "event time %s is %v after the received time %s (limit %v)",
+			occurred.Format(time.RFC3339Nano), occurred.Sub(receivedAt), receivedAt.UTC().Format(time.RFC3339Nano), skew)
+	}
+	if written && ingested.After(limit) {
+		return Reject(ReasonFutureTimestamp, id, "ingested_at %s is %v after the received time %s (limit %v)",
+			ingested.Format(time.RFC3339Nano), ingested.Sub(receivedAt), receivedAt.UTC().Format(time.RFC3339Nano), skew)
+	}
+	if d := occurred.Sub(ingested); d > skew {
+		return Reject(ReasonFutureTimestamp, id, "event time %s is %v after ingested_at %s (limit %v)",
+			occurred.Format(time.RFC3339Nano), d, ingested.Format(time.RFC3339Nano), skew)
+	}
+	return nil
 }
 
 // internType returns the constant for a valid type.

@@ -197,11 +197,11 @@ func TestValidateRejects(t *testing.T) {
 		{"bad time beats invalid field", with(v2, map[string]any{"occurred_at": "x", "amount": 1}), reject{ReasonBadTimestamp, "evt-1", ""}},
 
 		// future_timestamp
-		{"future by default clock", with(v2, map[string]any{"occurred_at": "2026-12-02T12:05:00.001Z"}), reject{ReasonFutureTimestamp, "evt-1", "after ingested_at"}},
+		{"future by default clock", with(v2, map[string]any{"occurred_at": "2026-12-02T12:05:00.001Z"}), reject{ReasonFutureTimestamp, "evt-1", "after the received time"}},
 		{"future by record ingested_at", with(v2, map[string]any{"ingested_at": "2026-12-02T10:00:00Z", "occurred_at": "2026-12-02T10:06:00Z"}), reject{ReasonFutureTimestamp, "evt-1", "2026-12-02T10:00:00Z"}},
 		{"future v1", with(v1, map[string]any{"occurred_minute": 29936886}), reject{ReasonFutureTimestamp, "evt-1", ""}},
-		{"future year 9999", with(v2, map[string]any{"occurred_at": "9999-12-31T23:59:59.999999999Z"}), reject{ReasonFutureTimestamp, "evt-1", ""}},
-		{"future v1 near 2^53", with(v1, map[string]any{"occurred_minute": raw("9007199254740992")}), reject{ReasonFutureTimestamp, "evt-1", ""}},
+		{"year 9999", with(v2, map[string]any{"occurred_at": "9999-12-31T23:59:59.999999999Z"}), reject{ReasonBadTimestamp, "evt-1", "year 9999"}},
+		{"v1 near 2^53", with(v1, map[string]any{"occurred_minute": raw("9007199254740992")}), reject{ReasonBadTimestamp, "evt-1", "year 9999"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -344,10 +344,10 @@ func TestValidateIngestedAt(t *testing.T) {
 	if e.IngestedAt.Location() != time.UTC || e.IngestedAt != e.IngestedAt.Round(0) {
 		t.Errorf("IngestedAt %v: want UTC without monotonic clock", e.IngestedAt)
 	}
-	// The record's ingested_at wins over the default for the future check.
+	// The record's ingested_at cannot lift the bound of the received time.
 	rec := with(v2Fields(), map[string]any{"occurred_at": "2026-12-02T13:00:00Z", "ingested_at": "2026-12-02T12:59:00Z"})
-	if _, err := v.Validate(rec, clock); err != nil {
-		t.Errorf("event 1m after its own ingested_at: %v", err)
+	if _, err := v.Validate(rec, clock); !errors.Is(err, ErrFutureTimestamp) {
+		t.Errorf("event 1m after its own ingested_at, 1h after the received time: %v, want future_timestamp", err)
 	}
 }
 

@@ -45,6 +45,11 @@ type RunConfig struct {
 	// Now is the ingest time stamped on records without ingested_at, and
 	// given to the batch pass for the same records (default: start time).
 	Now time.Time
+	// StallTimeout bounds the wait for the drain: when no consumer of the
+	// pipeline acknowledges anything new for this long while work is left,
+	// Run stops with a *StuckError naming the stuck stage. Zero means
+	// DefaultStallTimeout; negative waits until ctx ends.
+	StallTimeout time.Duration
 }
 
 // TraceRow is one line of trace.ndjson: what happened to one message.
@@ -171,7 +176,7 @@ func Run(ctx context.Context, rc RunConfig) (*RunResult, error) {
 	if res.Ingest, err = ingest.FileAtRate(ctx, in, f, rc.Rate, nil); err != nil {
 		return nil, err
 	}
-	if err := p.WaitDrained(ctx, nil); err != nil {
+	if err := p.drain(ctx, rc.StallTimeout); err != nil {
 		return nil, fmt.Errorf("run: waiting for the pipeline to drain: %w", err)
 	}
 	stopProgress()

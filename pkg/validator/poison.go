@@ -16,7 +16,7 @@ const DefaultMaxDeliveries = 5
 
 // validateFunc is the shape of (*contract.Validator).Validate; the service
 // calls it through a field so tests can make one record fail.
-type validateFunc func(raw []byte, defaultIngestedAt time.Time) (contract.Event, error)
+type validateFunc func(raw []byte, receivedAt time.Time) (contract.Event, error)
 
 // heartbeatID is the VALID message id of the heartbeat at RAW sequence seq
 // of partition p. The '/' is outside the event id alphabet, so no event id
@@ -46,7 +46,9 @@ func (s *Service) poison(meta *jetstream.MsgMetadata, raw []byte) *contract.Reje
 // the validator or an error that is not a contract violation would otherwise
 // fail the batch on every delivery and block the partition. A record ingest
 // cut to a bounded prefix (ingest.HdrOrigSize) is too_large with its full
-// size in the detail.
+// size in the detail. The record's received time is the broker's: the RAW
+// message's JetStream timestamp (SPEC section 2), so neither a producer's
+// ingested_at nor this process's clock can move a watermark ahead of it.
 func (s *Service) validateOne(m jetstream.Msg) (ev contract.Event, rej *contract.RejectError) {
 	raw := m.Data()
 	defer func() {
@@ -67,7 +69,11 @@ func (s *Service) validateOne(m jetstream.Msg) (ev contract.Event, rej *contract
 			"record is %d bytes, more than the limit of %d (ingest kept the first %d bytes)",
 			size, s.cfg.Validator.Options().MaxSize, len(raw))
 	}
-	ev, err := s.validate(raw, s.cfg.Now())
+	received := s.cfg.Now() // only for a message without JetStream metadata
+	if meta, err := m.Metadata(); err == nil {
+		received = meta.Timestamp
+	}
+	ev, err := s.validate(raw, received)
 	if err == nil {
 		return ev, nil
 	}

@@ -322,20 +322,27 @@ func TestConflictSurvivesHostileIngestedAt(t *testing.T) {
 		return []byte(`{"schema_version":2,"event_id":"` + id + `","receipt_id":"r1","type":"submitted","occurred_at":"` + occurred +
 			`","ingested_at":"` + ingested + `","partition_key":"store-a","producer_version":"p","payload":` + payload + `}`)
 	}
+	// The times are days before today: a record ingested after the broker
+	// stored it is future_timestamp (SPEC section 2), not a hostile valid
+	// record, so "3 days later" must still lie in the past.
+	day0 := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -7)
+	at := func(days int, clock string) string {
+		return day0.AddDate(0, 0, days).Format("2006-01-02") + "T" + clock + "Z"
+	}
 	for _, tc := range []struct {
 		name     string
 		between  []byte
 		conflict []byte
 	}{
 		{"a record ingested 3 days later in between",
-			rec("other-1", "2026-12-02T10:20:00Z", "2026-12-05T10:00:00Z", `{}`),
-			rec("x-1", "2026-12-02T11:15:00Z", "2026-12-02T11:16:00Z", `{"v":2}`)},
+			rec("other-1", at(3, "10:20:00"), at(6, "10:00:00"), `{}`),
+			rec("x-1", at(3, "11:15:00"), at(3, "11:16:00"), `{"v":2}`)},
 		{"the conflicting record ingested 4 days earlier", nil,
-			rec("x-1", "2026-11-28T11:15:00Z", "2026-11-28T11:16:00Z", `{"v":2}`)},
+			rec("x-1", at(-1, "11:15:00"), at(-1, "11:16:00"), `{"v":2}`)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, 0)
-			batches := [][]byte{rec("x-1", "2026-12-02T10:15:00Z", "2026-12-02T10:16:00Z", `{"v":1}`), tc.between, tc.conflict}
+			batches := [][]byte{rec("x-1", at(3, "10:15:00"), at(3, "10:16:00"), `{"v":1}`), tc.between, tc.conflict}
 			for _, b := range batches {
 				if b == nil {
 					continue

@@ -64,8 +64,10 @@ type Config struct {
 	// Registerer receives the metrics (nil: none).
 	Registerer prometheus.Registerer
 	Failpoints *failpoint.Set
-	// Now gives the ingested_at of a record that has none (default
-	// time.Now); ingest always stamps one, so this is a fallback.
+	// Now gives the received time of a message whose JetStream metadata
+	// cannot be read (default time.Now); every RAW message has it, so this
+	// is a fallback. The received time is otherwise the RAW message's
+	// JetStream timestamp.
 	Now func() time.Time
 	// MaxDeliveries bounds how often one RAW record is delivered before it
 	// is given up as poison: a record delivered more often goes to REJECTED

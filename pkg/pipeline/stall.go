@@ -1,0 +1,203 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/stream"
+)
+
+// DefaultStallTimeout is RunConfig.StallTimeout when it is zero: a run
+// whose consumers acknowledge nothing new for a minute while work is left
+// cannot drain.
+const DefaultStallTimeout = 60 * time.Second
+
+// ErrStuck matches every *StuckError with errors.Is.
+var ErrStuck = errors.New("pipeline stuck")
+
+// StuckError says that a run could not drain: for Stall, no consumer of
+// the pipeline acknowledged a message it had not acknowledged before,
+// while some still had work.
+type StuckError struct {
+	// Stall is how long nothing moved.
+	Stall time.Duration
+	// Stages are the stuck services (Validator, Windower, Publisher), in
+	// pipeline order: those with a consumer whose backlog did not move, or
+	// whose consumer does not exist.
+	Stages []string
+	// Backlog is the backlog (pending plus unacknowledged) of each stuck
+	// consumer, by "STREAM/consumer".
+	Backlog map[string]uint64
+	// Missing lists the expected consumers that do not exist, by service.
+	Missing map[string]int
+	// Crashes is how often each service died and was restarted during the
+	// stall (a service that keeps crashing on one message never moves).
+	Crashes map[string]int
+}
+
+func (e *StuckError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "no progress for %v; stuck at %s", e.Stall, strings.Join(e.Stages, ", "))
+	for _, svc := range e.Stages {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(e.Backlog)) {
+			if serviceOf(k) == svc {
+				parts = append(parts, fmt.Sprintf("%s backlog %d", k, e.Backlog[k]))
+			}
+		}
+		if n := e.Missing[svc]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d consumers missing", n))
+		}
+		if n := e.Crashes[svc]; n > 0 {
+			parts = append(parts, fmt.Sprintf("crashed %d times", n))
+		}
+		fmt.Fprintf(&b, "; %s: %s", svc, strings.Join(parts, ", "))
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrStuck) true.
+func (e *StuckError) Is(target error) bool { return target == ErrStuck }
+
+// consumerState is what the stall watch reads of one consumer.
+type consumerState struct {
+	// ackFloor is the last stream sequence acknowledged with everything
+	// before it; it only moves when the consumer processed something.
+	ackFloor uint64
+	backlog  uint64
+}
+
+// serviceOf names the service of a "STREAM/consumer" key (the durable
+// names of the services' consumers start with the service name).
+func serviceOf(key string) string {
+	_, name, _ := strings.Cut(key, "/")
+	for _, svc := range []string{Validator, Windower, Publisher} {
+		if strings.HasPrefix(name, svc) {
+			return svc
+		}
+	}
+	return name
+}
+
+// consumers reads the state of every consumer of the pipeline's services.
+func (p *Pipeline) consumers(ctx context.Context) (map[string]consumerState, error) {
+	out := map[string]consumerState{}
+	for _, base := range []string{stream.Raw, stream.Valid, stream.Changes} {
+		st, err := p.Admin.JS.Stream(ctx, p.Names.Stream(base))
+		if err != nil {
+			return nil, err
+		}
+		l := st.ListConsumers(ctx)
+		for ci := range l.Info() {
+			if !ownsConsumer(p.Names, ci.Name) {
+				continue
+			}
+			out[ci.Stream+"/"+ci.Name] = consumerState{ackFloor: ci.AckFloor.Stream, backlog: ci.NumPending + uint64(ci.NumAckPending)}
+		}
+		if err := l.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// drain waits until every consumer has processed everything in its stream
+// (seen three polls in a row), as WaitDrained does, but gives up with a
+// *StuckError when for stall (DefaultStallTimeout if zero; negative: no
+// bound) no consumer's acknowledged floor moved past the highest it had
+// reached, and no expected consumer appeared. Progress is measured by the
+// floor, not the backlog: a crash-looping service whose consumer is
+// recreated at its checkpoint shows the same floor again, never a higher.
+func (p *Pipeline) drain(ctx context.Context, stall time.Duration) error {
+	if stall == 0 {
+		stall = DefaultStallTimeout
+	}
+	want := map[string]int{}
+	for _, svc := range p.cfg.Services {
+		if svc == Publisher {
+			want[svc] = 1
+		} else {
+			want[svc] = p.cfg.Partitions
+		}
+	}
+	floors := map[string]uint64{} // highest ack floor seen, by consumer
+	last := map[string]consumerState{}
+	moved := time.Now()
+	crashesAt := p.Crashes()
+	quiet := 0
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		cs, err := p.consumers(ctx)
+		if err != nil {
+			quiet = 0
+			continue // e.g. the server restarting; try again
+		}
+		have := map[string]int{}
+		var total uint64
+		for k, c := range cs {
+			have[serviceOf(k)]++
+			total += c.backlog
+			if f, seen := floors[k]; !seen || c.ackFloor > f {
+				floors[k] = c.ackFloor
+				moved = time.Now()
+				crashesAt = p.Crashes()
+			}
+		}
+		last = cs
+		complete := true
+		for svc, n := range want {
+			if have[svc] < n {
+				complete = false
+			}
+		}
+		if complete && total == 0 {
+			if quiet++; quiet >= 3 {
+				return nil
+			}
+			continue
+		}
+		quiet = 0
+		if stall < 0 || time.Since(moved) < stall {
+			continue
+		}
+		e := &StuckError{Stall: stall, Backlog: map[string]uint64{}, Missing: map[string]int{}, Crashes: map[string]int{}}
+		for k, c := range last {
+			if c.backlog > 0 {
+				e.Backlog[k] = c.backlog
+			}
+		}
+		for svc, n := range want {
+			if have[svc] < n {
+				e.Missing[svc] = n - have[svc]
+			}
+		}
+		now := p.Crashes()
+		for svc, n := range now {
+			if d := n - crashesAt[svc]; d > 0 {
+				e.Crashes[svc] = d
+			}
+		}
+		for _, svc := range []string{Validator, Windower, Publisher} {
+			stuck := e.Missing[svc] > 0
+			for k := range e.Backlog {
+				stuck = stuck || serviceOf(k) == svc
+			}
+			if stuck {
+				e.Stages = append(e.Stages, svc)
+			}
+		}
+		p.cfg.Logger.Error("run cannot drain", "stages", e.Stages, "backlog", e.Backlog, "crashes", e.Crashes, "stall", stall)
+		return e
+	}
+}
