@@ -3,7 +3,7 @@
 -- classify against the partition watermark, update window partials, advance
 -- the checkpoint.
 --
--- KEYS[1]          checkpoint hash  (seq, wm, retired, entries, pub)
+-- KEYS[1]          checkpoint hash  (seq, wm, retired, entries, pub, busy)
 -- KEYS[2]          window index zset (member window id, score start ms)
 -- KEYS[2+j]        partial hash of window j, j = 1..W (n, corr, late, ver,
 --                  otv, d1, d2)
@@ -28,7 +28,17 @@
 -- "l:<ver>:<wm>" routed late (judged against wm), "d" duplicate, "x:<wm>"
 -- dropped because the window is past the replay horizon (retired), "o" other type, "h" heartbeat, "R" already applied, "RL:<wm>"
 -- already applied and was routed late.
+--
+-- Heartbeats (SPEC section 3): a heartbeat moves the watermark only if the
+-- partition got no event since the previous heartbeat (busy = 0), never a
+-- busy one; the end-of-stream heartbeat (window.EndOfStream, which closes
+-- every window at the end of a bounded run) always does. busy is set by
+-- every valid event that is new to the ledger (counted, correction, late)
+-- and by every event of another type; a duplicate or a drop past the
+-- replay horizon changes nothing, so it does not set it either. busy is
+-- kept in the checkpoint hash, written with the rest in this one step.
 local M = 4294967296
+local EOS = 253402300799999
 local lateness = tonumber(ARGV[1])
 local grace = tonumber(ARGV[2])
 local horizon = tonumber(ARGV[3])
@@ -44,12 +54,13 @@ local base = 7 + 2 * nw
 local n = tonumber(ARGV[base])
 local F = 8
 
-local cur = redis.call('HMGET', KEYS[1], 'seq', 'wm', 'retired', 'entries', 'pub')
+local cur = redis.call('HMGET', KEYS[1], 'seq', 'wm', 'retired', 'entries', 'pub', 'busy')
 local seq = tonumber(cur[1]) or 0
 local wm = tonumber(cur[2]) or 0
 local retired = tonumber(cur[3]) or 0
 local entries = tonumber(cur[4]) or 0
 local pub = tonumber(cur[5]) or 0
+local busy = tonumber(cur[6]) or 0
 if expect > 0 and seq < expect then
   -- Redis is behind what this writer applied: it lost writes (restarted
   -- from an older snapshot, or empty). Refuse; the writer restarts from
@@ -89,7 +100,8 @@ for i = 0, n - 1 do
     end
   elseif kind == 'h' then
     d = 'h'
-    if t - lateness > wm then wm = t - lateness end
+    if (busy == 0 or t >= EOS) and t - lateness > wm then wm = t - lateness end
+    busy = 0
     seq = s
   else
     d = 'o'
@@ -136,6 +148,7 @@ for i = 0, n - 1 do
         end
       end
     end
+    if kind ~= 's' or (d ~= 'd' and string.sub(d, 1, 1) ~= 'x') then busy = 1 end
     if t - lateness > wm then wm = t - lateness end
     seq = s
   end
@@ -151,7 +164,7 @@ for j, p in pairs(parts) do
 end
 if published > pub and published <= seq then pub = published end
 redis.call('HSET', KEYS[1], 'seq', string.format('%d', seq), 'wm', string.format('%d', wm),
-  'entries', string.format('%d', entries + added), 'pub', string.format('%d', pub))
+  'entries', string.format('%d', entries + added), 'pub', string.format('%d', pub), 'busy', busy)
 local res = {string.format('%d', seq), string.format('%d', wm), added}
 for i = 1, #out do res[#res + 1] = out[i] end
 return res

@@ -87,23 +87,24 @@ func TestApplyClassifiesAndIsIdempotent(t *testing.T) {
 			{Seq: 2, Kind: Submission, EventID: "a", Time: h10 + 10*min},  // retry
 			{Seq: 3, Kind: Other, EventID: "v", Time: h10 + 70*min},       // W = 11:05
 			{Seq: 4, Kind: Submission, EventID: "b", Time: h10 + 20*min},  // correction (W >= 11:00)
-			{Seq: 5, Kind: Heartbeat, Time: h10 + 185*min},                // W = 13:00
-			{Seq: 6, Kind: Submission, EventID: "c", Time: h10 + 30*min},  // too late (W >= 12:00)
-			{Seq: 7, Kind: Submission, EventID: "c", Time: h10 + 30*min},  // dup of a late id
-			{Seq: 8, Kind: Submission, EventID: "d", Time: h10 + 181*min}, // on time in 13:00
+			{Seq: 5, Kind: Heartbeat, Time: h10 + 185*min},                // busy partition: W stays 11:05
+			{Seq: 6, Kind: Heartbeat, Time: h10 + 185*min},                // idle since seq 5: W = 13:00
+			{Seq: 7, Kind: Submission, EventID: "c", Time: h10 + 30*min},  // too late (W >= 12:00)
+			{Seq: 8, Kind: Submission, EventID: "c", Time: h10 + 30*min},  // dup of a late id
+			{Seq: 9, Kind: Submission, EventID: "d", Time: h10 + 181*min}, // on time in 13:00
 		}
 		res, err := s.Apply(ctx, 3, batch, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []Code{Counted, Duplicate, Ignored, Correction, Progress, Late, Duplicate, Counted}
+		want := []Code{Counted, Duplicate, Ignored, Correction, Progress, Progress, Late, Duplicate, Counted}
 		if got := codes(res); !reflect.DeepEqual(got, want) {
 			t.Fatalf("decisions = %v, want %v", got, want)
 		}
-		if res.Seq != 8 || res.Watermark != h10+180*min {
-			t.Fatalf("checkpoint = %d/%d, want 8/%d", res.Seq, res.Watermark, h10+180*min)
+		if res.Seq != 9 || res.Watermark != h10+180*min {
+			t.Fatalf("checkpoint = %d/%d, want 9/%d", res.Seq, res.Watermark, h10+180*min)
 		}
-		if d := res.Decisions[5]; d.Watermark != h10+180*min || d.WindowID != "2026-12-02T10" || d.Version != 3 {
+		if d := res.Decisions[6]; d.Watermark != h10+180*min || d.WindowID != "2026-12-02T10" || d.Version != 3 {
 			t.Fatalf("late decision = %+v", d)
 		}
 		if res.Added != 4 {
@@ -120,7 +121,7 @@ func TestApplyClassifiesAndIsIdempotent(t *testing.T) {
 		}
 		for i, d := range again.Decisions {
 			switch {
-			case i == 5 || i == 6:
+			case i == 6 || i == 7:
 				if d.Code != LateAgain || d.Watermark != h10+180*min {
 					t.Fatalf("replayed late %d = %+v", i, d)
 				}
@@ -151,7 +152,7 @@ func TestApplyClassifiesAndIsIdempotent(t *testing.T) {
 		if _, ok := v.Partials["2026-12-02T14"]; ok {
 			t.Fatal("untouched window has a partial")
 		}
-		if v.Watermark != h10+180*min || v.Seq != 8 {
+		if v.Watermark != h10+180*min || v.Seq != 9 {
 			t.Fatalf("view checkpoint %d/%d", v.Seq, v.Watermark)
 		}
 		ids, err := s.Windows(ctx, 3)
@@ -159,7 +160,7 @@ func TestApplyClassifiesAndIsIdempotent(t *testing.T) {
 			t.Fatalf("windows = %v, %v", ids, err)
 		}
 		ck, err := s.Checkpoint(ctx, 3)
-		if err != nil || ck.Seq != 8 || ck.Entries != 4 {
+		if err != nil || ck.Seq != 9 || ck.Entries != 4 {
 			t.Fatalf("checkpoint = %+v, %v", ck, err)
 		}
 	})

@@ -133,7 +133,8 @@ func (t *tracer) windower(_ int, recs []windower.Trace) {
 }
 
 // Run replays rc.Events through a pipeline until it drains, then runs the
-// batch pass over the same file, compares, and writes the artifacts. The
+// batch pass over the RAW stream the pipeline read (reconcile.CountRaw),
+// compares, and writes the artifacts. The
 // returned error is nil even when parity fails: check Report.Holds.
 func Run(ctx context.Context, rc RunConfig) (*RunResult, error) {
 	began := time.Now()
@@ -199,12 +200,15 @@ func Run(ctx context.Context, rc RunConfig) (*RunResult, error) {
 	}
 	res.Trace = tr.finish(res.Rejected)
 
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, err
-	}
-	batch, err := reconcile.Count(f, reconcile.Options{Validator: p.Validator, DefaultIngestedAt: rc.Now, Partitions: p.cfg.Partitions, HotKeys: p.cfg.HotKeys})
+	// The referee (SPEC section 8) reads the fixed raw snapshot the stream
+	// read: RAW as stored, in order, heartbeats and broker timestamps
+	// included, and judges every event itself.
+	batch, _, err := reconcile.CountRaw(ctx, p.Admin.JS, stream.Raw, reconcile.Options{
+		Validator: p.Validator, DefaultIngestedAt: rc.Now, Partitions: p.cfg.Partitions, HotKeys: p.cfg.HotKeys,
+		Lateness: p.cfg.Lateness, Grace: p.cfg.Grace, Horizon: p.cfg.ReplayHorizon,
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("run: batch pass over RAW: %w", err)
 	}
 	res.Report = reconcile.Compare(batch, res.Windows, res.Late)
 	res.Elapsed = time.Since(began)

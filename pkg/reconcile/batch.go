@@ -25,17 +25,27 @@ type Batch struct {
 	// conflict with an earlier record of the same event_id; it includes
 	// duplicates.
 	Valid int
-	// Counted is the number of distinct submissions counted.
+	// Counted is the number of distinct submissions, whatever their
+	// lateness: counted in windows or judged too late.
 	Counted int
+	// InWindows is the number of those counted in their window (on time
+	// or as corrections), Corrections the number counted as corrections.
+	InWindows   int
+	Corrections int
+	// Heartbeats is the number of heartbeats replayed (per partition).
+	Heartbeats int
 	// Other is the number of distinct valid events that never count
 	// (draft_saved, viewed).
 	Other int
 	// DuplicateCount is the number of valid records whose event_id was
 	// already claimed with the same content (retries).
 	DuplicateCount int
-	// Windows holds every window with at least one counted submission, by
-	// window id.
+	// Windows holds every window with at least one counted submission or
+	// one submission judged too late after grace, by window id.
 	Windows map[string]*WindowCount
+	// Late lists every new submission the pass judged too late (after
+	// grace, or retired past the replay horizon), in snapshot order.
+	Late []LateVerdict
 	// Rejected lists every rejected record in file order.
 	Rejected []Rejection
 	// Duplicates lists every duplicate record in file order.
@@ -54,6 +64,48 @@ type Batch struct {
 	byStart map[int64]*WindowCount
 	// judge judges the records given to Add.
 	judge *judge
+
+	// The watermark replay (SPEC section 3): per partition the watermark
+	// W_p (ms) and whether the partition got an event since its last
+	// heartbeat; lateness, grace and horizon in ms.
+	wm                       []int64
+	busy                     []bool
+	lateness, grace, horizon int64
+	// lateOf indexes Late by event id.
+	lateOf map[string]int
+	// retiredRetries are ids of which a retry came once the id's window
+	// was past the replay horizon: the stream may drop such a retry as
+	// retired when it no longer holds the id.
+	retiredRetries map[string]bool
+	// The heartbeats of a file (Options.HeartbeatEvery, EndOfStream), as
+	// ingest places them: records since the last heartbeat, the largest
+	// valid event time so far, and whether a valid record came since.
+	every     int
+	eos       bool
+	sinceBeat int
+	progress  int64
+	dirty     bool
+	// file is set while Count reads a file: a retry (same event_id and
+	// content) never reaches RAW there, as JetStream drops it by its
+	// Nats-Msg-Id, so it touches no partition.
+	file bool
+}
+
+// LateVerdict is a new submission the batch pass judged too late: its
+// partition watermark, before the event, was at or past its window's end
+// plus grace (Reason ReasonAfterGrace), or past it by the replay horizon
+// too (ReasonRetired).
+type LateVerdict struct {
+	EventID  string `json:"event_id"`
+	WindowID string `json:"window_id"`
+	Reason   string `json:"reason"`
+	// Watermark is the partition watermark the event was judged against.
+	Watermark time.Time `json:"watermark"`
+	Partition int       `json:"partition"`
+	// Seq is the RAW sequence of the record (its record number in a file),
+	// Line its line in a file (0 for a RAW stream).
+	Seq  uint64 `json:"seq"`
+	Line int    `json:"line,omitempty"`
 }
 
 // WindowCount is the batch's count of one window.
@@ -61,14 +113,21 @@ type WindowCount struct {
 	ID    string
 	Start time.Time
 	End   time.Time
-	// Count is the number of distinct submissions counted in the window.
+	// Count is the number of distinct submissions counted in the window
+	// (on time or as corrections).
 	Count int64
+	// Corrections is the number of those counted as corrections;
+	// LateDropped the number judged too late after grace (not counted).
+	Corrections int64
+	LateDropped int64
 	// Digest is the digest of the counted event ids.
 	Digest digest.Digest
 	// IDs are the counted event ids in file order.
 	IDs []string
 	// ByPartition is the count per partition, indexed by partition.
 	ByPartition []int64
+	// Late are the window's submissions judged too late after grace.
+	Late []LateVerdict
 	// Duplicates are the retries of submissions counted in this window.
 	Duplicates []Duplicate
 }
@@ -93,8 +152,8 @@ type Duplicate struct {
 	EventID string `json:"event_id"`
 	// FirstLine is the line of the record that claimed the event_id.
 	FirstLine int `json:"first_line"`
-	// WindowID is the window the event was counted in; empty for events
-	// that never count.
+	// WindowID is the window the event was counted in (or judged too late
+	// for); empty for events that never count.
 	WindowID string `json:"window_id,omitempty"`
 }
 
@@ -104,6 +163,8 @@ type claim struct {
 	fingerprint uint64
 	line        int
 	window      string // set when the claim was counted
+	// lateIn is the window of a submission judged too late.
+	lateIn string
 }
 
 // Count runs the batch pass over r: one NDJSON record per line, blank lines
@@ -119,15 +180,23 @@ type claim struct {
 // Lines are read in large blocks and validated on GOMAXPROCS goroutines;
 // their results are applied one by one in line order, so the batch is the
 // same as feeding every line to Add in order.
+//
+// The file is taken as ingest would publish it (SPEC section 8): in file
+// order, each record received at opts.DefaultIngestedAt, on its
+// partition, with ingest's heartbeats (opts.HeartbeatEvery, EndOfStream)
+// between the records; the pass replays the partition watermarks over
+// that and judges each new submission itself.
 func Count(r io.Reader, opts Options) (*Batch, error) {
 	b, err := NewBatch(opts)
 	if err != nil {
 		return nil, err
 	}
+	b.file = true
 	maxLine := max(maxLineBytes, b.validator.Options().MaxSize+1)
 	if err := b.countLines(r, maxLine, runtime.GOMAXPROCS(0)); err != nil {
 		return nil, err
 	}
+	b.endOfFile()
 	return b, nil
 }
 
@@ -143,37 +212,122 @@ func NewBatch(opts Options) (*Batch, error) {
 		return nil, err
 	}
 	return &Batch{
-		Partitions: opts.Partitions,
-		Windows:    make(map[string]*WindowCount),
-		claims:     make(map[string]claim, min(opts.RecordsHint, maxRecordsHint)),
-		rejectedIn: make(map[string][]int),
-		byStart:    make(map[int64]*WindowCount),
-		validator:  opts.Validator,
-		hot:        opts.HotKeys,
-		ingestedAt: opts.DefaultIngestedAt,
+		Partitions:     opts.Partitions,
+		Windows:        make(map[string]*WindowCount),
+		Late:           []LateVerdict{},
+		claims:         make(map[string]claim, min(opts.RecordsHint, maxRecordsHint)),
+		rejectedIn:     make(map[string][]int),
+		byStart:        make(map[int64]*WindowCount),
+		validator:      opts.Validator,
+		hot:            opts.HotKeys,
+		ingestedAt:     opts.DefaultIngestedAt,
+		wm:             make([]int64, opts.Partitions),
+		busy:           make([]bool, opts.Partitions),
+		lateness:       opts.Lateness.Milliseconds(),
+		grace:          opts.Grace.Milliseconds(),
+		horizon:        opts.Horizon.Milliseconds(),
+		lateOf:         make(map[string]int),
+		retiredRetries: make(map[string]bool),
+		every:          opts.HeartbeatEvery,
+		eos:            opts.EndOfStream,
 	}, nil
 }
 
 // Add applies record number n (its position in the snapshot, 1-based),
-// judging a record without ingested_at as ingested at defaultIngestedAt.
-// It returns an error only for a validator error that is not a contract
-// rejection. Records must be added in snapshot order.
-func (b *Batch) Add(n int, raw []byte, defaultIngestedAt time.Time) error {
+// received at receivedAt, with no heartbeat: AddRecord of a record with
+// Seq and Line n. It returns an error only for a validator error that is
+// not a contract rejection. Records must be added in snapshot order.
+func (b *Batch) Add(n int, raw []byte, receivedAt time.Time) error {
+	return b.AddRecord(Record{Seq: uint64(n), Line: n, Received: receivedAt, Data: raw})
+}
+
+// AddRecord applies the next record of a RAW snapshot (a heartbeat too):
+// records must be added in RAW order. It returns an error only for a
+// validator error that is not a contract rejection. Options.HeartbeatEvery
+// and EndOfStream do not apply: the records carry their heartbeats.
+func (b *Batch) AddRecord(r Record) error {
 	if b.judge == nil {
 		b.judge = newJudge(b.validator, b.Partitions, 0)
 		b.judge.hot = b.hot
 	}
 	var d verdict
-	if id := b.judge.record(&d, n, raw, defaultIngestedAt); id != nil {
-		d.id = string(id)
-	}
+	b.judge.raw(&d, &r)
 	return b.apply(&d)
 }
 
 // apply applies the verdict on one record: every record goes through here,
 // in snapshot order.
 func (b *Batch) apply(d *verdict) error {
+	if d.heartbeat {
+		b.beat(d.rawPart, d.progress)
+		return nil
+	}
+	if err := b.applyRecord(d); err != nil {
+		return err
+	}
+	if b.file && b.every > 0 {
+		// Ingest's heartbeats, placed where ingest places them: after the
+		// record that completes HeartbeatEvery records.
+		if d.checked && d.ms > b.progress {
+			b.progress = d.ms
+		}
+		b.dirty = b.dirty || d.checked
+		if b.sinceBeat++; b.sinceBeat >= b.every {
+			b.ingestBeat(b.progress)
+		}
+	}
+	return nil
+}
+
+// ingestBeat is a heartbeat with progress to every partition, as ingest
+// sends one (none while progress is not positive).
+func (b *Batch) ingestBeat(progress int64) {
+	b.sinceBeat, b.dirty = 0, false
+	if progress <= 0 {
+		return
+	}
+	for p := range b.Partitions {
+		b.beat(p, progress)
+	}
+}
+
+// endOfFile places the last heartbeat ingest sends at Close.
+func (b *Batch) endOfFile() {
+	if !b.file || b.every <= 0 {
+		return
+	}
+	switch {
+	case b.eos:
+		b.ingestBeat(window.EndOfStream)
+	case b.dirty:
+		b.ingestBeat(b.progress)
+	}
+}
+
+// beat applies a heartbeat with progress t to partition p (SPEC section
+// 3): it advances W_p only if p got no event since its previous
+// heartbeat, except the end-of-stream heartbeat, which always does.
+func (b *Batch) beat(p int, t int64) {
+	if p < 0 || p >= b.Partitions {
+		return
+	}
+	b.Heartbeats++
+	if !b.busy[p] || t >= window.EndOfStream {
+		b.wm[p] = window.Advance(b.wm[p], t, b.lateness)
+	}
+	b.busy[p] = false
+}
+
+// Watermark returns the partition watermarks W_p (ms) after the records
+// applied so far, indexed by partition.
+func (b *Batch) Watermark() []int64 { return slices.Clone(b.wm) }
+
+// applyRecord applies the verdict on a record that is not a heartbeat.
+func (b *Batch) applyRecord(d *verdict) error {
 	b.Records++
+	if d.seq == 0 {
+		d.seq = uint64(b.Records)
+	}
 	switch {
 	case d.err != nil:
 		return fmt.Errorf("reconcile: record %d: %w", d.line, d.err)
@@ -192,30 +346,95 @@ func (b *Batch) apply(d *verdict) error {
 		}
 		b.Valid++
 		b.DuplicateCount++
-		dup := Duplicate{Line: n, EventID: d.id, FirstLine: c.line, WindowID: c.window}
+		win := c.window
+		if win == "" {
+			win = c.lateIn
+		}
+		dup := Duplicate{Line: n, EventID: d.id, FirstLine: c.line, WindowID: win}
 		b.Duplicates = append(b.Duplicates, dup)
-		if c.window != "" {
-			w := b.Windows[c.window]
+		if w := b.Windows[win]; w != nil {
 			w.Duplicates = append(w.Duplicates, dup)
+		}
+		if d.counts && b.horizon > 0 && b.wm[d.part] >= window.StartMs(d.ms)+window.WidthMs+b.grace+b.horizon {
+			b.retiredRetries[d.id] = true
+		}
+		// Dedup comes first: a retry changes nothing, whatever its
+		// lateness; in a file it never reaches RAW at all. An event of a
+		// type that never counts is not deduplicated by the windower,
+		// so in RAW it makes its partition busy.
+		if !b.file {
+			if !d.counts {
+				b.busy[d.part] = true
+			}
+			b.wm[d.part] = window.Advance(b.wm[d.part], d.ms, b.lateness)
 		}
 		return nil
 	}
 	b.Valid++
 	c := claim{fingerprint: d.fp, line: n}
+	p := d.part
+	wp := b.wm[p]
+	// Every valid event moves its partition's watermark, after it is
+	// judged.
+	b.wm[p] = window.Advance(wp, d.ms, b.lateness)
 	if !d.counts {
 		b.Other++
 		b.claims[d.id] = c
+		b.busy[p] = true
 		return nil
 	}
+	// Classification against W_p before the event (SPEC section 3).
+	end := window.StartMs(d.ms) + window.WidthMs
+	if b.horizon > 0 && wp >= end+b.grace+b.horizon {
+		// Past the replay horizon: dropped without changing anything.
+		id := window.ID(d.ms)
+		b.Counted++
+		c.lateIn = id
+		b.claims[d.id] = c
+		b.addLate(LateVerdict{EventID: d.id, WindowID: id, Reason: ReasonRetired,
+			Watermark: window.Time(wp), Partition: p, Seq: d.seq, Line: d.fileLine})
+		return nil
+	}
+	b.busy[p] = true
+	b.Counted++
 	w := b.windowAt(d.ms)
+	if window.Classify(wp, end, b.grace) == window.TooLate {
+		c.lateIn = w.ID
+		b.claims[d.id] = c
+		lv := LateVerdict{EventID: d.id, WindowID: w.ID, Reason: ReasonAfterGrace,
+			Watermark: window.Time(wp), Partition: p, Seq: d.seq, Line: d.fileLine}
+		w.LateDropped++
+		w.Late = append(w.Late, lv)
+		b.addLate(lv)
+		return nil
+	}
+	if wp >= end {
+		w.Corrections++
+		b.Corrections++
+	}
 	w.Count++
 	w.Digest.Add(d.id)
 	w.IDs = append(w.IDs, d.id)
-	w.ByPartition[d.part]++
-	b.Counted++
+	w.ByPartition[p]++
+	b.InWindows++
 	c.window = w.ID
 	b.claims[d.id] = c
 	return nil
+}
+
+func (b *Batch) addLate(v LateVerdict) {
+	b.lateOf[v.EventID] = len(b.Late)
+	b.Late = append(b.Late, v)
+}
+
+// LateVerdictOf returns the batch's too-late verdict on event id, if it
+// judged the id too late.
+func (b *Batch) LateVerdictOf(id string) (LateVerdict, bool) {
+	i, ok := b.lateOf[id]
+	if !ok {
+		return LateVerdict{}, false
+	}
+	return b.Late[i], true
 }
 
 // windowAt returns the window holding event time ms, created when new.
@@ -347,9 +566,13 @@ func (b *Batch) describe(id string) string {
 			}
 		}
 		return "the batch never saw a valid record of it"
+	case c.lateIn != "":
+		v, _ := b.LateVerdictOf(id)
+		return fmt.Sprintf("the batch judged it too late (%s) for window %s against watermark %s (record %d)",
+			v.Reason, v.WindowID, v.Watermark.Format(time.RFC3339Nano), c.line)
 	case c.window == "":
 		return fmt.Sprintf("the batch read it on line %d as an event that never counts", c.line)
 	default:
-		return fmt.Sprintf("the batch counted it in window %s (line %d)", c.window, c.line)
+		return fmt.Sprintf("the batch counted it in window %s (record %d)", c.window, c.line)
 	}
 }

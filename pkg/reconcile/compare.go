@@ -17,10 +17,12 @@ type Verdict string
 
 // The verdicts of a WindowReport.
 const (
-	// VerdictMatch: the stream window equals the batch window exactly.
+	// VerdictMatch: the stream window equals the batch window exactly, and
+	// no event of it was too late.
 	VerdictMatch Verdict = "match"
-	// VerdictExplained: the windows differ, and every difference is an
-	// event the stream routed to LATE after grace.
+	// VerdictExplained: the stream window equals the batch window, and
+	// the events the batch judged too late are exactly the stream's LATE
+	// rows (same event ids, reasons and watermarks).
 	VerdictExplained Verdict = "explained"
 	// VerdictUnexplained: at least one difference has no explanation.
 	VerdictUnexplained Verdict = "unexplained"
@@ -32,46 +34,64 @@ const (
 // DiffKind names a kind of difference between the batch and the stream.
 type DiffKind string
 
-// The kinds of Difference. Only KindLateAfterGrace is an explanation; every
+// The kinds of Difference. Only KindLateAfterGrace and KindRetired are
+// explanations (a LATE row that matches the batch's own verdict); every
 // other kind is unexplained.
 const (
-	// KindLateAfterGrace: the batch counted the event, the stream routed it
-	// to LATE after grace (explained).
+	// KindLateAfterGrace: the batch judged the event too late after grace
+	// against the same watermark as the stream's LATE row (explained).
 	KindLateAfterGrace DiffKind = "late_after_grace"
-	// KindLateNotInBatch: the stream routed an event to LATE for a window
-	// the batch did not count it in.
+	// KindRetired: the batch judged the event past the replay horizon, and
+	// the stream dropped it as retired (explained).
+	KindRetired DiffKind = "retired"
+	// KindLateNotInBatch: the stream routed an event to LATE that the
+	// batch did not judge too late (it counted it, or never saw it).
 	KindLateNotInBatch DiffKind = "late_not_in_batch"
-	// KindCountMismatch: the stream count is not the batch count minus the
-	// late events.
+	// KindLateWatermarkMismatch: the batch and the stream judged the event
+	// too late, against different watermarks (or reasons, or windows).
+	KindLateWatermarkMismatch DiffKind = "late_watermark_mismatch"
+	// KindLateMissingInStream: the batch judged the event too late, the
+	// stream has no LATE row for it.
+	KindLateMissingInStream DiffKind = "late_missing_in_stream"
+	// KindCountMismatch: the stream count is not the batch count.
 	KindCountMismatch DiffKind = "count_mismatch"
+	// KindCorrectionsMismatch: the stream's corrections are not the
+	// batch's.
+	KindCorrectionsMismatch DiffKind = "corrections_mismatch"
 	// KindDigestMismatch: the stream counted a different set of event ids
-	// than the batch minus the late events.
+	// than the batch.
 	KindDigestMismatch DiffKind = "digest_mismatch"
 	// KindLateDroppedMismatch: the window's late_dropped is not the number
-	// of distinct late events of the window.
+	// of events the batch judged too late after grace.
 	KindLateDroppedMismatch DiffKind = "late_dropped_mismatch"
 	// KindPartitionMismatch: a partition's partial count is not the batch's
-	// count of that partition minus its late events.
+	// count of that partition.
 	KindPartitionMismatch DiffKind = "partition_mismatch"
-	// KindMissingInStream: the batch counted the event in a window the
-	// stream never published.
+	// KindMissingInStream: the batch counted (or judged too late) the event
+	// in a window the stream never published.
 	KindMissingInStream DiffKind = "missing_in_stream"
+	// KindNotInBatch: the stream published a window the batch has no
+	// counted or late event of.
+	KindNotInBatch DiffKind = "not_in_batch"
 )
 
 // Difference is one difference between the batch and the stream.
 type Difference struct {
 	WindowID string `json:"window_id"`
-	// EventID is set for differences about one event.
+	// EventID is set for differences about one event (for a count or
+	// digest mismatch, when one event id accounts for it).
 	EventID   string   `json:"event_id,omitempty"`
 	Kind      DiffKind `json:"kind"`
 	Explained bool     `json:"explained"`
 	Detail    string   `json:"detail"`
-	// Line is the input line where the batch counted EventID, if it did.
+	// Line is the input line (RAW sequence) where the batch read EventID.
 	Line int `json:"line,omitempty"`
 	// Watermark, Partition and Seq come from the LATE row of EventID.
 	Watermark *time.Time `json:"watermark,omitempty"`
 	Partition *int       `json:"partition,omitempty"`
 	Seq       uint64     `json:"seq,omitempty"`
+	// BatchWatermark is the watermark the batch judged EventID against.
+	BatchWatermark *time.Time `json:"batch_watermark,omitempty"`
 }
 
 // WindowReport is the comparison of one window.
@@ -81,14 +101,19 @@ type WindowReport struct {
 	// StreamStatus is the stream window's status, empty when the stream
 	// has no such window.
 	StreamStatus window.Status `json:"stream_status,omitempty"`
-	// BatchCount is what the batch counted; Late the distinct event ids of
-	// the window the stream routed to LATE; ExpectedCount and
-	// ExpectedDigest describe the batch's ids minus the late ones, which is
-	// what the stream must hold.
+	// BatchCount is what the batch counted (on time and corrections); Late
+	// the distinct event ids of the window the stream routed to LATE;
+	// ExpectedCount and ExpectedDigest are what the stream must hold (the
+	// batch's count and digest).
 	BatchCount     int64  `json:"batch_count"`
 	Late           int64  `json:"late"`
 	ExpectedCount  int64  `json:"expected_count"`
 	ExpectedDigest string `json:"expected_digest"`
+	// BatchCorrections, BatchLateDropped and BatchRetired are the batch's
+	// own verdicts on the window's events.
+	BatchCorrections int64 `json:"batch_corrections"`
+	BatchLateDropped int64 `json:"batch_late_dropped"`
+	BatchRetired     int64 `json:"batch_retired"`
 	// The stream window's fields (zero when the stream has no window).
 	StreamCount        int64  `json:"stream_count"`
 	StreamDigest       string `json:"stream_digest"`
@@ -115,18 +140,23 @@ type Summary struct {
 	Explained   int `json:"explained"`
 	Unexplained int `json:"unexplained"`
 	Provisional int `json:"provisional"`
-	// LateAfterGrace is the number of differences explained by LATE.
+	// LateAfterGrace is the number of differences explained by a LATE row
+	// matching the batch's own too-late verdict (retired ones included).
 	LateAfterGrace int `json:"late_after_grace"`
 	// UnexplainedDifferences is len(Report.Unexplained).
 	UnexplainedDifferences int `json:"unexplained_differences"`
 	// Batch totals.
-	Records    int                     `json:"records"`
-	Valid      int                     `json:"valid"`
-	Counted    int                     `json:"counted"`
-	Other      int                     `json:"other"`
-	Duplicates int                     `json:"duplicates"`
-	Rejected   int                     `json:"rejected"`
-	ByReason   map[contract.Reason]int `json:"rejected_by_reason"`
+	Records     int                     `json:"records"`
+	Valid       int                     `json:"valid"`
+	Counted     int                     `json:"counted"`
+	InWindows   int                     `json:"counted_in_windows"`
+	Corrections int                     `json:"corrections"`
+	BatchLate   int                     `json:"batch_late"`
+	Heartbeats  int                     `json:"heartbeats"`
+	Other       int                     `json:"other"`
+	Duplicates  int                     `json:"duplicates"`
+	Rejected    int                     `json:"rejected"`
+	ByReason    map[contract.Reason]int `json:"rejected_by_reason"`
 	// StreamCount is the sum of the compared stream windows' counts.
 	StreamCount int64 `json:"stream_count"`
 }
@@ -146,14 +176,18 @@ type Report struct {
 	RejectedElsewhere []Rejection `json:"rejected_elsewhere"`
 }
 
-// Compare compares the batch with the stream's windows and late rows (SPEC
-// section 8). For every final stream window, with B the event ids the batch
-// counted in it and L the distinct ids of its late rows: every id of L must
-// be in B, the window's late_dropped must be |L|, and its count and digest
-// must be those of B \ L. Batch windows the stream lacks are unexplained
-// unless every batch id of them is late; non-final stream windows are
-// listed as provisional and not compared. Compare does not modify its
-// arguments.
+// Compare judges the stream's windows and LATE rows by the batch's own
+// verdicts (SPEC section 8); it never takes the stream's word for what
+// was late. For every final stream window: its count, corrections,
+// late_dropped, digest and partition counts must be the batch's; every
+// LATE row of the window must match a batch too-late verdict (same event
+// id, window, reason and watermark), and every batch too-late verdict must
+// have its LATE row. A window the batch has (counted or late events) that
+// the stream never published, and a stream window the batch has no event
+// of, are unexplained; every unexplained difference names its event id
+// when one event accounts for it. Non-final stream windows are listed as
+// provisional and not compared. Compare does not modify its arguments and
+// is safe to call concurrently on the same batch.
 func Compare(b *Batch, windows []snapshot.Window, late []LateRow) *Report {
 	stream := make(map[string]*snapshot.Window, len(windows))
 	ids := make(map[string]bool)
@@ -163,32 +197,35 @@ func Compare(b *Batch, windows []snapshot.Window, late []LateRow) *Report {
 	}
 	lateIn := make(map[string]map[string]LateRow)
 	lateOrder := make(map[string][]string)
+	seenLate := make(map[string]bool)
 	for _, r := range late {
+		if seenLate[r.EventID] {
+			continue
+		}
+		seenLate[r.EventID] = true
 		m := lateIn[r.WindowID]
 		if m == nil {
 			m = make(map[string]LateRow)
 			lateIn[r.WindowID] = m
 		}
-		if _, dup := m[r.EventID]; dup {
-			continue
-		}
 		m[r.EventID] = r
 		lateOrder[r.WindowID] = append(lateOrder[r.WindowID], r.EventID)
 		ids[r.WindowID] = true
 	}
+	batchLate := make(map[string][]LateVerdict)
+	for _, v := range b.Late {
+		batchLate[v.WindowID] = append(batchLate[v.WindowID], v)
+		ids[v.WindowID] = true
+	}
 	for id := range b.Windows {
 		ids[id] = true
 	}
-	sorted := make([]string, 0, len(ids))
-	for id := range ids {
-		sorted = append(sorted, id)
-	}
-	slices.Sort(sorted)
+	sorted := slices.Sorted(maps.Keys(ids))
 
 	rep := &Report{Windows: []WindowReport{}, Unexplained: []Difference{}, RejectedElsewhere: []Rejection{}}
 	for _, id := range sorted {
 		c := comparison{b: b, id: id, bw: b.Windows[id], sw: stream[id],
-			late: lateIn[id], lateOrder: lateOrder[id]}
+			late: lateIn[id], lateOrder: lateOrder[id], batchLate: batchLate[id], seenLate: seenLate}
 		wr := c.run()
 		rep.Windows = append(rep.Windows, wr)
 		s := &rep.Summary
@@ -222,6 +259,7 @@ func Compare(b *Batch, windows []snapshot.Window, late []LateRow) *Report {
 	s := &rep.Summary
 	s.UnexplainedDifferences = len(rep.Unexplained)
 	s.Records, s.Valid, s.Counted, s.Other = b.Records, b.Valid, b.Counted, b.Other
+	s.InWindows, s.Corrections, s.BatchLate, s.Heartbeats = b.InWindows, b.Corrections, len(b.Late), b.Heartbeats
 	s.Duplicates, s.Rejected, s.ByReason = b.DuplicateCount, len(b.Rejected), b.RejectedByReason()
 	rep.Holds = len(rep.Unexplained) == 0
 	return rep
@@ -235,12 +273,11 @@ type comparison struct {
 	sw        *snapshot.Window
 	late      map[string]LateRow
 	lateOrder []string
-	diffs     []Difference
-	// afterGrace counts the late rows that late_dropped must count (all
-	// but those of a retired window).
-	afterGrace int64
-	// retired are late rows with reason retired for ids the batch counted.
-	retired []LateRow
+	// batchLate are the batch's too-late verdicts of the window.
+	batchLate []LateVerdict
+	// seenLate holds every event id with a stream LATE row (any window).
+	seenLate map[string]bool
+	diffs    []Difference
 }
 
 func (c *comparison) run() WindowReport {
@@ -250,75 +287,47 @@ func (c *comparison) run() WindowReport {
 		Rejected:    c.b.RejectedIn(c.id),
 		Differences: []Difference{},
 	}
-	var batchIDs []string
 	var want digest.Digest
 	if c.bw != nil {
-		batchIDs = c.bw.IDs
 		wr.BatchCount = c.bw.Count
+		wr.BatchCorrections = c.bw.Corrections
+		wr.BatchLateDropped = c.bw.LateDropped
 		want = c.bw.Digest
 		wr.Duplicates = append(wr.Duplicates, c.bw.Duplicates...)
 	}
-	inBatch := make(map[string]int, len(batchIDs))
-	for i, id := range batchIDs {
-		inBatch[id] = i
+	for _, v := range c.batchLate {
+		if v.Reason == ReasonRetired {
+			wr.BatchRetired++
+		}
 	}
 	wr.Late = int64(len(c.lateOrder))
-
-	// Late events: explained when the batch counted them here.
-	wantByPartition := make([]int64, c.b.Partitions)
-	if c.bw != nil {
-		copy(wantByPartition, c.bw.ByPartition)
-	}
-	lateInBatch := 0
-	for _, eid := range c.lateOrder {
-		r := c.late[eid]
-		if r.Reason != ReasonRetired {
-			c.afterGrace++
-		}
-		d := lateDiff(c.id, r)
-		if _, ok := inBatch[eid]; ok && r.Reason == ReasonRetired {
-			// Dropped past the replay horizon: the stream may have counted
-			// an earlier record of the id before its window was retired, so
-			// whether it is missing is settled by the count and digest.
-			c.retired = append(c.retired, r)
-			continue
-		}
-		if _, ok := inBatch[eid]; ok {
-			lateInBatch++
-			want.Remove(eid)
-			if r.Partition >= 0 && r.Partition < len(wantByPartition) {
-				wantByPartition[r.Partition]--
-			}
-			d.Kind, d.Explained = KindLateAfterGrace, true
-			d.Line = c.lineOf(eid)
-			d.Detail = "counted by the batch; routed to LATE after grace by the stream"
-		} else {
-			d.Kind = KindLateNotInBatch
-			d.Detail = "routed to LATE for this window, but " + c.b.describe(eid)
-		}
-		c.diffs = append(c.diffs, d)
-	}
-	wr.ExpectedCount = wr.BatchCount - int64(lateInBatch)
-	if c.sw != nil && c.sw.Status == window.StatusFinal && len(c.retired) > 0 {
-		want = c.settleRetired(want, wantByPartition, &wr)
-	}
+	wr.ExpectedCount = wr.BatchCount
 	wr.ExpectedDigest = want.String()
 
+	if c.sw != nil {
+		wr.StreamStatus = c.sw.Status
+		c.fillStream(&wr)
+		if c.sw.Status != window.StatusFinal {
+			// A provisional window is not compared: its differences are
+			// not differences yet.
+			wr.Verdict = VerdictProvisional
+			return wr
+		}
+	}
+	c.compareLate()
 	switch {
 	case c.sw == nil:
-		c.missingInStream(batchIDs)
-	case c.sw.Status != window.StatusFinal:
-		wr.StreamStatus = c.sw.Status
-		c.fillStream(&wr)
-		wr.Verdict = VerdictProvisional
-		// A provisional window is not compared: its differences are not
-		// differences yet.
-		wr.Differences = []Difference{}
-		return wr
+		c.missingInStream()
+	case c.bw == nil:
+		if c.sw.Count != 0 || c.sw.LateDropped != 0 {
+			c.diffs = append(c.diffs, Difference{
+				WindowID: c.id, Kind: KindNotInBatch,
+				Detail: fmt.Sprintf("the stream published the window (count %d, late_dropped %d), the batch has no counted or late event in it",
+					c.sw.Count, c.sw.LateDropped),
+			})
+		}
 	default:
-		wr.StreamStatus = c.sw.Status
-		c.fillStream(&wr)
-		c.compareFinal(&wr, want, wantByPartition)
+		c.compareFinal(&wr, want)
 	}
 	wr.Differences = append(wr.Differences, c.diffs...)
 	wr.Verdict = VerdictMatch
@@ -341,53 +350,140 @@ func (c *comparison) fillStream(wr *WindowReport) {
 	wr.Version = c.sw.Version
 }
 
-// missingInStream handles a window the batch (or a late row) has and the
-// stream never published: explained only if every batch id is late.
-func (c *comparison) missingInStream(batchIDs []string) {
-	for _, eid := range batchIDs {
-		if _, ok := c.late[eid]; ok {
+// compareLate holds the window's LATE rows and the batch's too-late
+// verdicts to each other, event by event.
+func (c *comparison) compareLate() {
+	for _, eid := range c.lateOrder {
+		r := c.late[eid]
+		d := lateDiff(c.id, r)
+		d.Line = c.lineOf(eid)
+		v, ok := c.b.LateVerdictOf(eid)
+		switch {
+		case !ok && r.Reason == ReasonRetired && c.b.retiredRetries[eid]:
+			// A retry that came once its window was past the replay
+			// horizon: the stream drops it as retired when it no longer
+			// holds the id; the id itself was decided before.
+			d.Kind, d.Explained = KindRetired, true
+			d.Detail = "a retry the stream dropped past the replay horizon; " + c.b.describe(eid)
+		case !ok:
+			d.Kind = KindLateNotInBatch
+			d.Detail = fmt.Sprintf("routed to LATE (%s) by the stream against watermark %s, but %s",
+				r.Reason, r.Watermark.UTC().Format(time.RFC3339Nano), c.b.describe(eid))
+		case v.WindowID != r.WindowID || v.Reason != r.Reason || !v.Watermark.Equal(r.Watermark):
+			bwm := v.Watermark
+			d.BatchWatermark = &bwm
+			d.Kind = KindLateWatermarkMismatch
+			d.Detail = fmt.Sprintf("the stream routed it to LATE (%s, window %s) against watermark %s; the batch judged it %s for window %s against watermark %s",
+				r.Reason, r.WindowID, r.Watermark.UTC().Format(time.RFC3339Nano),
+				v.Reason, v.WindowID, v.Watermark.Format(time.RFC3339Nano))
+		default:
+			bwm := v.Watermark
+			d.BatchWatermark = &bwm
+			d.Explained = true
+			if v.Reason == ReasonRetired {
+				d.Kind = KindRetired
+				d.Detail = "judged past the replay horizon (retired) by the batch and the stream, against the same watermark"
+			} else {
+				d.Kind = KindLateAfterGrace
+				d.Detail = "judged too late after grace by the batch and the stream, against the same watermark"
+			}
+		}
+		c.diffs = append(c.diffs, d)
+	}
+	for _, v := range c.batchLate {
+		if _, ok := c.late[v.EventID]; ok || c.seenLate[v.EventID] {
+			// Its row is here, or in another window (reported there).
 			continue
 		}
+		wm := v.Watermark
+		p := v.Partition
+		c.diffs = append(c.diffs, Difference{
+			WindowID: c.id, EventID: v.EventID, Kind: KindLateMissingInStream, Line: c.lineOf(v.EventID),
+			BatchWatermark: &wm, Partition: &p,
+			Detail: fmt.Sprintf("the batch judged it too late (%s) against watermark %s (RAW seq %d); the stream has no LATE row for it",
+				v.Reason, v.Watermark.Format(time.RFC3339Nano), v.Seq),
+		})
+	}
+}
+
+// missingInStream handles a window the batch has and the stream never
+// published: every event the batch counted or judged too late after grace
+// in it is unexplained.
+func (c *comparison) missingInStream() {
+	if c.bw == nil {
+		return
+	}
+	for _, eid := range c.bw.IDs {
 		c.diffs = append(c.diffs, Difference{
 			WindowID: c.id, EventID: eid, Kind: KindMissingInStream, Line: c.lineOf(eid),
 			Detail: "counted by the batch in a window the stream never published",
 		})
 	}
+	for _, v := range c.bw.Late {
+		wm := v.Watermark
+		c.diffs = append(c.diffs, Difference{
+			WindowID: c.id, EventID: v.EventID, Kind: KindMissingInStream, Line: c.lineOf(v.EventID), BatchWatermark: &wm,
+			Detail: "judged too late after grace by the batch in a window the stream never published (its late_dropped is missing)",
+		})
+	}
 }
 
-func (c *comparison) compareFinal(wr *WindowReport, want digest.Digest, wantByPartition []int64) {
-	if c.sw.LateDropped != c.afterGrace {
+func (c *comparison) compareFinal(wr *WindowReport, want digest.Digest) {
+	got, derr := parseDigest(c.sw.Digest)
+	// The one event id that accounts for a count or digest difference,
+	// when there is one.
+	culprit, how := "", ""
+	if derr == nil && got != want {
+		culprit, how = c.findOne(got, want)
+	}
+	if c.sw.LateDropped != c.bw.LateDropped {
 		c.diffs = append(c.diffs, Difference{
 			WindowID: c.id, Kind: KindLateDroppedMismatch,
-			Detail: fmt.Sprintf("late_dropped is %d, but %d distinct event ids of the window are in LATE after grace",
-				c.sw.LateDropped, c.afterGrace),
+			Detail: fmt.Sprintf("late_dropped is %d, but the batch judged %d distinct event ids of the window too late after grace",
+				c.sw.LateDropped, c.bw.LateDropped),
+		})
+	}
+	if c.sw.Corrections != c.bw.Corrections {
+		c.diffs = append(c.diffs, Difference{
+			WindowID: c.id, Kind: KindCorrectionsMismatch,
+			Detail: fmt.Sprintf("stream corrections %d, the batch counted %d events as corrections (late within grace)",
+				c.sw.Corrections, c.bw.Corrections),
 		})
 	}
 	if c.sw.Count != wr.ExpectedCount {
-		c.diffs = append(c.diffs, Difference{
+		d := Difference{
 			WindowID: c.id, Kind: KindCountMismatch,
-			Detail: fmt.Sprintf("stream count %d, expected %d (batch %d − late %d): the stream has %s",
-				c.sw.Count, wr.ExpectedCount, wr.BatchCount, wr.BatchCount-wr.ExpectedCount,
-				moreOrFewer(c.sw.Count-wr.ExpectedCount)),
-		})
+			Detail: fmt.Sprintf("stream count %d, batch count %d: the stream has %s",
+				c.sw.Count, wr.ExpectedCount, moreOrFewer(c.sw.Count-wr.ExpectedCount)),
+		}
+		if culprit != "" {
+			d.EventID, d.Line = culprit, c.lineOf(culprit)
+			d.Detail += "; " + how
+		}
+		c.diffs = append(c.diffs, d)
 	}
-	got, err := parseDigest(c.sw.Digest)
 	switch {
-	case err != nil:
+	case derr != nil:
 		c.diffs = append(c.diffs, Difference{
 			WindowID: c.id, Kind: KindDigestMismatch,
-			Detail: fmt.Sprintf("stream digest unreadable: %v", err),
+			Detail: fmt.Sprintf("stream digest unreadable: %v", derr),
 		})
 	case got != want:
 		detail := fmt.Sprintf("stream digest %s, expected %s: the stream counted other event ids", got, want)
 		if c.sw.Count == wr.ExpectedCount {
 			detail = fmt.Sprintf("stream digest %s, expected %s: same count but other event ids (differences that cancel out in the count)", got, want)
 		}
-		c.diffs = append(c.diffs, Difference{WindowID: c.id, Kind: KindDigestMismatch, Detail: detail})
+		d := Difference{WindowID: c.id, Kind: KindDigestMismatch, Detail: detail}
+		if culprit != "" {
+			d.EventID, d.Line = culprit, c.lineOf(culprit)
+			d.Detail += "; " + how
+		}
+		c.diffs = append(c.diffs, d)
 	}
 	if len(c.sw.Partitions) == 0 {
 		return
 	}
+	wantByPartition := c.bw.ByPartition
 	gotByPartition := make(map[int]int64)
 	for _, p := range c.sw.Partitions {
 		gotByPartition[p.Partition] += p.Count
@@ -404,10 +500,46 @@ func (c *comparison) compareFinal(wr *WindowReport, want digest.Digest, wantByPa
 		if gotByPartition[p] != n {
 			c.diffs = append(c.diffs, Difference{
 				WindowID: c.id, Kind: KindPartitionMismatch, Partition: &p,
-				Detail: fmt.Sprintf("partition %d: stream count %d, expected %d", p, gotByPartition[p], n),
+				Detail: fmt.Sprintf("partition %d: stream count %d, batch count %d", p, gotByPartition[p], n),
 			})
 		}
 	}
+}
+
+// findOne looks for the one event id whose presence or absence makes the
+// stream digest got differ from the batch's want: an id the batch counted
+// that the stream lacks, or one the batch read (counted, judged late, or
+// saw as a retry) that the stream counted once more. It returns "" when no
+// single id accounts for the difference.
+func (c *comparison) findOne(got, want digest.Digest) (id, how string) {
+	for _, eid := range c.bw.IDs {
+		d := want
+		d.Remove(eid)
+		if d == got {
+			return eid, "the batch counted " + eid + ", the stream did not"
+		}
+	}
+	cands := slices.Clone(c.bw.IDs)
+	for _, v := range c.bw.Late {
+		cands = append(cands, v.EventID)
+	}
+	for _, v := range c.batchLate {
+		cands = append(cands, v.EventID)
+	}
+	for _, dup := range c.bw.Duplicates {
+		cands = append(cands, dup.EventID)
+	}
+	for _, eid := range cands {
+		d := want
+		d.Add(eid)
+		if d == got {
+			if _, counted := c.b.CountedIn(eid); counted {
+				return eid, "the stream counted " + eid + " once more than the batch (twice)"
+			}
+			return eid, "the stream counted " + eid + ", " + c.b.describe(eid)
+		}
+	}
+	return "", ""
 }
 
 func (c *comparison) lineOf(eid string) int {
@@ -436,62 +568,4 @@ func moreOrFewer(n int64) string {
 		return fmt.Sprintf("%d more", n)
 	}
 	return fmt.Sprintf("%d fewer", -n)
-}
-
-// maxRetiredCombinations bounds the search of settleRetired.
-const maxRetiredCombinations = 200000
-
-// settleRetired decides which ids dropped past the replay horizon the stream
-// never counted: the count difference says how many, the digest which ones
-// (searching the subsets of that size, within maxRetiredCombinations). Found
-// ids are explained differences, removed from want; the other retired rows
-// were retries of ids counted before their window was retired.
-func (c *comparison) settleRetired(want digest.Digest, wantByPartition []int64, wr *WindowReport) digest.Digest {
-	k := int(wr.ExpectedCount - c.sw.Count)
-	got, err := parseDigest(c.sw.Digest)
-	if err != nil || k < 0 || k > len(c.retired) {
-		return want
-	}
-	var found []int
-	pick := make([]int, 0, k)
-	tries := 0
-	var search func(from int, d digest.Digest) bool
-	search = func(from int, d digest.Digest) bool {
-		if len(pick) == k {
-			tries++
-			if d == got {
-				found = append([]int(nil), pick...)
-				return true
-			}
-			return false
-		}
-		for i := from; i < len(c.retired) && tries < maxRetiredCombinations; i++ {
-			nd := d
-			nd.Remove(c.retired[i].EventID)
-			pick = append(pick, i)
-			if search(i+1, nd) {
-				return true
-			}
-			pick = pick[:len(pick)-1]
-		}
-		return false
-	}
-	if !search(0, want) {
-		return want
-	}
-	chosen := map[int]bool{}
-	for _, i := range found {
-		chosen[i] = true
-		r := c.retired[i]
-		want.Remove(r.EventID)
-		if r.Partition >= 0 && r.Partition < len(wantByPartition) {
-			wantByPartition[r.Partition]--
-		}
-		d := lateDiff(c.id, r)
-		d.Kind, d.Explained, d.Line = KindLateAfterGrace, true, c.lineOf(r.EventID)
-		d.Detail = "counted by the batch; dropped by the stream because its window was past the replay horizon (retired)"
-		c.diffs = append(c.diffs, d)
-	}
-	wr.ExpectedCount -= int64(len(found))
-	return want
 }

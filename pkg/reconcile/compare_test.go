@@ -85,10 +85,8 @@ func TestCompare(t *testing.T) {
 				return ws, late[1:]
 			},
 			verdicts: []reconcile.Verdict{"unexplained", "explained", "match", "match"},
-			unexplained: []string{
-				w10 + " late_dropped_mismatch ", w10 + " count_mismatch ", w10 + " digest_mismatch ",
-				w10 + " partition_mismatch ",
-			},
+			// The batch judged evt-seed-22 too late itself.
+			unexplained: []string{w10 + " late_missing_in_stream evt-seed-22"},
 		},
 		{
 			name: "the stream lost an event",
@@ -96,7 +94,7 @@ func TestCompare(t *testing.T) {
 				return editWindow(ws, w12, func(w *snapshot.Window) { *w = withoutID(*w, "evt-seed-17", "store-b") }), late
 			},
 			verdicts:    []reconcile.Verdict{"explained", "explained", "unexplained", "match"},
-			unexplained: []string{w12 + " count_mismatch ", w12 + " digest_mismatch ", w12 + " partition_mismatch "},
+			unexplained: []string{w12 + " count_mismatch evt-seed-17", w12 + " digest_mismatch evt-seed-17", w12 + " partition_mismatch "},
 		},
 		{
 			name: "the stream counted an event twice",
@@ -107,7 +105,7 @@ func TestCompare(t *testing.T) {
 				}), late
 			},
 			verdicts:    []reconcile.Verdict{"explained", "explained", "match", "unexplained"},
-			unexplained: []string{w13 + " count_mismatch ", w13 + " digest_mismatch "},
+			unexplained: []string{w13 + " count_mismatch evt-seed-30", w13 + " digest_mismatch evt-seed-30"},
 		},
 		{
 			name: "two wrong ids cancel out in the count but not in the digest",
@@ -130,7 +128,7 @@ func TestCompare(t *testing.T) {
 				})
 			},
 			verdicts:    []reconcile.Verdict{"explained", "explained", "match", "unexplained"},
-			unexplained: []string{w13 + " late_not_in_batch evt-seed-26"},
+			unexplained: []string{w13 + " late_not_in_batch evt-seed-26", w13 + " late_dropped_mismatch "},
 		},
 		{
 			name: "a LATE row names the wrong window",
@@ -143,8 +141,8 @@ func TestCompare(t *testing.T) {
 			},
 			verdicts: []reconcile.Verdict{"explained", "unexplained", "unexplained", "match"},
 			unexplained: []string{
-				w11 + " count_mismatch ", w11 + " digest_mismatch ", w11 + " partition_mismatch ",
-				w12 + " late_not_in_batch evt-seed-25",
+				w11 + " late_dropped_mismatch ",
+				w12 + " late_watermark_mismatch evt-seed-25", w12 + " late_dropped_mismatch ",
 			},
 		},
 		{
@@ -195,7 +193,7 @@ func TestCompare(t *testing.T) {
 					Count: 1, Version: 3, Digest: d.String()}), late
 			},
 			verdicts:    []reconcile.Verdict{"explained", "explained", "match", "match", "unexplained"},
-			unexplained: []string{"2026-12-02T14 count_mismatch ", "2026-12-02T14 digest_mismatch "},
+			unexplained: []string{"2026-12-02T14 not_in_batch "},
 		},
 		{
 			name: "a provisional window is not compared",
@@ -221,8 +219,10 @@ func TestCompare(t *testing.T) {
 			edit: func(ws []snapshot.Window, late []reconcile.LateRow) ([]snapshot.Window, []reconcile.LateRow) {
 				return dropWindow(ws, "2026-12-02T09"), late
 			},
-			holds:    true,
-			verdicts: []reconcile.Verdict{"explained", "match"},
+			// SPEC section 8: a window the stream never published is an
+			// unexplained difference, LATE rows or not.
+			verdicts:    []reconcile.Verdict{"unexplained", "match"},
+			unexplained: []string{"2026-12-02T09 missing_in_stream x2"},
 		},
 		{
 			name:  "a window only late events fell into, never published and without LATE rows",
@@ -231,7 +231,7 @@ func TestCompare(t *testing.T) {
 				return dropWindow(ws, "2026-12-02T09"), nil
 			},
 			verdicts:    []reconcile.Verdict{"unexplained", "match"},
-			unexplained: []string{"2026-12-02T09 missing_in_stream x2"},
+			unexplained: []string{"2026-12-02T09 late_missing_in_stream x2", "2026-12-02T09 missing_in_stream x2"},
 		},
 	}
 	for _, tc := range tests {
@@ -306,7 +306,8 @@ func checkRenders(t *testing.T, rep *reconcile.Report) {
 }
 
 // TestCompareLateDetails: an explained difference carries the LATE row's
-// watermark, partition and seq, and the batch line.
+// watermark, partition and seq, the batch's own watermark, and the batch
+// line.
 func TestCompareLateDetails(t *testing.T) {
 	seed, _ := readSeed(t)
 	b, err := reconcile.Count(bytes.NewReader(seed), reconcile.Options{})
@@ -321,13 +322,15 @@ func TestCompareLateDetails(t *testing.T) {
 	}
 	wm := time.Date(2026, 12, 2, 13, 5, 0, 0, time.UTC)
 	if d[0].EventID != "evt-seed-22" || d[0].Kind != reconcile.KindLateAfterGrace || !d[0].Explained ||
-		d[0].Watermark == nil || !d[0].Watermark.Equal(wm) || d[0].Partition == nil || *d[0].Partition != 0 ||
+		d[0].Watermark == nil || !d[0].Watermark.Equal(wm) || d[0].BatchWatermark == nil || !d[0].BatchWatermark.Equal(wm) ||
+		d[0].Partition == nil || *d[0].Partition != 0 ||
 		d[0].Seq != 24 || d[0].Line != 24 {
 		t.Fatalf("difference = %+v", d[0])
 	}
 	w := rep.Windows[0]
-	if w.BatchCount != 8 || w.Late != 1 || w.ExpectedCount != 7 || w.StreamCount != 7 ||
-		w.ExpectedDigest != w.StreamDigest || w.Corrections != 2 || len(w.Duplicates) != 3 || len(w.Rejected) != 2 {
+	if w.BatchCount != 7 || w.Late != 1 || w.ExpectedCount != 7 || w.StreamCount != 7 ||
+		w.ExpectedDigest != w.StreamDigest || w.Corrections != 2 || w.BatchCorrections != 2 || w.BatchLateDropped != 1 ||
+		len(w.Duplicates) != 3 || len(w.Rejected) != 2 {
 		t.Fatalf("window 10 = %+v", w)
 	}
 	if rep.Summary.LateAfterGrace != 2 || rep.Summary.Final != 4 || rep.Summary.StreamCount != 18 {

@@ -12,6 +12,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/digest"
 	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
+	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
 // v2 renders a valid schema v2 record. occurred is "HH:MM" on 2026-12-02.
@@ -295,8 +296,9 @@ func TestCountReadError(t *testing.T) {
 	}
 }
 
-// TestCountShuffled: without conflicting duplicates the counts and digests
-// do not depend on the order of the lines.
+// TestCountShuffled: without conflicting duplicates, and with a grace so
+// long that nothing is too late, the counts and digests do not depend on
+// the order of the lines (lateness does: it follows RAW order).
 func TestCountShuffled(t *testing.T) {
 	o := gen.DefaultOptions()
 	o.Seed, o.Events, o.InvalidRate = 7, 3000, 0
@@ -309,7 +311,11 @@ func TestCountShuffled(t *testing.T) {
 	if len(want) < 20 {
 		t.Fatalf("only %d windows", len(want))
 	}
-	if b := count(t, buf.String()); b.Counted != st.Submissions {
+	b, err := reconcile.Count(strings.NewReader(buf.String()), reconcile.Options{Grace: noLateness})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Counted != st.Submissions {
 		t.Fatalf("counted %d, generated %d submissions", b.Counted, st.Submissions)
 	}
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
@@ -323,11 +329,14 @@ func TestCountShuffled(t *testing.T) {
 	}
 }
 
+// noLateness is a grace period no test input reaches the end of.
+const noLateness = 100000 * time.Hour
+
 // summaryWindows returns "window count digest" for every window: what is
 // independent of the order of the lines.
 func summaryWindows(t *testing.T, data []byte) []string {
 	t.Helper()
-	b, err := reconcile.Count(bytes.NewReader(data), reconcile.Options{})
+	b, err := reconcile.Count(bytes.NewReader(data), reconcile.Options{Grace: noLateness})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,4 +345,56 @@ func summaryWindows(t *testing.T, data []byte) []string {
 		out = append(out, fmt.Sprintf("%s %d %s %v", w.WindowID, w.Count, w.Digest, w.Partitions))
 	}
 	return out
+}
+
+// TestCountHeartbeatsAdvanceIdlePartitionsOnly: SPEC section 3 in the batch
+// pass. store-a lags three hours behind store-b, and both get an event
+// between every two heartbeats (one every 2 records): store-a's events are
+// judged by its own watermark and all count, whatever the heartbeat period.
+// store-c goes idle after one event; a heartbeat moves it to the source's
+// progress, so its next old event is too late, against that watermark.
+func TestCountHeartbeatsAdvanceIdlePartitionsOnly(t *testing.T) {
+	if window.Partition("store-a", 8) == window.Partition("store-b", 8) || window.Partition("store-c", 8) == window.Partition("store-b", 8) ||
+		window.Partition("store-a", 8) == window.Partition("store-c", 8) {
+		t.Fatal("the stores share a partition")
+	}
+	var in strings.Builder
+	in.WriteString(v2("a-0", "r", "submitted", "10:00", "store-a") + "\n")
+	in.WriteString(v2("c-1", "r", "submitted", "10:00", "store-c") + "\n")
+	for i := range 40 {
+		in.WriteString(v2(fmt.Sprintf("b-%d", i), "r", "submitted", fmt.Sprintf("13:%02d", i), "store-b") + "\n")
+		in.WriteString(v2(fmt.Sprintf("a-%d", i+1), "r", "submitted", fmt.Sprintf("10:%02d", i+1), "store-a") + "\n")
+	}
+	in.WriteString(v2("c-2", "r", "submitted", "10:05", "store-c") + "\n")
+	for _, every := range []int{2, 4, 1000} {
+		b, err := reconcile.Count(strings.NewReader(in.String()), reconcile.Options{HeartbeatEvery: every, EndOfStream: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var late []string
+		for _, l := range b.Late {
+			late = append(late, l.EventID+"@"+l.Watermark.Format("15:04"))
+		}
+		// c-2 is judged against the progress of the last heartbeat before
+		// it minus lateness: after record 82 (b-39, 13:39) every 2 records,
+		// after record 80 (b-38) every 4; with no heartbeat before the end
+		// store-c never moved and c-2 is on time.
+		want := map[int][]string{2: {"c-2@13:34"}, 4: {"c-2@13:33"}, 1000: nil}[every]
+		if !slices.Equal(late, want) {
+			t.Errorf("heartbeat every %d: too late %v, want %v", every, late, want)
+		}
+		if w := b.Windows["2026-12-02T10"]; w == nil || w.ByPartition[window.Partition("store-a", 8)] != 41 {
+			t.Errorf("heartbeat every %d: window 10 = %+v, want store-a's 41 events counted", every, w)
+		}
+	}
+}
+
+// TestCountSkipsByteOrderMark: a UTF-8 BOM at the start of a file is
+// skipped (SPEC section 2): the first record counts.
+func TestCountSkipsByteOrderMark(t *testing.T) {
+	in := "\xEF\xBB\xBF" + v2("bom-1", "r", "submitted", "10:00", "store-a") + "\n" + v2("bom-2", "r", "submitted", "10:01", "store-a") + "\n"
+	b := count(t, in)
+	if b.InWindows != 2 || len(b.Rejected) != 0 {
+		t.Fatalf("counted %d, rejected %v", b.InWindows, rejections(b))
+	}
 }

@@ -13,8 +13,9 @@ import (
 
 // TestGeneratedParity runs generated traffic with every fault through the
 // batch pass and the reference stream model: the batch counts exactly what
-// the generator says it wrote, the stream routes exactly the after-grace
-// events to LATE (for any partition count), and parity holds.
+// the generator says it wrote and judges exactly its after-grace events too
+// late, the stream routes exactly those to LATE (for any partition count),
+// and parity holds.
 func TestGeneratedParity(t *testing.T) {
 	o := gen.DefaultOptions()
 	o.Seed, o.Events, o.Hours = 42, 20000, 12
@@ -28,7 +29,7 @@ func TestGeneratedParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Records != st.Records || b.Counted != st.Submissions || b.Other != st.Other ||
+	if b.Records != st.Records || b.Counted != st.Submissions || b.InWindows != st.Submissions-st.LateAfterGrace || len(b.Late) != st.LateAfterGrace || b.Other != st.Other ||
 		b.DuplicateCount != st.Duplicates || len(b.Rejected) != st.InvalidTotal() {
 		t.Fatalf("batch records %d counted %d other %d duplicates %d rejected %d; generated %+v",
 			b.Records, b.Counted, b.Other, b.DuplicateCount, len(b.Rejected), st)
@@ -40,12 +41,18 @@ func TestGeneratedParity(t *testing.T) {
 	if len(byReason) != 9 {
 		t.Fatalf("only %d rejection reasons generated: %v", len(byReason), byReason)
 	}
-	got := map[string]int{}
+	got, gotLate := map[string]int{}, map[string]int{}
 	for id, w := range b.Windows {
-		got[id] = int(w.Count)
+		got[id] = int(w.Count + w.LateDropped)
+		if w.LateDropped > 0 {
+			gotLate[id] = int(w.LateDropped)
+		}
 	}
 	if !maps.Equal(got, st.SubmissionsByWindow) {
 		t.Fatalf("batch windows %v, generated %v", got, st.SubmissionsByWindow)
+	}
+	if !maps.Equal(gotLate, st.LateAfterGraceByWindow) {
+		t.Fatalf("batch too late by window %v, generated %v", gotLate, st.LateAfterGraceByWindow)
 	}
 
 	for _, partitions := range []int{1, 3, 8} {

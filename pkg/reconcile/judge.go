@@ -28,6 +28,17 @@ type verdict struct {
 	// idOff and idLen place id in the ids of a chunk until they are one
 	// string (see judge.chunk).
 	idOff, idLen int
+	// checked: the record passed the contract check (a valid record, or a
+	// conflicting duplicate), so ingest counts its event time as progress.
+	checked bool
+	// seq is the record's RAW sequence (0 in a file: its record number is
+	// used), fileLine its line in a file (0 for RAW).
+	seq      uint64
+	fileLine int
+	// A heartbeat: its RAW partition and progress (ms).
+	heartbeat bool
+	rawPart   int
+	progress  int64
 }
 
 // maxCachedKeys bounds the partition-key cache of a judge.
@@ -65,13 +76,37 @@ func (j *judge) record(d *verdict, n int, raw []byte, defaultIngestedAt time.Tim
 		return nil
 	}
 	c := &j.c
+	d.checked = true
 	d.fp = c.Fingerprint
 	d.counts = c.Counts()
 	d.ms = window.Ms(c.OccurredAt)
-	if d.counts {
-		d.part = j.partition(c.PartitionKey, c.EventID)
-	}
+	// Every valid event moves its partition's watermark, so every one
+	// needs its partition (the VALID partition the validator routes it
+	// to).
+	d.part = j.partition(c.PartitionKey, c.EventID)
 	return c.EventID
+}
+
+// raw fills d with the verdict on the RAW record r. The contract check
+// gets the broker's receive time of the record.
+func (j *judge) raw(d *verdict, r *Record) {
+	d.seq = r.Seq
+	d.fileLine = r.Line
+	n := r.Line
+	if n == 0 {
+		n = int(r.Seq)
+	}
+	if r.Heartbeat {
+		d.line, d.heartbeat, d.rawPart, d.progress = n, true, r.Partition, r.Progress
+		return
+	}
+	if r.Size > len(r.Data) {
+		j.tooLong(d, n, r.Data, r.Size)
+		return
+	}
+	if id := j.record(d, n, r.Data, r.Received); id != nil {
+		d.id = string(id)
+	}
 }
 
 // partition is window.Route of the event, cached by key for the keys
@@ -93,8 +128,12 @@ func (j *judge) partition(key, eventID []byte) int {
 // tooLong is the verdict on line n, cut at the pass's limit: too_large.
 func (j *judge) tooLong(d *verdict, n int, kept []byte, size int) {
 	d.line = n
+	limit := j.maxLine
+	if limit == 0 {
+		limit = len(kept)
+	}
 	r := rejectionOf(n, kept, contract.Reject(contract.ReasonTooLarge, "",
-		"record is %d bytes, over the %d the pass reads", size, j.maxLine))
+		"record is %d bytes, over the %d the pass reads", size, limit))
 	d.rej = &r
 }
 
@@ -107,6 +146,7 @@ func (j *judge) chunk(ch *chunk, defaultIngestedAt time.Time) {
 		ch.verdicts = append(ch.verdicts, verdict{})
 		d := &ch.verdicts[len(ch.verdicts)-1]
 		raw := ch.data[l.start:l.end]
+		d.fileLine = l.n
 		if l.cut {
 			j.tooLong(d, l.n, raw, l.size)
 			continue

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 )
@@ -15,7 +16,14 @@ type lineReader struct {
 	max  int
 	size int  // full length of the current line
 	cut  bool // whether the current line was cut at max
+	// started is set once the first line was read (and a byte-order mark
+	// before it skipped).
+	started bool
 }
+
+// bom is the UTF-8 byte-order mark, skipped at the start of a file (SPEC
+// section 2), not rejected.
+var bom = []byte{0xEF, 0xBB, 0xBF}
 
 func newLineReader(r io.Reader, max int) *lineReader {
 	return newLineReaderSize(r, max, 64<<10)
@@ -43,6 +51,12 @@ func (l *lineReader) next() (line []byte, size int, cut bool, err error) {
 // appendNext is next appending the line to dst (at most max bytes of it)
 // and returning the extended dst; on an error dst is returned unchanged.
 func (l *lineReader) appendNext(dst []byte) (out []byte, size int, cut bool, err error) {
+	if !l.started {
+		l.started = true
+		if head, _ := l.r.Peek(len(bom)); bytes.Equal(head, bom) {
+			_, _ = l.r.Discard(len(bom))
+		}
+	}
 	start, buf := len(dst), dst
 	l.size, l.cut = 0, false
 	read := 0

@@ -31,6 +31,10 @@ func TestLineReader(t *testing.T) {
 		{strings.Repeat("x", 64<<10-1) + "\r\nq", []string{fmt.Sprintf("%d/%d/false", 64<<10-1, 64<<10-1), "1/1/false"}},
 		{strings.Repeat("x", 64<<10-1) + "\rzz\n", []string{fmt.Sprintf("%d/%d/false", 64<<10+2, 64<<10+2)}},
 		{"tail\r", []string{"4/4/false"}},
+		// A byte-order mark is skipped at the start of the input only.
+		{"\xEF\xBB\xBFab\n\xEF\xBB\xBFc", []string{"2/2/false", "4/4/false"}},
+		{"\xEF\xBB\xBF", nil},
+		{"\xEF\xBBx\n", []string{"3/3/false"}},
 	}
 	for i, tc := range tests {
 		lr := newLineReader(strings.NewReader(tc.in), keep)

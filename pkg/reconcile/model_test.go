@@ -17,9 +17,10 @@ import (
 
 // This file is a reference model of the streaming side, for tests only: it
 // replays a file through the SPEC section 3 rules (per-partition watermark,
-// dedup first, classification against the watermark before the event, an
-// end-of-stream watermark at the end) and returns what a correct pipeline
-// publishes. It shares no code with the batch pass beyond the contract.
+// dedup first, classification against the watermark before the event,
+// ingest's heartbeats that advance idle partitions only, an end-of-stream
+// watermark at the end) and returns what a correct pipeline publishes. It
+// shares no code with the batch pass beyond the contract.
 
 const (
 	modelLateness = int64(5 * time.Minute / time.Millisecond)
@@ -39,49 +40,68 @@ type streamResult struct {
 }
 
 // runStream replays data (NDJSON, blank lines skipped, seq = record number)
-// through the stream rules with P partitions.
+// through the stream rules with P partitions and ingest's default
+// heartbeats.
 func runStream(t *testing.T, data []byte, partitions int, ingestedAt time.Time) streamResult {
+	t.Helper()
+	return runStreamEvery(t, data, partitions, ingestedAt, reconcile.DefaultHeartbeatEvery)
+}
+
+// runStreamEvery is runStream with a heartbeat to every partition after
+// every `every` records (none if every <= 0), carrying the largest valid
+// event time so far; a heartbeat moves only a partition that got no event
+// since its previous one.
+func runStreamEvery(t *testing.T, data []byte, partitions int, ingestedAt time.Time, every int) streamResult {
 	t.Helper()
 	v, err := contract.NewValidator(contract.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if ingestedAt.IsZero() {
+		ingestedAt = time.Now().UTC() // as the batch pass's default
+	}
 	var res streamResult
-	claims := map[string]uint64{}        // validator: event_id → fingerprint
-	decided := map[string]bool{}         // windower: counted or routed late
-	wp := map[int]int64{}                // partition watermarks
+	claims := map[string]uint64{} // validator: event_id → fingerprint
+	wp := map[int]int64{}         // partition watermarks
+	busy := map[int]bool{}        // partitions with an event since their last heartbeat
+	var progress int64            // ingest: largest valid event time so far
+	sinceBeat := 0
+	beat := func() {
+		sinceBeat = 0
+		if progress <= 0 {
+			return
+		}
+		for p := range partitions {
+			if !busy[p] {
+				wp[p] = window.Advance(wp[p], progress, modelLateness)
+			}
+			busy[p] = false
+		}
+	}
 	windows := map[string]*modelWindow{} // by window id
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
 	var seq uint64
-	for sc.Scan() {
-		line := bytes.TrimSuffix(sc.Bytes(), []byte{'\r'})
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		seq++
-		ev, err := v.Validate(line, ingestedAt)
+	handle := func(ev contract.Event, err error) {
 		if err != nil {
 			re, ok := contract.AsReject(err)
 			if !ok {
 				t.Fatalf("seq %d: %v", seq, err)
 			}
 			res.rejected = append(res.rejected, reconcile.RejectedRow{EventID: re.EventID, Reason: re.Reason, Detail: re.Detail, Seq: seq})
-			continue
+			return
 		}
 		if fp, ok := claims[ev.EventID]; ok && fp != ev.Fingerprint {
 			res.rejected = append(res.rejected, reconcile.RejectedRow{EventID: ev.EventID, Reason: contract.ReasonConflictingDuplicate, Seq: seq})
-			continue
-		} else if !ok {
-			claims[ev.EventID] = ev.Fingerprint
+			return
+		} else if ok {
+			return // a retry: JetStream drops it by its Nats-Msg-Id
 		}
-		if decided[ev.EventID] {
-			continue // a duplicate changes nothing
-		}
+		claims[ev.EventID] = ev.Fingerprint
 		p := window.Partition(ev.PartitionKey, partitions)
 		ms := window.Ms(ev.OccurredAt)
+		busy[p] = true
 		if ev.Counts() {
-			decided[ev.EventID] = true
 			b := window.Of(ms)
 			w := windows[b.ID]
 			if w == nil {
@@ -112,6 +132,21 @@ func runStream(t *testing.T, data []byte, partitions int, ingestedAt time.Time) 
 			}
 		}
 		wp[p] = window.Advance(wp[p], ms, modelLateness)
+	}
+	for sc.Scan() {
+		line := bytes.TrimSuffix(sc.Bytes(), []byte{'\r'})
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		seq++
+		ev, err := v.Validate(line, ingestedAt)
+		if err == nil && ev.OccurredAt.UnixMilli() > progress {
+			progress = ev.OccurredAt.UnixMilli()
+		}
+		handle(ev, err)
+		if sinceBeat++; every > 0 && sinceBeat >= every {
+			beat()
+		}
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,13 @@ import (
 // DefaultPartitions is the partition count P of SPEC section 3.
 const DefaultPartitions = 8
 
+// The watermark defaults of SPEC section 3, and ingest's heartbeat period.
+const (
+	DefaultLateness       = 5 * time.Minute
+	DefaultGrace          = time.Hour
+	DefaultHeartbeatEvery = 1000
+)
+
 // maxLineBytes is the longest line the pass hands to the validator (or
 // the validator's MaxSize + 1 if that is larger). Longer lines are rejected
 // too_large by the pass itself, which keeps only that much of them.
@@ -21,12 +28,13 @@ type Options struct {
 	// Validator checks each record. Nil means a validator with the
 	// contract defaults.
 	Validator *contract.Validator
-	// DefaultIngestedAt stands in for ingested_at in records without one,
-	// as ingest would stamp it; such a record is rejected future_timestamp
-	// when it occurred more than the validator's MaxFutureSkew after it.
-	// Pass a fixed instant for a reproducible pass. The zero time is passed
-	// through as is, so a record without ingested_at is then always too far
-	// in the future.
+	// DefaultIngestedAt is the received time of a file's records (a RAW
+	// source carries each record's broker timestamp instead): it stands in
+	// for ingested_at in records without one, as ingest would stamp it, and
+	// it bounds both event times (contract.Validator.Check, SPEC section 2:
+	// later than it plus MaxFutureSkew is future_timestamp). Pass a fixed
+	// instant for a reproducible pass; the zero time means the time the
+	// pass starts.
 	DefaultIngestedAt time.Time
 	// Partitions is the partition count P used to split window counts by
 	// partition; zero means DefaultPartitions.
@@ -40,6 +48,27 @@ type Options struct {
 	// lines' average length). It only sizes the pass's tables up front
 	// instead of growing them record by record; the result is the same.
 	RecordsHint int
+	// Lateness and Grace are the watermark lateness and the grace period of
+	// SPEC section 3 (zero: DefaultLateness, DefaultGrace): the pass
+	// replays every partition's watermark with them and judges each new
+	// submission on time, correction or too late itself.
+	Lateness time.Duration
+	Grace    time.Duration
+	// Horizon is the replay horizon: a new submission whose window ended at
+	// least Grace + Horizon before its partition watermark is judged
+	// retired (too late, not in late_dropped). Zero: no horizon.
+	Horizon time.Duration
+	// HeartbeatEvery and EndOfStream place, in a file read by Count, the
+	// heartbeats ingest would place (pkg/ingest): after every
+	// HeartbeatEvery non-blank records one to every partition with the
+	// largest event time of the valid records so far, and, with
+	// EndOfStream, the end-of-stream heartbeat after the last record
+	// (without it, a last one with the progress if valid records came
+	// since the previous). Zero means DefaultHeartbeatEvery; negative
+	// places none. They do not apply to AddRecord, whose records carry
+	// their own heartbeats.
+	HeartbeatEvery int
+	EndOfStream    bool
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -51,6 +80,21 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Partitions == 0 {
 		o.Partitions = DefaultPartitions
+	}
+	if o.DefaultIngestedAt.IsZero() {
+		o.DefaultIngestedAt = time.Now().UTC()
+	}
+	if o.Lateness < 0 || o.Grace < 0 || o.Horizon < 0 {
+		return o, fmt.Errorf("reconcile: lateness, grace and horizon must not be negative")
+	}
+	if o.Lateness == 0 {
+		o.Lateness = DefaultLateness
+	}
+	if o.Grace == 0 {
+		o.Grace = DefaultGrace
+	}
+	if o.HeartbeatEvery == 0 {
+		o.HeartbeatEvery = DefaultHeartbeatEvery
 	}
 	if o.Validator == nil {
 		v, err := contract.NewValidator(contract.Options{})

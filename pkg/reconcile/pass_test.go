@@ -23,11 +23,15 @@ func countSequential(r io.Reader, opts Options) (*Batch, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.file = true
 	maxLine := max(maxLineBytes, b.validator.Options().MaxSize+1)
+	j := newJudge(b.validator, b.Partitions, maxLine)
+	j.hot = b.hot
 	lines := newLineReader(r, maxLine)
 	for n := 1; ; n++ {
 		line, size, cut, err := lines.next()
 		if err == io.EOF {
+			b.endOfFile()
 			return b, nil
 		}
 		if err != nil {
@@ -36,13 +40,13 @@ func countSequential(r io.Reader, opts Options) (*Batch, error) {
 		if len(bytes.TrimSpace(line)) == 0 && !cut {
 			continue
 		}
+		d := verdict{fileLine: n}
 		if cut {
-			b.Records++
-			b.addRejection(rejectionOf(n, line, contract.Reject(contract.ReasonTooLarge, "",
-				"record is %d bytes, over the %d the pass reads", size, maxLine)))
-			continue
+			j.tooLong(&d, n, line, size)
+		} else if id := j.record(&d, n, line, b.ingestedAt); id != nil {
+			d.id = string(id)
 		}
-		if err := b.Add(n, line, b.ingestedAt); err != nil {
+		if err := b.apply(&d); err != nil {
 			return nil, err
 		}
 	}
@@ -54,10 +58,12 @@ func countWith(r io.Reader, opts Options, workers int) (*Batch, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.file = true
 	maxLine := max(maxLineBytes, b.validator.Options().MaxSize+1)
 	if err := b.countLines(r, maxLine, workers); err != nil {
 		return nil, err
 	}
+	b.endOfFile()
 	return b, nil
 }
 
@@ -112,11 +118,13 @@ func hostileStream(t testing.TB, events int) []byte {
 func sameBatch(a, b *Batch) string {
 	a2, b2 := *a, *b
 	a2.judge, b2.judge = nil, nil // the Add path's scratch
+	// How the records came (a file or one by one) is not the result.
+	a2.file, b2.file = false, false
 	if reflect.DeepEqual(&a2, &b2) {
 		return ""
 	}
 	switch {
-	case a.Records != b.Records || a.Valid != b.Valid || a.Counted != b.Counted || a.Other != b.Other || a.DuplicateCount != b.DuplicateCount:
+	case a.Records != b.Records || a.Valid != b.Valid || a.Counted != b.Counted || a.InWindows != b.InWindows || a.Other != b.Other || a.DuplicateCount != b.DuplicateCount:
 		return fmt.Sprintf("totals %d/%d/%d/%d/%d vs %d/%d/%d/%d/%d", a.Records, a.Valid, a.Counted, a.Other, a.DuplicateCount,
 			b.Records, b.Valid, b.Counted, b.Other, b.DuplicateCount)
 	case !reflect.DeepEqual(a.Rejected, b.Rejected):
@@ -132,6 +140,10 @@ func sameBatch(a, b *Batch) string {
 		return "windows differ"
 	case !reflect.DeepEqual(a.claims, b.claims):
 		return "claims differ"
+	case !reflect.DeepEqual(a.Late, b.Late):
+		return "late verdicts differ"
+	case !reflect.DeepEqual(a.wm, b.wm):
+		return fmt.Sprintf("watermarks %v vs %v", a.wm, b.wm)
 	}
 	return "batches differ"
 }
@@ -219,8 +231,8 @@ func TestCountReadError(t *testing.T) {
 	}
 }
 
-// TestAddMatchesCount: feeding lines one by one with Add (as generation
-// rebuilds do) gives the batch Count gives.
+// TestAddMatchesCount: feeding lines one by one with Add gives the batch
+// Count gives for a file without heartbeats.
 func TestAddMatchesCount(t *testing.T) {
 	var buf bytes.Buffer
 	o := gen.DefaultOptions()
@@ -228,16 +240,17 @@ func TestAddMatchesCount(t *testing.T) {
 	if _, err := gen.Write(&buf, o); err != nil {
 		t.Fatal(err)
 	}
-	want, err := Count(bytes.NewReader(buf.Bytes()), Options{})
+	at := time.Now().UTC()
+	want, err := Count(bytes.NewReader(buf.Bytes()), Options{HeartbeatEvery: -1, DefaultIngestedAt: at})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewBatch(Options{})
+	b, err := NewBatch(Options{HeartbeatEvery: -1, DefaultIngestedAt: at})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, line := range strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n") {
-		if err := b.Add(i+1, []byte(line), time.Time{}); err != nil {
+		if err := b.Add(i+1, []byte(line), at); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -36,11 +36,13 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		verdict = "**Parity FAILS.**"
 	}
 	p("%s %d final windows compared: %d match, %d explained, %d unexplained; %d provisional. "+
-		"%d differences explained by LATE after grace, %d unexplained.\n\n",
+		"%d differences explained by LATE rows matching the batch's own verdicts, %d unexplained.\n\n",
 		verdict, s.Final, s.Matched, s.Explained, s.Unexplained, s.Provisional,
 		s.LateAfterGrace, s.UnexplainedDifferences)
 	p("Batch pass: %d records, %d valid, %d counted, %d never count, %d duplicates, %d rejected%s.\n\n",
 		s.Records, s.Valid, s.Counted, s.Other, s.Duplicates, s.Rejected, reasonList(s.ByReason))
+	p("Batch verdicts: %d counted in their windows (%d as corrections), %d judged too late, over %d heartbeats replayed.\n\n",
+		s.InWindows, s.Corrections, s.BatchLate, s.Heartbeats)
 
 	p("| window | stream status | batch | late | expected | stream | digest | late_dropped | corrections | first output version | version | retries | rejected | verdict |\n")
 	p("|---|---|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|---|\n")
@@ -131,6 +133,9 @@ func diffLine(d Difference) string {
 	if d.Watermark != nil {
 		at = append(at, "watermark "+d.Watermark.Format(time.RFC3339Nano))
 	}
+	if d.BatchWatermark != nil && (d.Watermark == nil || !d.BatchWatermark.Equal(*d.Watermark)) {
+		at = append(at, "batch watermark "+d.BatchWatermark.Format(time.RFC3339Nano))
+	}
 	if d.Partition != nil && d.EventID != "" {
 		at = append(at, fmt.Sprintf("partition %d", *d.Partition))
 	}
@@ -198,6 +203,9 @@ type BatchWindow struct {
 	End      time.Time `json:"end"`
 	Count    int64     `json:"count"`
 	Digest   string    `json:"digest"`
+	// Corrections and LateDropped are the batch's own verdicts.
+	Corrections int64 `json:"corrections"`
+	LateDropped int64 `json:"late_dropped"`
 	// Partitions holds the non-zero counts per partition.
 	Partitions []PartitionCount `json:"partitions"`
 	Duplicates int              `json:"duplicates"`
@@ -217,17 +225,20 @@ type BatchSummary struct {
 	Records    int                     `json:"records"`
 	Valid      int                     `json:"valid"`
 	Counted    int                     `json:"counted"`
+	InWindows  int                     `json:"counted_in_windows"`
 	Other      int                     `json:"other"`
 	Duplicates int                     `json:"duplicates"`
 	Rejected   int                     `json:"rejected"`
 	ByReason   map[contract.Reason]int `json:"rejected_by_reason"`
 	Windows    []BatchWindow           `json:"windows"`
+	// Late lists every submission the batch judged too late.
+	Late []LateVerdict `json:"late"`
 }
 
 // Summary returns the batch's totals and per-window counts and digests.
 func (b *Batch) Summary() BatchSummary {
 	s := BatchSummary{
-		Partitions: b.Partitions, Records: b.Records, Valid: b.Valid, Counted: b.Counted,
+		Partitions: b.Partitions, Records: b.Records, Valid: b.Valid, Counted: b.Counted, InWindows: b.InWindows, Late: b.Late,
 		Other: b.Other, Duplicates: b.DuplicateCount, Rejected: len(b.Rejected),
 		ByReason: b.RejectedByReason(), Windows: []BatchWindow{},
 	}
@@ -235,6 +246,7 @@ func (b *Batch) Summary() BatchSummary {
 		w := b.Windows[id]
 		bw := BatchWindow{
 			WindowID: id, Start: w.Start, End: w.End, Count: w.Count, Digest: w.Digest.String(),
+			Corrections: w.Corrections, LateDropped: w.LateDropped,
 			Partitions: []PartitionCount{}, Duplicates: len(w.Duplicates), Rejected: len(b.rejectedIn[id]),
 		}
 		for p, n := range w.ByPartition {

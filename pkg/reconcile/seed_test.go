@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -62,27 +63,35 @@ func readSeed(t *testing.T) ([]byte, seedExpectation) {
 }
 
 // TestSeedBatch holds the batch pass over the seed fixture to the
-// hand-written expectation: batch count = stream count + late ids of the
-// window, and the same rejections in the same order.
+// hand-written expectation: the batch's own windows (count, corrections,
+// late_dropped) and its own too-late verdicts are the expected ones, with
+// the same rejections in the same order.
 func TestSeedBatch(t *testing.T) {
 	data, exp := readSeed(t)
-	b, err := reconcile.Count(bytes.NewReader(data), reconcile.Options{})
+	b, err := reconcile.Count(bytes.NewReader(data), reconcile.Options{EndOfStream: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lateIn := map[string]int64{}
+	var gotLate, wantLate []string
+	for _, l := range b.Late {
+		gotLate = append(gotLate, l.EventID+"@"+l.WindowID+":"+l.Reason)
+	}
 	for _, l := range exp.Late {
-		lateIn[l.WindowID]++
-		if w, ok := b.CountedIn(l.EventID); !ok || w != l.WindowID {
-			t.Errorf("late %s: batch counted it in %q (%v), want %s", l.EventID, w, ok, l.WindowID)
-		}
+		wantLate = append(wantLate, l.EventID+"@"+l.WindowID+":"+reconcile.ReasonAfterGrace)
 	}
-	var want []string
+	if !slices.Equal(gotLate, wantLate) {
+		t.Errorf("batch too late = %v, want %v", gotLate, wantLate)
+	}
+	var got, want []string
+	for _, id := range b.WindowIDs() {
+		w := b.Windows[id]
+		got = append(got, fmt.Sprintf("%s count %d corrections %d late %d", id, w.Count, w.Corrections, w.LateDropped))
+	}
 	for _, w := range exp.Windows {
-		want = append(want, w.WindowID+"="+itoa(w.Count+lateIn[w.WindowID]))
+		want = append(want, fmt.Sprintf("%s count %d corrections %d late %d", w.WindowID, w.Count, w.Corrections, w.LateDropped))
 	}
-	if got := windowCounts(b); !slices.Equal(got, want) {
-		t.Errorf("batch windows = %v, want %v", got, want)
+	if !slices.Equal(got, want) {
+		t.Errorf("batch windows =\n  %v\nwant\n  %v", got, want)
 	}
 	var gotRej, wantRej []string
 	for _, r := range b.Rejected {
@@ -94,9 +103,9 @@ func TestSeedBatch(t *testing.T) {
 	if !slices.Equal(gotRej, wantRej) {
 		t.Errorf("rejected = %v, want %v", gotRej, wantRej)
 	}
-	if b.Records != 35 || b.DuplicateCount != 3 || b.Other != 4 || b.Counted != 20 {
-		t.Errorf("records %d duplicates %d other %d counted %d, want 35 3 4 20",
-			b.Records, b.DuplicateCount, b.Other, b.Counted)
+	if b.Records != 35 || b.DuplicateCount != 3 || b.Other != 4 || b.Counted != 20 || b.InWindows != 18 || b.Corrections != 4 {
+		t.Errorf("records %d duplicates %d other %d submissions %d counted in windows %d corrections %d, want 35 3 4 20 18 4",
+			b.Records, b.DuplicateCount, b.Other, b.Counted, b.InWindows, b.Corrections)
 	}
 }
 

@@ -24,9 +24,14 @@ import (
 
 // cmdReconcile runs the independent batch pass (SPEC section 8) over an
 // NDJSON file and prints every window's count and digest with the rejected
-// and duplicate totals. With --out it writes batch.json there. With
-// --windows (a windows.json of a run) and optionally --late (its
-// late.ndjson) it also compares the batch with those windows, writes
+// and duplicate totals. The file is taken as ingest publishes it: in file
+// order, with ingest's heartbeats (--heartbeat-every, --end-of-stream, as
+// run places them) and --ingested-at as the receive time; the pass replays
+// the partition watermarks with --lateness, --grace and --replay-horizon
+// and judges every event's lateness itself. With --out it writes
+// batch.json there. With --windows (a windows.json of a run) and --late
+// (its late.ndjson; by default the late.ndjson beside windows.json, if
+// there is one) it also compares the batch with those windows, writes
 // parity.json and parity.md to --out, and fails when parity does not hold.
 func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
@@ -39,7 +44,12 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	skew := fs.Duration("max-future-skew", contract.DefaultMaxFutureSkew, "how far after ingested_at an event may have occurred")
 	maxSize := fs.Int("max-size", contract.DefaultMaxSize, "largest accepted record in bytes")
 	windowsFile := fs.String("windows", "", "windows.json of a run to compare with (optional)")
-	lateFile := fs.String("late", "", "late.ndjson of the same run (optional, with --windows)")
+	lateFile := fs.String("late", "", "late.ndjson of the same run (with --windows; default: late.ndjson beside windows.json, if present)")
+	lateness := fs.Duration("lateness", reconcile.DefaultLateness, "watermark lateness: W_p = max event time - lateness")
+	grace := fs.Duration("grace", reconcile.DefaultGrace, "grace after a window's end during which late events are counted as corrections")
+	horizon := fs.Duration("replay-horizon", 24*time.Hour, "the run's replay horizon: events whose window ended grace + this before the watermark are judged retired (0: never)")
+	hbEvery := fs.Int("heartbeat-every", reconcile.DefaultHeartbeatEvery, "ingest's heartbeat period in records, as given to run or ingest (0: no heartbeats)")
+	eos := fs.Bool("end-of-stream", true, "ingest sent the end-of-stream heartbeat after the last record (as run does)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -52,6 +62,18 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return usageError("--partitions must be positive, got %d", *partitions)
 	case *lateFile != "" && *windowsFile == "":
 		return usageError("--late needs --windows")
+	case *lateness < 0:
+		return usageError("--lateness must not be negative")
+	case *grace < 0:
+		return usageError("--grace must not be negative")
+	case *horizon < 0:
+		return usageError("--replay-horizon must not be negative")
+	case *hbEvery < 0:
+		return usageError("--heartbeat-every must not be negative, got %d", *hbEvery)
+	}
+	every := *hbEvery
+	if every == 0 {
+		every = -1 // reconcile.Options: negative places none
 	}
 	hot, err := window.ParseHotKeys(*hotKeys, *partitions)
 	if err != nil {
@@ -83,6 +105,7 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	b, err := reconcile.Count(ctxReader{ctx, in}, reconcile.Options{
 		Validator: v, DefaultIngestedAt: defIngested, Partitions: *partitions, HotKeys: hot, RecordsHint: hint,
+		Lateness: *lateness, Grace: *grace, Horizon: *horizon, HeartbeatEvery: every, EndOfStream: *eos,
 	})
 	if err != nil {
 		return err
@@ -107,6 +130,12 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	var late []reconcile.LateRow
+	if *lateFile == "" {
+		// SPEC section 6: late.ndjson beside windows.json by default.
+		if beside := filepath.Join(filepath.Dir(*windowsFile), "late.ndjson"); fileExists(beside) {
+			*lateFile = beside
+		}
+	}
 	if *lateFile != "" {
 		if late, err = readLate(*lateFile); err != nil {
 			return err
@@ -134,6 +163,12 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return nil
 }
 
+// fileExists reports whether path names an existing regular file.
+func fileExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
+}
+
 // estimateRecords guesses how many lines the regular file f holds from its
 // size and the lines of its first MiB, for reconcile.Options.RecordsHint;
 // 0 when it cannot tell. It reads with ReadAt, so f's offset is unchanged.
@@ -154,16 +189,17 @@ func estimateRecords(f *os.File) int {
 // printBatch writes the window table and the totals.
 func printBatch(w io.Writer, b *reconcile.Batch) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "WINDOW\tCOUNT\tDIGEST\tRETRIES\tREJECTED")
+	fmt.Fprintln(tw, "WINDOW\tCOUNT\tDIGEST\tRETRIES\tREJECTED\tCORRECTIONS\tLATE")
 	for _, bw := range b.Summary().Windows {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\n", bw.WindowID, bw.Count, bw.Digest, bw.Duplicates, bw.Rejected)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%d\n", bw.WindowID, bw.Count, bw.Digest, bw.Duplicates, bw.Rejected,
+			bw.Corrections, bw.LateDropped)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	s := b.Summary()
-	_, err := fmt.Fprintf(w, "records %d, valid %d, counted %d in %d windows, never count %d, duplicates %d, rejected %d%s\n",
-		s.Records, s.Valid, s.Counted, len(s.Windows), s.Other, s.Duplicates, s.Rejected, byReason(s.ByReason))
+	_, err := fmt.Fprintf(w, "records %d, valid %d, submissions %d (%d counted in %d windows, %d too late), never count %d, duplicates %d, rejected %d%s\n",
+		s.Records, s.Valid, s.Counted, s.InWindows, len(s.Windows), len(s.Late), s.Other, s.Duplicates, s.Rejected, byReason(s.ByReason))
 	return err
 }
 

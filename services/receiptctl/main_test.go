@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const seed = "../../e2e/testdata/seed.ndjson"
@@ -107,5 +108,46 @@ func TestUsageErrors(t *testing.T) {
 		if code, _, _ := runCLI(t, args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
+	}
+}
+
+// TestReconcileJudgesARunsArtifacts: reconcile over the file a run read,
+// with the run's windows.json (late.ndjson read beside it by default),
+// holds; the same artifacts with one LATE row's watermark changed fail
+// with exit 1, naming the event.
+func TestReconcileJudgesARunsArtifacts(t *testing.T) {
+	dir := t.TempDir()
+	if code, out, e := runCLI(t, "run", "--events", seed, "--out", dir); code != 0 {
+		t.Fatalf("run: %d %s %s", code, out, e)
+	}
+	windows := filepath.Join(dir, "windows.json")
+	code, out, e := runCLI(t, "reconcile", "--events", seed, "--windows", windows, "--out", filepath.Join(dir, "check"))
+	if code != 0 || !strings.Contains(out, "parity holds") {
+		t.Fatalf("reconcile: exit %d\n%s\n%s", code, out, e)
+	}
+	late, err := os.ReadFile(filepath.Join(dir, "late.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(late), "\n")
+	var row struct {
+		EventID   string    `json:"event_id"`
+		Watermark time.Time `json:"watermark"`
+	}
+	if err := json.Unmarshal([]byte(line), &row); err != nil || row.EventID == "" {
+		t.Fatalf("late.ndjson %q: %v", line, err)
+	}
+	changed := strings.Replace(string(late), row.Watermark.UTC().Format(time.RFC3339Nano),
+		row.Watermark.Add(time.Minute).UTC().Format(time.RFC3339Nano), 1)
+	if changed == string(late) {
+		t.Fatalf("watermark of %q not found", line)
+	}
+	bad := filepath.Join(dir, "bad-late.ndjson")
+	if err := os.WriteFile(bad, []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = runCLI(t, "reconcile", "--events", seed, "--windows", windows, "--late", bad)
+	if code != 1 || !strings.Contains(out, "late_watermark_mismatch "+row.EventID) {
+		t.Fatalf("reconcile with a changed LATE watermark: exit %d\n%s", code, out)
 	}
 }

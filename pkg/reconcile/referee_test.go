@@ -1,0 +1,251 @@
+package reconcile_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/gen"
+	"github.com/receiptflow/receiptflow/pkg/reconcile"
+	"github.com/receiptflow/receiptflow/pkg/snapshot"
+	"github.com/receiptflow/receiptflow/pkg/window"
+)
+
+// This file holds the referee to SPEC section 8: parity must FAIL, naming
+// the event id, whenever the stream's result is wrong — it loses an event,
+// counts one twice, misjudges one as late, never publishes a window, or
+// judges a late event against another watermark — and hold on a correct
+// stream.
+
+// refereeInput is one raw snapshot and the correct stream result for it.
+type refereeInput struct {
+	name string
+	data []byte
+}
+
+func refereeInputs(t *testing.T) []refereeInput {
+	t.Helper()
+	seed, _ := readSeed(t)
+	o := gen.DefaultOptions()
+	o.Seed, o.Events, o.Hours = 11, 6000, 8
+	o.LateRate, o.InvalidRate = 0.03, 0.01
+	var buf bytes.Buffer
+	if _, err := gen.Write(&buf, o); err != nil {
+		t.Fatal(err)
+	}
+	return []refereeInput{{"seed", seed}, {"generated", buf.Bytes()}}
+}
+
+// partitionOf is the partition of the first record of event id in data.
+func partitionOf(t *testing.T, data []byte, id string) int {
+	t.Helper()
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
+	for sc.Scan() {
+		var rec struct {
+			EventID      string `json:"event_id"`
+			PartitionKey string `json:"partition_key"`
+		}
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.EventID == id {
+			return window.Partition(rec.PartitionKey, reconcile.DefaultPartitions)
+		}
+	}
+	t.Fatalf("no record of %s", id)
+	return -1
+}
+
+// onTime picks a final stream window with at least two counted events and
+// one event id counted in it on time or as a correction, that the stream
+// has no LATE row for.
+func onTime(t *testing.T, b *reconcile.Batch, ws []snapshot.Window, late []reconcile.LateRow) (string, string) {
+	t.Helper()
+	isLate := map[string]bool{}
+	for _, r := range late {
+		isLate[r.EventID] = true
+	}
+	for _, w := range ws {
+		bw := b.Windows[w.WindowID]
+		if w.Status != window.StatusFinal || w.Count < 2 || bw == nil {
+			continue
+		}
+		for _, id := range bw.IDs {
+			if !isLate[id] {
+				return w.WindowID, id
+			}
+		}
+	}
+	t.Fatal("no window with an on-time event")
+	return "", ""
+}
+
+// addToPartition changes the partial count of partition p of w by n.
+func addToPartition(w *snapshot.Window, p int, n int64) {
+	w.Partitions = slices.Clone(w.Partitions)
+	for i := range w.Partitions {
+		if w.Partitions[i].Partition == p {
+			w.Partitions[i].Count += n
+			return
+		}
+	}
+	w.Partitions = append(w.Partitions, snapshot.Partial{Partition: p, Count: n})
+}
+
+// mustFailNaming asserts that parity fails and that an unexplained
+// difference names event id (and, if wm is set, that watermark).
+func mustFailNaming(t *testing.T, rep *reconcile.Report, id string, wm *time.Time) {
+	t.Helper()
+	if rep.Holds {
+		t.Fatalf("parity holds; the corruption of %s went unnoticed", id)
+	}
+	for _, d := range rep.Unexplained {
+		if d.EventID != id {
+			continue
+		}
+		if wm == nil {
+			return
+		}
+		if d.Watermark != nil && d.Watermark.Equal(*wm) {
+			return
+		}
+	}
+	var got []string
+	for _, d := range rep.Unexplained {
+		got = append(got, string(d.Kind)+" "+d.EventID)
+	}
+	t.Fatalf("parity fails, but no unexplained difference names %s (watermark %v): %v", id, wm, got)
+}
+
+// TestParityFailsOnACorruptStream: five ways a stream can be wrong, each
+// caught with the event id named.
+func TestParityFailsOnACorruptStream(t *testing.T) {
+	for _, in := range refereeInputs(t) {
+		t.Run(in.name, func(t *testing.T) {
+			b, err := reconcile.Count(bytes.NewReader(in.data), reconcile.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := runStream(t, in.data, reconcile.DefaultPartitions, time.Time{})
+			if rep := reconcile.Compare(b, res.windows, res.late); !rep.Holds {
+				t.Fatalf("the correct stream does not hold: %+v", rep.Unexplained[:min(3, len(rep.Unexplained))])
+			}
+			if len(res.late) == 0 {
+				t.Fatal("no late events in the input")
+			}
+			wid, id := onTime(t, b, res.windows, res.late)
+			p := partitionOf(t, in.data, id)
+
+			t.Run("drop one counted event", func(t *testing.T) {
+				ws := editWindow(res.windows, wid, func(w *snapshot.Window) {
+					w.Count--
+					w.Version++
+					w.Digest = removeID(w.Digest, id)
+					addToPartition(w, p, -1)
+				})
+				mustFailNaming(t, reconcile.Compare(b, ws, res.late), id, nil)
+			})
+			t.Run("count one twice", func(t *testing.T) {
+				ws := editWindow(res.windows, wid, func(w *snapshot.Window) {
+					w.Count++
+					w.Version++
+					w.Digest = addID(w.Digest, id)
+					addToPartition(w, p, 1)
+				})
+				mustFailNaming(t, reconcile.Compare(b, ws, res.late), id, nil)
+			})
+			t.Run("route one on-time event to LATE", func(t *testing.T) {
+				// Consistent in itself: the count, digest, partial and
+				// late_dropped all say the stream judged it late.
+				ws := editWindow(res.windows, wid, func(w *snapshot.Window) {
+					w.Count--
+					w.LateDropped++
+					w.Version++
+					w.Digest = removeID(w.Digest, id)
+					addToPartition(w, p, -1)
+				})
+				start, _ := window.ParseID(wid)
+				wm := window.Time(start + window.WidthMs + int64(time.Hour/time.Millisecond))
+				late := append(slices.Clone(res.late), reconcile.LateRow{
+					EventID: id, WindowID: wid, Reason: reconcile.ReasonAfterGrace, Watermark: wm, Partition: p, Seq: 1,
+				})
+				mustFailNaming(t, reconcile.Compare(b, ws, late), id, nil)
+			})
+			t.Run("never publish one window", func(t *testing.T) {
+				mustFailNaming(t, reconcile.Compare(b, dropWindow(res.windows, wid), res.late), id, nil)
+			})
+			t.Run("never publish one window, its ids dropped as retired", func(t *testing.T) {
+				late := slices.Clone(res.late)
+				for _, eid := range b.Windows[wid].IDs {
+					late = append(late, reconcile.LateRow{EventID: eid, WindowID: wid, Reason: reconcile.ReasonRetired,
+						Watermark: window.Time(window.EndOfStream), Partition: partitionOf(t, in.data, eid), Seq: 1})
+				}
+				mustFailNaming(t, reconcile.Compare(b, dropWindow(res.windows, wid), late), id, nil)
+			})
+			t.Run("change one LATE row's watermark", func(t *testing.T) {
+				late := slices.Clone(res.late)
+				late[0].Watermark = late[0].Watermark.Add(time.Minute)
+				wm := late[0].Watermark
+				mustFailNaming(t, reconcile.Compare(b, res.windows, late), late[0].EventID, &wm)
+			})
+		})
+	}
+}
+
+// TestParityHoldsForAnyHeartbeatPeriod: the batch pass and the stream
+// model agree whatever ingest's heartbeat period (from one heartbeat per
+// record on), since both apply the idle-partition rule of SPEC section 3 in
+// the same RAW order.
+func TestParityHoldsForAnyHeartbeatPeriod(t *testing.T) {
+	o := gen.DefaultOptions()
+	o.Seed, o.Events, o.Hours = 3, 4000, 6
+	o.LateRate = 0.03
+	var buf bytes.Buffer
+	if _, err := gen.Write(&buf, o); err != nil {
+		t.Fatal(err)
+	}
+	for _, every := range []int{1, 3, 100, 1000} {
+		b, err := reconcile.Count(bytes.NewReader(buf.Bytes()), reconcile.Options{HeartbeatEvery: every})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := runStreamEvery(t, buf.Bytes(), reconcile.DefaultPartitions, time.Time{}, every)
+		if rep := reconcile.Compare(b, res.windows, res.late); !rep.Holds {
+			t.Errorf("heartbeat every %d: parity fails: %+v", every, rep.Unexplained[:min(3, len(rep.Unexplained))])
+		}
+	}
+}
+
+// TestRefereeJudgesRetiredItself: with a replay horizon the batch judges an
+// event past grace + horizon retired, against its own watermark: a stream
+// that dropped it as retired holds; one that routed it to LATE after grace
+// (and published its window), or dropped it against another watermark,
+// fails naming it.
+func TestRefereeJudgesRetiredItself(t *testing.T) {
+	const input = `{"schema_version":2,"event_id":"x1","receipt_id":"r","type":"submitted","occurred_at":"2026-12-02T15:00:00Z","ingested_at":"2026-12-02T15:00:05Z","partition_key":"store-a","producer_version":"t"}
+{"schema_version":2,"event_id":"x2","receipt_id":"r","type":"submitted","occurred_at":"2026-12-02T10:30:00Z","ingested_at":"2026-12-02T15:00:06Z","partition_key":"store-a","producer_version":"t"}
+`
+	b, err := reconcile.Count(bytes.NewReader([]byte(input)), reconcile.Options{Horizon: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := b.LateVerdictOf("x2")
+	wm := time.Date(2026, 12, 2, 14, 55, 0, 0, time.UTC)
+	if !ok || v.Reason != reconcile.ReasonRetired || !v.Watermark.Equal(wm) || b.Windows["2026-12-02T10"] != nil {
+		t.Fatalf("x2: %+v (%v), window 10 %+v", v, ok, b.Windows["2026-12-02T10"])
+	}
+	// The model has no horizon: it routes x2 to LATE after grace.
+	res := runStream(t, []byte(input), reconcile.DefaultPartitions, time.Time{})
+	retired := slices.Clone(res.late)
+	retired[0].Reason = reconcile.ReasonRetired
+	dropped := dropWindow(res.windows, "2026-12-02T10")
+	if rep := reconcile.Compare(b, dropped, retired); !rep.Holds {
+		t.Fatalf("a stream that dropped x2 as retired does not hold: %+v", rep.Unexplained)
+	}
+	mustFailNaming(t, reconcile.Compare(b, res.windows, res.late), "x2", &wm)
+	other := slices.Clone(retired)
+	other[0].Watermark = wm.Add(time.Hour)
+	owm := other[0].Watermark
+	mustFailNaming(t, reconcile.Compare(b, dropped, other), "x2", &owm)
+}
