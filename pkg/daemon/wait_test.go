@@ -2,6 +2,9 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/receiptflow/receiptflow/pkg/embedded"
+	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
 )
 
@@ -311,5 +315,48 @@ func TestStopsCleanlyWhileWaiting(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatalf("not stopped 20s after SIGTERM:\n%s", p.log.String())
+	}
+}
+
+// TestTransient: what a service waits out and what ends it. The Redis
+// replies are real (miniredis refusing a login; the -LOADING reply of a
+// real redis-server is covered by TestWaitsForRedisLoading).
+func TestTransient(t *testing.T) {
+	m := testenv.Miniredis(t)
+	m.RequireAuth("secret")
+	rc := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+	defer rc.Close()
+	noauth := rc.Ping(context.Background()).Err()
+	wrong := redis.NewClient(&redis.Options{Addr: m.Addr(), Password: "nope", MaxRetries: -1})
+	defer wrong.Close()
+	wrongpass := wrong.Ping(context.Background()).Err()
+	refused := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(freePort(t)), MaxRetries: -1})
+	defer refused.Close()
+	dial := refused.Ping(context.Background()).Err()
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nats: no servers", fmt.Errorf("pipeline: connect: %w", nats.ErrNoServers), true},
+		{"nats: request timed out", nats.ErrTimeout, true},
+		{"nats: no responders (JetStream restarting)", nats.ErrNoResponders, true},
+		{"redis: connection refused", dial, true},
+		{"not there yet", fmt.Errorf("%w: stream not found", pipeline.ErrNotYet), true},
+		{"deadline", context.DeadlineExceeded, true},
+		{"nats: authorization violation", fmt.Errorf("connect: %w", nats.ErrAuthorization), false},
+		{"nats: permissions violation", nats.ErrPermissionViolation, false},
+		{"nats: refused, also timed out", fmt.Errorf("%w (%w)", nats.ErrPermissionViolation, context.DeadlineExceeded), false},
+		{"redis: " + fmt.Sprint(noauth), noauth, false},
+		{"redis: " + fmt.Sprint(wrongpass), wrongpass, false},
+		{"tls: unknown authority", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, false},
+		{"unknown", errors.New("windower: stream behind checkpoint"), false},
+	} {
+		if c.err == nil {
+			t.Fatalf("%s: no error produced", c.name)
+		}
+		if got := pipeline.Transient(c.err); got != c.want {
+			t.Errorf("Transient(%s: %v) = %v, want %v", c.name, c.err, got, c.want)
+		}
 	}
 }
