@@ -36,8 +36,12 @@ type b0Result struct {
 }
 
 // b0SyncLimit bounds the records of the B0 run with sync_interval: always
-// (one fsync per stored message: a full run would take many minutes).
-const b0SyncLimit = 50_000
+// (one fsync per stored message: a full run would take many minutes);
+// b0SyncLimitQuick in quick mode.
+const (
+	b0SyncLimit      = 50_000
+	b0SyncLimitQuick = 5_000
+)
 
 // b0Spec selects a B0 variant.
 type b0Spec struct {

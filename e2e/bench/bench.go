@@ -230,8 +230,12 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		b.logf("B0: publish %.0f ev/s, consume %.0f ev/s", b0.PublishEPS, b0.ConsumeEPS)
 		// The cost of durability against power loss (docs/recovery.md):
 		// the same publish with sync_interval: always.
-		b.logf("B0 sync always: publish of at most %d records, fsync before every ack", b0SyncLimit)
-		bs, err := b.runB0(ctx, base, b0Spec{syncAlways: true, limit: b0SyncLimit, publishOnly: true})
+		limit := b0SyncLimit
+		if b.o.Quick {
+			limit = b0SyncLimitQuick
+		}
+		b.logf("B0 sync always: publish of at most %d records, fsync before every ack", limit)
+		bs, err := b.runB0(ctx, base, b0Spec{syncAlways: true, limit: limit, publishOnly: true})
 		if err != nil {
 			return nil, err
 		}
