@@ -183,7 +183,7 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 	if d.NATS, err = w.connectNATS(ctx, c.NATSURL, "receiptflow-"+name, natsOpts); err != nil {
 		return stopped(ctx, log, err)
 	}
-	h.nc = d.NATS.NC
+	h.nc.Store(d.NATS.NC)
 	if d.Redis, err = pipeline.ConnectRedisSecure(c.RedisURL, o.redisSec); err != nil {
 		d.NATS.Close()
 		return err
@@ -328,7 +328,7 @@ func natsEvents(log *slog.Logger, refused *refusals) []nats.Option {
 type health struct {
 	ready   atomic.Bool
 	waiting atomic.Pointer[string] // what the service waits for, if anything
-	nc      *nats.Conn
+	nc      atomic.Pointer[nats.Conn]
 	redisOK atomic.Int64 // unix nanos of the last successful Redis ping
 	maxAge  atomic.Int64 // how old that ping may be, nanos
 }
@@ -362,7 +362,7 @@ func (h *health) notReady() string {
 	if !h.ready.Load() {
 		return "service not running"
 	}
-	if h.nc == nil || !h.nc.IsConnected() {
+	if nc := h.nc.Load(); nc == nil || !nc.IsConnected() {
 		return "nats not connected"
 	}
 	if age := time.Duration(time.Now().UnixNano() - h.redisOK.Load()); h.maxAge.Load() > 0 && age > time.Duration(h.maxAge.Load()) {
