@@ -1,7 +1,8 @@
 // Package daemon runs one receiptflow service as its own process: shared
 // flags, credentials and TLS for NATS and Redis, connections, Prometheus
-// metrics and probes on an HTTP port, process-level failpoints, and an
-// ordered, bounded shutdown on SIGTERM.
+// metrics and probes on an HTTP port, process-level failpoints, waiting
+// for servers that are unreachable or loading (SPEC §4), and an ordered,
+// bounded shutdown on SIGTERM.
 package daemon
 
 import (
@@ -56,8 +57,15 @@ type Runner interface {
 }
 
 // Main parses args, connects, builds the service with build and runs it
-// until ctx ends. It returns the process exit code. Secrets (passwords,
-// credentials in URLs) never reach the log.
+// until ctx ends. It returns the process exit code: 0 also when ctx ends
+// while it waits for a server. An unreachable or loading NATS or Redis is
+// waited for (pipeline.WaitFor), never a reason to exit; only refusals
+// (credentials, certificates, permissions) and errors that are not about a
+// lost connection end it with 1. When the service's Run fails because a
+// connection was lost, Main waits for both servers and calls build again
+// (the collectors the previous value registered on Deps.Registerer are
+// unregistered first), as a supervisor would restart the process. Secrets
+// (passwords, credentials in URLs) never reach the log.
 func Main(ctx context.Context, name string, args []string, stderr io.Writer, build func(*Deps) (Runner, error)) int {
 	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("service", name)
 	if err := run(ctx, name, args, log, build); err != nil {
