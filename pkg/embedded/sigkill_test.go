@@ -1,4 +1,4 @@
-package embedded
+package embedded_test
 
 import (
 	"bufio"
@@ -14,6 +14,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/receiptflow/receiptflow/pkg/embedded"
+	"github.com/receiptflow/receiptflow/pkg/testenv"
 )
 
 // childEnv, when set, makes TestHelperNATSProcess run a server in this
@@ -31,7 +34,7 @@ func TestHelperNATSProcess(t *testing.T) {
 	parts := strings.Split(spec, "|")
 	port, _ := strconv.Atoi(parts[1])
 	always, _ := strconv.ParseBool(parts[2])
-	if _, err := StartNATS(NATSOptions{StoreDir: parts[0], Port: port, SyncAlways: always}); err != nil {
+	if _, err := embedded.StartNATS(embedded.NATSOptions{StoreDir: parts[0], Port: port, SyncAlways: always}); err != nil {
 		fmt.Println("error", err)
 		os.Exit(3)
 	}
@@ -150,18 +153,14 @@ func TestAckedPublishSurvivesSIGKILL(t *testing.T) {
 			startChild(t, dir, port, always)
 
 			var st *jetstream.StreamInfo
-			for {
+			testenv.CheckFor(t, time.Minute, 50*time.Millisecond, func() error {
 				s, err := js.Stream(ctx, "K")
-				if err == nil {
-					if st, err = s.Info(ctx); err == nil {
-						break
-					}
+				if err != nil {
+					return fmt.Errorf("stream after the restart: %w", err)
 				}
-				if ctx.Err() != nil {
-					t.Fatalf("stream info after the restart: %v", err)
-				}
-				time.Sleep(50 * time.Millisecond) // bounded by ctx; a reconnect, not a result
-			}
+				st, err = s.Info(ctx)
+				return err
+			})
 			if st.State.Msgs != n || st.State.LastSeq != last {
 				t.Fatalf("after SIGKILL: %d messages, last seq %d; %d were acknowledged, the last as seq %d", st.State.Msgs, st.State.LastSeq, n, last)
 			}
