@@ -132,9 +132,12 @@ func TestBrowserDashboard(t *testing.T) {
 		if cls := browserMust[string](b, row(winB)+`.className + '|' + `+row(winB)+`.dataset.status`); !strings.Contains(cls, "provisional") || !strings.Contains(cls, "in_grace") {
 			t.Errorf("row %s: %q, want provisional, in_grace", winB, cls)
 		}
-		// Hours before A have no events and are final now: confirmed zeros.
+		// Hours before A (the source's first event) are final now, but they
+		// are "no data", never a zero (SPEC §3).
 		before0 := window.ID(window.Ms(h0.Add(-time.Hour)))
-		b.waitFor(3*time.Second, before0+" confirmed zero", bar(before0)+`?.dataset.state === 'confirmed_zero'`, bar(before0)+`?.outerHTML`)
+		if st := browserMust[string](b, bar(before0)+`?.dataset.state`); st != "no_data" {
+			t.Errorf("hour %s before the first event: state %q, want no_data", before0, st)
+		}
 		// A too-late event of A is not counted; it shows as late dropped.
 		rig.send(h0.Add(30 * time.Minute))
 		b.waitFor(5*time.Second, winA+" late dropped", row(winA)+`?.querySelector('.c-late').textContent === '1'`, rowHTML(winA))
@@ -186,6 +189,19 @@ func TestBrowserDashboard(t *testing.T) {
 			t.Fatal("the page was reloaded")
 		}
 		b.screenshot("after-restart")
+	})
+
+	step("an empty final hour after the first event is a confirmed zero", func(t *testing.T) {
+		// An event of h0+5h leaves h0+3h without events and final (its end
+		// plus grace is behind the watermark): a confirmed zero; the hours
+		// before A stay "no data".
+		empty := window.ID(window.Ms(h0.Add(3 * time.Hour)))
+		rig.send(h0.Add(5*time.Hour + 10*time.Minute))
+		b.waitFor(5*time.Second, empty+" confirmed zero", bar(empty)+`?.dataset.state === 'confirmed_zero'`, bar(empty)+`?.outerHTML`)
+		before0 := window.ID(window.Ms(h0.Add(-time.Hour)))
+		if st := browserMust[string](b, bar(before0)+`?.dataset.state`); st != "no_data" {
+			t.Errorf("hour %s before the first event: state %q, want no_data", before0, st)
+		}
 	})
 
 	if ex := b.messages("exception"); len(ex) > 0 {

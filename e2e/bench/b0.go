@@ -35,6 +35,25 @@ type b0Result struct {
 	PublishCPU, ConsumeCPU time.Duration
 }
 
+// b0SyncLimit bounds the records of the B0 run with sync_interval: always
+// (one fsync per stored message: a full run would take many minutes);
+// b0SyncLimitQuick in quick mode.
+const (
+	b0SyncLimit      = 50_000
+	b0SyncLimitQuick = 5_000
+)
+
+// b0Spec selects a B0 variant.
+type b0Spec struct {
+	// syncAlways: the server fsyncs every write before its ack
+	// (sync_interval: always); otherwise nats-server's default.
+	syncAlways bool
+	// limit > 0 publishes only the first limit records.
+	limit int
+	// publishOnly skips the consume phase.
+	publishOnly bool
+}
+
 // runB0 measures raw JetStream on the same server setup as the pipeline:
 // the records of ds published asynchronously, Nats-Msg-Id = event_id, to
 // their partition's subject of the RAW stream (same config as the
@@ -44,10 +63,10 @@ type b0Result struct {
 // them (ack-all, one ack per 500 messages, as the services ack once per
 // batch). No record is parsed, validated or stored anywhere
 // else.
-func (b *bencher) runB0(ctx context.Context, ds *dataset) (b0Result, error) {
+func (b *bencher) runB0(ctx context.Context, ds *dataset, spec b0Spec) (b0Result, error) {
 	res := b0Result{}
 	dir := filepath.Join(b.work, "nats-b0")
-	ns, url, err := startNATS(dir)
+	ns, url, err := startNATS(dir, spec.syncAlways)
 	if err != nil {
 		return res, err
 	}
@@ -94,6 +113,9 @@ func (b *bencher) runB0(ctx context.Context, ds *dataset) (b0Result, error) {
 	for {
 		line, rerr := br.ReadBytes('\n')
 		line = bytes.TrimSuffix(line, []byte{'\n'})
+		if spec.limit > 0 && n >= spec.limit {
+			break
+		}
 		if len(line) > 0 {
 			if n%1024 == 0 && ctx.Err() != nil {
 				close(acks)
@@ -136,6 +158,10 @@ func (b *bencher) runB0(ctx context.Context, ds *dataset) (b0Result, error) {
 	}
 	if info.State.Msgs != uint64(n) {
 		return res, fmt.Errorf("bench: B0 stored %d of %d records", info.State.Msgs, n)
+	}
+	res.PublishEPS = float64(n) / res.Publish.Seconds()
+	if spec.publishOnly {
+		return res, nil
 	}
 
 	cons, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{

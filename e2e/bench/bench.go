@@ -221,13 +221,26 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if b.wants(ScenarioB0) {
 		b.logf("B0: raw JetStream publish + consume of %d records", len(base.part))
 		profile(ScenarioB0)
-		b0, err := b.runB0(ctx, base)
+		b0, err := b.runB0(ctx, base, b0Spec{})
 		endProfile()
 		if err != nil {
 			return nil, err
 		}
 		r.B0 = &b0
 		b.logf("B0: publish %.0f ev/s, consume %.0f ev/s", b0.PublishEPS, b0.ConsumeEPS)
+		// The cost of durability against power loss (docs/recovery.md):
+		// the same publish with sync_interval: always.
+		limit := b0SyncLimit
+		if b.o.Quick {
+			limit = b0SyncLimitQuick
+		}
+		b.logf("B0 sync always: publish of at most %d records, fsync before every ack", limit)
+		bs, err := b.runB0(ctx, base, b0Spec{syncAlways: true, limit: limit, publishOnly: true})
+		if err != nil {
+			return nil, err
+		}
+		r.B0Sync = &bs
+		b.logf("B0 sync always: publish %.0f ev/s", bs.PublishEPS)
 	}
 	if b.wants(ScenarioE2E) || b.wants(ScenarioLatency) || b.wants(ScenarioDup) || b.wants(ScenarioScale) {
 		b.logf("E2E: %d records, 1 windower", len(base.part))

@@ -116,7 +116,7 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 	}
 
 	dir := filepath.Join(b.work, "nats-"+spec.name)
-	ns, url, err := startNATS(dir)
+	ns, url, err := startNATS(dir, false)
 	if err != nil {
 		return nil, err
 	}

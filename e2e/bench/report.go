@@ -26,13 +26,13 @@ const (
 
 // Keys are the top-level keys of bench-results.json, in order.
 var Keys = []string{
-	"b0_publish_eps", "b0_consume_eps", "e2e_eps", "e2e_ratio", "p50_ms", "p99_ms",
+	"b0_publish_eps", "b0_sync_publish_eps", "b0_consume_eps", "e2e_eps", "e2e_ratio", "p50_ms", "p99_ms",
 	"ledger_bytes_per_id", "batch_eps", "python_eps", "dup_cost", "skew_eps",
 }
 
 // Rows are the labels of the printed table, in order.
 var Rows = []string{
-	"B0 publish", "B0 consume", "B0 CPU per event", "E2E", "E2E / B0 publish", "E2E CPU per event",
+	"B0 publish", "B0 publish sync always", "B0 consume", "B0 CPU per event", "E2E", "E2E / B0 publish", "E2E CPU per event",
 	"Latency p50", "Latency p99", "Latency max", "Latency by hop p50", "Latency by hop p99",
 	"Redis per event id", "Redis claims", "Redis window ledger", "Redis CPU by command",
 	"RSS validator", "RSS windower", "RSS publisher", "RSS nats-server+ingest", "RSS redis-server",
@@ -56,7 +56,10 @@ type Results struct {
 	Load         []string
 	Elapsed      time.Duration
 
-	B0      *b0Result
+	B0 *b0Result
+	// B0Sync is B0's publish with sync_interval: always (at most
+	// b0SyncLimit records, no consume phase).
+	B0Sync  *b0Result
 	E2E     *e2eResult
 	Latency *latencyResult
 	Batch   *batchResult
@@ -172,6 +175,7 @@ func (r *Results) JSON() map[string]any {
 		return num(v())
 	}
 	m["b0_publish_eps"] = get(r.B0 != nil, func() float64 { return r.B0.PublishEPS })
+	m["b0_sync_publish_eps"] = get(r.B0Sync != nil, func() float64 { return r.B0Sync.PublishEPS })
 	m["b0_consume_eps"] = get(r.B0 != nil, func() float64 { return r.B0.ConsumeEPS })
 	m["e2e_eps"] = get(r.E2E != nil, func() float64 { return r.E2E.EPS })
 	m["e2e_ratio"] = num(r.ratio())
@@ -288,11 +292,17 @@ func (r *Results) print(w io.Writer) {
 	}
 	if b := r.B0; b != nil {
 		row("B0 publish", eps(b.PublishEPS), fmt.Sprintf("raw async publish, Nats-Msg-Id, %d in flight, %d records in %s", b0InFlight, b.Records, dur(b.Publish)))
+		if bs := r.B0Sync; bs != nil {
+			row("B0 publish sync always", eps(bs.PublishEPS), fmt.Sprintf("the same with sync_interval: always (fsync before every ack), %d records in %s; %.1f× slower",
+				bs.Records, dur(bs.Publish), b.PublishEPS/bs.PublishEPS))
+		} else {
+			skipped("B0 publish sync always")
+		}
 		row("B0 consume", eps(b.ConsumeEPS), "one durable pull consumer, ack-all every 500, in "+dur(b.Consume))
 		row("B0 CPU per event", us(b.PublishCPU+b.ConsumeCPU, b.Records),
 			fmt.Sprintf("publish %s + consume %s (nats-server and client, one process)", us(b.PublishCPU, b.Records), us(b.ConsumeCPU, b.Records)))
 	} else {
-		skipped("B0 publish", "B0 consume", "B0 CPU per event")
+		skipped("B0 publish", "B0 publish sync always", "B0 consume", "B0 CPU per event")
 	}
 	if e := r.E2E; e != nil {
 		lo, hi := slices.Min(e.PartitionDone), slices.Max(e.PartitionDone)

@@ -1,7 +1,8 @@
 // Package daemon runs one receiptflow service as its own process: shared
 // flags, credentials and TLS for NATS and Redis, connections, Prometheus
-// metrics and probes on an HTTP port, process-level failpoints, and an
-// ordered, bounded shutdown on SIGTERM.
+// metrics and probes on an HTTP port, process-level failpoints, waiting
+// for servers that are unreachable or loading (SPEC §4), and an ordered,
+// bounded shutdown on SIGTERM.
 package daemon
 
 import (
@@ -56,8 +57,15 @@ type Runner interface {
 }
 
 // Main parses args, connects, builds the service with build and runs it
-// until ctx ends. It returns the process exit code. Secrets (passwords,
-// credentials in URLs) never reach the log.
+// until ctx ends. It returns the process exit code: 0 also when ctx ends
+// while it waits for a server. An unreachable or loading NATS or Redis is
+// waited for (pipeline.WaitFor), never a reason to exit; only refusals
+// (credentials, certificates, permissions) and errors that are not about a
+// lost connection end it with 1. When the service's Run fails because a
+// connection was lost, Main waits for both servers and calls build again
+// (the collectors the previous value registered on Deps.Registerer are
+// unregistered first), as a supervisor would restart the process. Secrets
+// (passwords, credentials in URLs) never reach the log.
 func Main(ctx context.Context, name string, args []string, stderr io.Writer, build func(*Deps) (Runner, error)) int {
 	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("service", name)
 	if err := run(ctx, name, args, log, build); err != nil {
@@ -128,12 +136,13 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 	}
 	d := &Deps{Common: c, Names: stream.For(c.Generation), Logger: log}
 	topology := stream.Config{Partitions: c.Partitions, Replicas: o.replicas}
-	natsOpts = append(natsOpts, natsEvents(log)...)
+	refused := newRefusals()
+	natsOpts = append(natsOpts, natsEvents(log, refused)...)
 
 	if o.ensureOnly {
-		conn, err := pipeline.ConnectNATS(c.NATSURL, "receiptflow-"+name+"-setup", natsOpts...)
+		conn, err := waiter{log: log}.connectNATS(ctx, c.NATSURL, "receiptflow-"+name+"-setup", natsOpts)
 		if err != nil {
-			return err
+			return stopped(ctx, log, err)
 		}
 		defer conn.NC.Drain()
 		setupCtx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -163,24 +172,30 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 	}
 
 	h := &health{}
+	h.wait("nats at " + pipeline.RedactURL(c.NATSURL))
 	ln, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", o.httpAddr, err)
 	}
 	srv := &http.Server{Handler: h.mux(reg), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
+	defer srv.Close()
 	log.Info("http listening", "addr", ln.Addr().String())
+	log.Info("connecting", "nats", pipeline.RedactURL(c.NATSURL), "nats_auth", o.natsSec,
+		"redis", pipeline.RedactURL(c.RedisURL), "redis_auth", o.redisSec)
 
-	if d.NATS, err = pipeline.ConnectNATS(c.NATSURL, "receiptflow-"+name, natsOpts...); err != nil {
-		srv.Close()
-		return err
+	// Wait for the servers (SPEC §4): an unreachable or loading server is
+	// waited for with backoff while /readyz says so; only a refusal
+	// (credentials, certificates, permissions) or SIGTERM ends the wait.
+	w := waiter{log: log, h: h}
+	if d.NATS, err = w.connectNATS(ctx, c.NATSURL, "receiptflow-"+name, natsOpts); err != nil {
+		return stopped(ctx, log, err)
 	}
+	h.nc.Store(d.NATS.NC)
 	if d.Redis, err = pipeline.ConnectRedisSecure(c.RedisURL, o.redisSec); err != nil {
 		d.NATS.Close()
-		srv.Close()
 		return err
 	}
-	h.nc = d.NATS.NC
 	shutdown := func() {
 		// Ordered shutdown: the service has stopped taking input and
 		// finished its batch; drain the connection, close Redis, stop HTTP.
@@ -193,29 +208,37 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 		d.Redis.Close()
 		srv.Shutdown(shutdownCtx)
 	}
-	log.Info("connecting", "nats", pipeline.RedactURL(c.NATSURL), "nats_auth", o.natsSec,
-		"redis", pipeline.RedactURL(c.RedisURL), "redis_auth", o.redisSec)
-
-	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := d.Redis.Ping(setupCtx).Err(); err != nil {
+	redisAt := pipeline.RedactURL(c.RedisURL)
+	if err := w.until(ctx, "redis", redisAt, func(ctx context.Context) error { return pingRedis(ctx, d.Redis) }); err != nil {
 		shutdown()
-		return fmt.Errorf("redis %s: %w", pipeline.RedactURL(c.RedisURL), err)
+		return stopped(ctx, log, fmt.Errorf("redis %s: %w", pipeline.RedactURL(c.RedisURL), err))
 	}
 	h.redisOK.Store(time.Now().UnixNano())
 	if o.ensure {
-		if err := stream.Ensure(setupCtx, d.NATS.JS, d.Names, topology); err != nil {
+		err := w.until(ctx, "the streams and buckets to be created", "nats", func(ctx context.Context) error {
+			ctx, cancel := refused.context(ctx, 30*time.Second)
+			defer cancel()
+			return refused.or(stream.Ensure(ctx, d.NATS.JS, d.Names, topology))
+		})
+		if err != nil {
 			shutdown()
+			if ctx.Err() != nil {
+				return stopped(ctx, log, err)
+			}
 			return fmt.Errorf("%w (a least-privilege user cannot create streams: run the set-up job with --ensure-only and admin credentials, and start services with --ensure-streams=false)", err)
 		}
 	}
-	cancel()
 	r := roleOf(name, d.Names, d.Owned, c.Partitions)
-	if err := r.waitTopology(ctx, d.NATS.JS, log); err != nil {
+	if err := r.waitTopology(ctx, d.NATS.JS, w, refused); err != nil {
 		shutdown()
-		return err
+		return stopped(ctx, log, err)
 	}
 	d.Store = ledger.NewStore(d.Redis, ledger.Keys{Prefix: d.Names.RedisPrefix()}, c.Lateness, c.Grace, ledger.WithHorizon(c.ReplayHorizon))
+	// Each start of the service gets a fresh value built against the
+	// same connections; the collectors the previous one registered are
+	// unregistered first.
+	svcReg := &ownedRegisterer{Registerer: reg}
+	d.Registerer = svcReg
 	svc, err := build(d)
 	if err != nil {
 		shutdown()
@@ -230,13 +253,51 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 		newStats(name, r, d, h, reg, log).loop(statsCtx, o.statsEvery)
 	}()
 
-	h.ready.Store(true)
-	log.Info("service started", "partitions", c.Partitions, "owned", d.Owned, "generation", c.Generation)
-	runErr := svc.Run(ctx)
-	h.ready.Store(false)
+	var runErr error
+	restarts := pipeline.WaitBackOff()
+	for {
+		h.wait("")
+		h.ready.Store(true)
+		log.Info("service started", "partitions", c.Partitions, "owned", d.Owned, "generation", c.Generation)
+		began := time.Now()
+		runErr = svc.Run(ctx)
+		h.ready.Store(false)
+		if runErr == nil || ctx.Err() != nil || !w.connectionLost(ctx, runErr, d) {
+			break
+		}
+		// A connection error (SPEC §4: never exit for that): wait until both
+		// servers answer, then start the service again, as a supervisor
+		// would restart the process.
+		if time.Since(began) > time.Minute {
+			restarts.Reset()
+		}
+		pause := restarts.NextBackOff()
+		log.Warn("service stopped on a connection error; waiting for the servers and starting it again", "err", runErr, "after", pause)
+		h.wait("the servers after: " + runErr.Error())
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+		if err := w.until(ctx, "nats", pipeline.RedactURL(c.NATSURL), func(context.Context) error { return natsUp(d.NATS.NC) }); err != nil {
+			runErr = err
+			break
+		}
+		if err := w.until(ctx, "redis", redisAt, func(ctx context.Context) error { return pingRedis(ctx, d.Redis) }); err != nil {
+			runErr = err
+			break
+		}
+		svcReg.reset()
+		if svc, err = build(d); err != nil {
+			runErr = err
+			break
+		}
+	}
 	stopStats()
 	wg.Wait()
 	shutdown()
+	if ctx.Err() != nil {
+		runErr = nil // stopped by SIGTERM, also in the middle of a wait
+	}
 	if runErr != nil {
 		return runErr
 	}
@@ -247,9 +308,10 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 // natsEvents logs the connection's life, and every asynchronous error the
 // server sends (a permissions violation arrives this way: the request that
 // caused it only times out).
-func natsEvents(log *slog.Logger) []nats.Option {
+func natsEvents(log *slog.Logger, refused *refusals) []nats.Option {
 	return []nats.Option{
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			refused.note(err)
 			attrs := []any{"err", err}
 			if sub != nil {
 				attrs = append(attrs, "subject", sub.Subject)
@@ -273,7 +335,8 @@ func natsEvents(log *slog.Logger) []nats.Option {
 // runs, NATS is connected and Redis answered recently).
 type health struct {
 	ready   atomic.Bool
-	nc      *nats.Conn
+	waiting atomic.Pointer[string] // what the service waits for, if anything
+	nc      atomic.Pointer[nats.Conn]
 	redisOK atomic.Int64 // unix nanos of the last successful Redis ping
 	maxAge  atomic.Int64 // how old that ping may be, nanos
 }
@@ -292,11 +355,22 @@ func (h *health) mux(reg *prometheus.Registry) *http.ServeMux {
 	return mux
 }
 
+// wait records what the service waits for ("" when nothing); /readyz
+// names it. Safe on a nil h.
+func (h *health) wait(what string) {
+	if h != nil {
+		h.waiting.Store(&what)
+	}
+}
+
 func (h *health) notReady() string {
+	if w := h.waiting.Load(); w != nil && *w != "" {
+		return "waiting for " + *w
+	}
 	if !h.ready.Load() {
 		return "service not running"
 	}
-	if h.nc == nil || !h.nc.IsConnected() {
+	if nc := h.nc.Load(); nc == nil || !nc.IsConnected() {
 		return "nats not connected"
 	}
 	if age := time.Duration(time.Now().UnixNano() - h.redisOK.Load()); h.maxAge.Load() > 0 && age > time.Duration(h.maxAge.Load()) {
@@ -381,13 +455,15 @@ func roleOf(name string, n stream.Names, owned []int, partitions int) role {
 // bucket) exists, so services started before the set-up job do not crash
 // in a loop. It asks only what the service may ask anyway: its own
 // consumer (a missing stream answers "stream not found") and its bucket.
-func (r role) waitTopology(ctx context.Context, js jetstream.JetStream, log *slog.Logger) error {
+// A server that is away is waited for too; a refusal ends the wait.
+func (r role) waitTopology(ctx context.Context, js jetstream.JetStream, w waiter, refused *refusals) error {
 	if len(r.consumers) == 0 {
 		return nil
 	}
 	first := r.consumers[0]
-	for attempt := 0; ; attempt++ {
-		lookCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	return w.until(ctx, "the streams and buckets (run the set-up job: --ensure-only)", first.stream+" "+r.bucket, func(ctx context.Context) error {
+		lookCtx, cancel := refused.context(ctx, 10*time.Second)
+		defer cancel()
 		_, err := js.Consumer(lookCtx, first.stream, first.durable)
 		if err == nil || errors.Is(err, jetstream.ErrConsumerNotFound) {
 			err = nil
@@ -395,21 +471,12 @@ func (r role) waitTopology(ctx context.Context, js jetstream.JetStream, log *slo
 				_, err = js.KeyValue(lookCtx, r.bucket)
 			}
 		}
-		cancel()
 		switch {
 		case err == nil:
 			return nil
 		case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrBucketNotFound):
-			if attempt%10 == 0 {
-				log.Warn("waiting for the streams and buckets (run the set-up job: --ensure-only)", "stream", first.stream, "bucket", r.bucket, "err", err)
-			}
-		default:
-			return fmt.Errorf("look up %s/%s: %w", first.stream, first.durable, err)
+			return fmt.Errorf("%w: %w", pipeline.ErrNotYet, err)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
+		return refused.or(fmt.Errorf("look up %s/%s: %w", first.stream, first.durable, err))
+	})
 }

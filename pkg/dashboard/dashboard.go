@@ -7,7 +7,8 @@
 //
 // The dashboard never lies about freshness or finality: provisional
 // windows (open, in_grace) are marked as such, an hour without events is a
-// confirmed zero only once it is final, and when the source (or the
+// confirmed zero only once it is final and only from the hour of the first
+// event on (hours before it are "no data"), and when the source (or the
 // publisher) has been silent for StaleAfter every non-final window is
 // marked stale and the page shows a banner.
 //

@@ -99,13 +99,18 @@ func (s *Service) serveHealthz(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("ok\n"))
 }
 
-// serveReadyz is the readiness probe: connected and the bucket loaded.
+// serveReadyz is the readiness probe: connected and the bucket loaded;
+// when not ready it says which of the two it waits for.
 func (s *Service) serveReadyz(w http.ResponseWriter, r *http.Request) {
 	s.st.mu.Lock()
-	ready := s.st.connected && s.st.loaded
+	connected, loaded := s.st.connected, s.st.loaded
 	s.st.mu.Unlock()
-	if !ready {
-		http.Error(w, "not ready: waiting for NATS and the bucket", http.StatusServiceUnavailable)
+	switch {
+	case !connected:
+		http.Error(w, "not ready: waiting for nats (disconnected, reconnecting)", http.StatusServiceUnavailable)
+		return
+	case !loaded:
+		http.Error(w, "not ready: waiting for the window bucket to be created and loaded", http.StatusServiceUnavailable)
 		return
 	}
 	w.Write([]byte("ready\n"))

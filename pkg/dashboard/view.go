@@ -19,10 +19,12 @@ const (
 	HourFinal = "final"
 	// HourProvisional: an open or in_grace window; its count may change.
 	HourProvisional = "provisional"
-	// HourConfirmedZero: no events, and the hour is final.
+	// HourConfirmedZero: no events, the hour is final, and it is not
+	// before the hour of the source's first event (SPEC §3).
 	HourConfirmedZero = "confirmed_zero"
 	// HourNoData: no events so far, and the hour is not final (or its
-	// status is unknown): never shown as a zero.
+	// status is unknown), or it is before the source's first event: never
+	// shown as a zero.
 	HourNoData = "no_data"
 )
 
@@ -181,13 +183,17 @@ func windowView(w snapshot.Window, staleNow bool, first map[string]int64) Window
 }
 
 // hours builds the chart's bars: the ChartHours hours ending with the
-// current hour (or with the newest data when all of it is older).
+// current hour (or with the newest data when all of it is older). An
+// empty hour is a confirmed zero only when it is final and not before the
+// first hour with data (see firstData); idsDesc are the windows' ids,
+// newest first.
 func hours(byID map[string]WindowView, idsDesc []string, h *publisher.Health, staleNow bool, now time.Time) []HourView {
 	last := now.Truncate(time.Hour)
 	var newest time.Time
 	if len(idsDesc) > 0 {
 		newest = byID[idsDesc[0]].Start
 	}
+	first, anyData := firstData(byID, idsDesc)
 	if h != nil && h.GlobalWatermark.Year() < 9999 && h.GlobalWatermark.After(newest) {
 		newest = h.GlobalWatermark.Truncate(time.Hour)
 	}
@@ -219,7 +225,7 @@ func hours(byID map[string]WindowView, idsDesc []string, h *publisher.Health, st
 			if graceOK && !h.GlobalWatermark.IsZero() {
 				end := start.Add(window.Width)
 				hv.Status = window.StatusOf(window.Ms(h.GlobalWatermark), window.Ms(end), grace.Milliseconds())
-				if hv.Status == window.StatusFinal {
+				if hv.Status == window.StatusFinal && anyData && !start.Before(first) {
 					hv.State = HourConfirmedZero
 				}
 			}
@@ -228,6 +234,22 @@ func hours(byID map[string]WindowView, idsDesc []string, h *publisher.Health, st
 		out = append(out, hv)
 	}
 	return out
+}
+
+// firstData returns the start of the oldest window the bucket holds: the
+// hour of the source's first counted event. Window snapshots exist only for
+// hours with a submission and are never deleted from the bucket, so no
+// hour before it has had data; they are "no data", never zeros (SPEC §3).
+// It reports false when there is no window yet (only heartbeats, or
+// events of other types, so far). An hour before the first submission that
+// held only draft_saved or viewed events is shown as "no data" too: the
+// bucket does not record it, and "no data" is the answer that is never
+// wrong.
+func firstData(byID map[string]WindowView, idsDesc []string) (time.Time, bool) {
+	if len(idsDesc) == 0 {
+		return time.Time{}, false
+	}
+	return byID[idsDesc[len(idsDesc)-1]].Start, true
 }
 
 // View returns what the page shows now: the newest recent windows (all

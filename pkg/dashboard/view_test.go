@@ -63,7 +63,7 @@ func TestHoursNeverShowAZeroThatIsNotFinal(t *testing.T) {
 		wantStale map[string]bool
 	}{
 		{"fresh", false,
-			map[string]string{"2026-12-02T10": HourNoData, "2026-12-02T09": HourProvisional, "2026-12-02T08": HourConfirmedZero, "2026-12-02T07": HourFinal, "2026-12-01T11": HourConfirmedZero},
+			map[string]string{"2026-12-02T10": HourNoData, "2026-12-02T09": HourProvisional, "2026-12-02T08": HourConfirmedZero, "2026-12-02T07": HourFinal, "2026-12-02T06": HourNoData, "2026-12-01T11": HourNoData},
 			map[string]bool{"2026-12-02T10": false, "2026-12-02T09": false, "2026-12-02T08": false}},
 		{"stale", true,
 			map[string]string{"2026-12-02T10": HourNoData, "2026-12-02T08": HourConfirmedZero},
@@ -99,13 +99,20 @@ func TestHoursNeverShowAZeroThatIsNotFinal(t *testing.T) {
 func TestHoursFollowOldData(t *testing.T) {
 	// A replay of last year's data: the chart ends at its newest window.
 	w := snap("2025-03-01T05", 1, 3, window.StatusFinal)
-	got := hours(map[string]WindowView{w.WindowID: windowView(w, false, nil)}, []string{w.WindowID},
+	firstW := snap("2025-02-28T10", 2, 3, window.StatusFinal)
+	byID := map[string]WindowView{w.WindowID: windowView(w, false, nil), firstW.WindowID: windowView(firstW, false, nil)}
+	got := hours(byID, []string{w.WindowID, firstW.WindowID},
 		&publisher.Health{GlobalWatermark: window.Time(window.EndOfStream), Grace: "1h0m0s"}, false, t0)
 	if last := got[len(got)-1]; last.WindowID != w.WindowID || last.State != HourFinal {
 		t.Fatalf("last bar %+v, want %s final", last, w.WindowID)
 	}
-	if got[0].State != HourConfirmedZero {
-		t.Fatalf("first bar %+v, want a confirmed zero (end of stream closes every window)", got[0])
+	if got[0].WindowID != "2025-02-28T06" || got[0].State != HourNoData {
+		t.Fatalf("first bar %+v, want 2025-02-28T06 no data (before the first event)", got[0])
+	}
+	for _, hv := range got {
+		if hv.WindowID == "2025-02-28T11" && hv.State != HourConfirmedZero {
+			t.Fatalf("bar %+v, want a confirmed zero (after the first event; end of stream closes every window)", hv)
+		}
 	}
 }
 
@@ -136,4 +143,44 @@ func TestWindowView(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHoursBeforeTheFirstEventAreNoData: SPEC §3, a final hour without
+// events is a confirmed zero only from the hour of the source's first event
+// on; the final hours before it are "no data". With no window at all (only
+// heartbeats so far) every hour is "no data", however final.
+func TestHoursBeforeTheFirstEventAreNoData(t *testing.T) {
+	// Global watermark 10:25, grace 1h: every hour up to 08:00 is final.
+	h := &publisher.Health{GlobalWatermark: t0.Add(-5 * time.Minute), Grace: "1h0m0s", UpdatedAt: t0}
+	first := snap("2026-12-02T05", 4, 3, window.StatusFinal)
+	byID := map[string]WindowView{first.WindowID: windowView(first, false, nil)}
+	got := hours(byID, []string{first.WindowID}, h, false, t0)
+	for _, hv := range got {
+		want := HourNoData
+		switch {
+		case hv.WindowID == first.WindowID:
+			want = HourFinal
+		case hv.Start.After(window.Time(mustStart(t, first.WindowID))) && hv.Start.Before(t0.Add(-2*time.Hour)):
+			want = HourConfirmedZero // 06:00, 07:00, 08:00
+		case hv.Start.After(window.Time(mustStart(t, first.WindowID))):
+			want = HourNoData // 09:00 in grace, 10:00 open
+		}
+		if hv.State != want {
+			t.Errorf("%s: state %s, want %s", hv.WindowID, hv.State, want)
+		}
+	}
+	for _, hv := range hours(map[string]WindowView{}, nil, h, false, t0) {
+		if hv.State != HourNoData {
+			t.Errorf("no window yet: %s is %s, want %s", hv.WindowID, hv.State, HourNoData)
+		}
+	}
+}
+
+func mustStart(t *testing.T, id string) int64 {
+	t.Helper()
+	ms, err := window.ParseID(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms
 }

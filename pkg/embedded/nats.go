@@ -20,6 +20,27 @@ const DefaultNATSHost = "127.0.0.1"
 // clients when NATSOptions.ReadyTimeout is zero.
 const DefaultNATSReadyTimeout = 10 * time.Second
 
+// DefaultSyncInterval is how often the embedded server fsyncs its file
+// store when NATSOptions.SyncAlways is false: nats-server's own default
+// (`jetstream { sync_interval: 2m }`), set explicitly so the embedded
+// default's durability is stated here and not inherited silently.
+//
+// What it guarantees (nats-server v2.15.2, server/filestore.go): a
+// one-replica file stream writes each message to its block file with a
+// write system call (flush in place, writeMsgRecordLocked →
+// flushPendingMsgsLocked) before storeMsg returns, and the publish ack is
+// sent only after that. A SIGKILL of nats-server therefore loses no
+// acknowledged message: the data is in the kernel's page cache, which
+// outlives the process (TestAckedPublishSurvivesSIGKILL kills a real
+// server process to show it). A power loss or kernel crash may lose what
+// was written since the last fsync, up to one interval. SyncAlways closes
+// that gap at the cost measured by `make bench` (row "B0 publish sync
+// always", docs/performance.md). Streams of more than one replica (and
+// streams with PersistMode async, which receiptflow never sets) flush
+// asynchronously unless SyncAlways is set; there the Raft log, written in
+// place, is what survives a SIGKILL of one node.
+const DefaultSyncInterval = 2 * time.Minute
+
 // NATSOptions configures StartNATS.
 type NATSOptions struct {
 	// StoreDir is the JetStream file store directory. Required; it is
@@ -32,8 +53,11 @@ type NATSOptions struct {
 	// Read the chosen one back with ClientURL.
 	Port int
 	// SyncAlways makes JetStream fsync every write before acknowledging it,
-	// like `jetstream { sync_interval: always }` in a server config file.
-	// Slower, but no acknowledged message is lost if the machine dies.
+	// like `jetstream { sync_interval: always }` in a server config file
+	// (the shipped deploy/nats/nats.conf). Slower, but no acknowledged
+	// message is lost even if the machine dies. Without it the store is
+	// synced every DefaultSyncInterval, and an acknowledged message still
+	// survives a SIGKILL of the server (see DefaultSyncInterval).
 	SyncAlways bool
 	// Logger receives the server's notices, warnings and errors. Nil means
 	// no logging. Fatal server errors are logged at error level and never
@@ -83,6 +107,9 @@ func StartNATS(opts NATSOptions) (*server.Server, error) {
 		SyncAlways: opts.SyncAlways,
 		NoLog:      true, // logging goes only through the adapter below
 		NoSigs:     true, // signals belong to the host process
+	}
+	if !opts.SyncAlways {
+		sopts.SyncInterval = DefaultSyncInterval
 	}
 	s, err := server.NewServer(sopts)
 	if err != nil {

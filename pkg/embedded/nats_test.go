@@ -62,6 +62,9 @@ func TestStartNATSDefaultsToNoSync(t *testing.T) {
 	if s.JetStreamConfig().SyncAlways {
 		t.Fatal("SyncAlways set without being asked for")
 	}
+	if got := s.JetStreamConfig().SyncInterval; got != DefaultSyncInterval {
+		t.Fatalf("sync interval %s, want %s", got, DefaultSyncInterval)
+	}
 }
 
 func TestStartNATSNeedsStoreDir(t *testing.T) {

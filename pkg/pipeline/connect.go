@@ -7,14 +7,18 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
@@ -87,17 +91,7 @@ func NewRefusals() *Refusals { return &Refusals{hit: make(chan struct{})} }
 // Option returns the connection option (an error handler) that feeds r.
 // Other asynchronous errors are ignored.
 func (r *Refusals) Option() nats.Option {
-	return nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-		if !errors.Is(err, nats.ErrPermissionViolation) {
-			return
-		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if r.first == nil {
-			r.first = err
-			close(r.hit)
-		}
-	})
+	return nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { r.Note(err) })
 }
 
 // Context returns a copy of ctx that is also cancelled at the first
@@ -112,6 +106,21 @@ func (r *Refusals) Context(ctx context.Context) (context.Context, context.Cancel
 		}
 	}()
 	return ctx, cancel
+}
+
+// Note records err if it is a permissions violation (it wraps
+// nats.ErrPermissionViolation); other errors are ignored. It is what the
+// handler of Option calls, for a connection whose error handler does more.
+func (r *Refusals) Note(err error) {
+	if !errors.Is(err, nats.ErrPermissionViolation) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.first == nil {
+		r.first = err
+		close(r.hit)
+	}
 }
 
 // Err returns the first refusal (it wraps nats.ErrPermissionViolation and
@@ -402,4 +411,122 @@ func RedactURL(rawURL string) string {
 		parts[i] = u.Redacted()
 	}
 	return strings.Join(parts, ",")
+}
+
+// ErrNotYet is what an operation given to WaitFor wraps to say that what
+// it waits for is not there yet (a stream the set-up job has still to
+// create, say): Transient reports it as transient.
+var ErrNotYet = errors.New("not there yet")
+
+// WaitBackOff returns the back-off of WaitFor: exponential from 100ms,
+// doubling, each wait jittered by ±50%, capped at 5s, never giving up (the
+// caller's context ends the wait). Each call returns a new value.
+func WaitBackOff() *backoff.ExponentialBackOff {
+	return &backoff.ExponentialBackOff{
+		InitialInterval:     100 * time.Millisecond,
+		RandomizationFactor: 0.5,
+		Multiplier:          2,
+		MaxInterval:         5 * time.Second,
+	}
+}
+
+// WaitFor calls op until it returns nil, returns an error that is not
+// Transient, or ctx ends, waiting WaitBackOff between calls; before each
+// wait it calls notify (if not nil) with the attempt number (from 1), op's
+// error and the wait. It returns nil, op's non-transient error, or ctx's
+// cause. Services use it for every wait for a server at start-up (SPEC §4:
+// an unreachable or loading server is waited for, never a reason to exit).
+// Safe for concurrent use.
+func WaitFor(ctx context.Context, op func(context.Context) error, notify func(attempt int, err error, next time.Duration)) error {
+	attempt := 0
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		attempt++
+		err := op(ctx)
+		if err != nil && !Transient(err) {
+			return struct{}{}, backoff.Permanent(err)
+		}
+		return struct{}{}, err
+	},
+		backoff.WithBackOff(WaitBackOff()),
+		backoff.WithMaxElapsedTime(0),
+		backoff.WithNotify(func(err error, next time.Duration) {
+			if notify != nil {
+				notify(attempt, err, next)
+			}
+		}))
+	return err
+}
+
+// Transient reports whether err says a server is away for now and a
+// later attempt may succeed: it is unreachable (refused, reset, timed out,
+// not resolvable yet), restarting (no NATS server, no JetStream responder
+// yet) or loading its data (Redis -LOADING, -MASTERDOWN, -TRYAGAIN,
+// -CLUSTERDOWN, -BUSY). Refused credentials, certificates and permissions
+// are not transient, whatever else err wraps: waiting does not fix them.
+// An error it does not know is not transient.
+func Transient(err error) bool {
+	if err == nil || permanent(err) {
+		return false
+	}
+	for _, t := range []error{
+		ErrNotYet, io.EOF, io.ErrUnexpectedEOF, io.ErrClosedPipe, net.ErrClosed,
+		syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE, syscall.EHOSTUNREACH, syscall.ENETUNREACH,
+		context.DeadlineExceeded,
+		nats.ErrNoServers, nats.ErrTimeout, nats.ErrNoResponders, nats.ErrDisconnected, nats.ErrConnectionReconnecting,
+		nats.ErrStaleConnection, nats.ErrMaxConnectionsExceeded,
+		jetstream.ErrNoHeartbeat, jetstream.ErrJetStreamNotEnabled, jetstream.ErrServerShutdown,
+	} {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		msg := rerr.Error()
+		for _, p := range []string{"LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "BUSY"} {
+			if strings.HasPrefix(msg, p+" ") || msg == p {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// permanent reports whether err is a refusal that waiting does not fix:
+// credentials, permissions or certificates.
+func permanent(err error) bool {
+	for _, p := range []error{
+		nats.ErrAuthorization, nats.ErrAuthExpired, nats.ErrAuthRevoked, nats.ErrAccountAuthExpired,
+		nats.ErrPermissionViolation, nats.ErrSecureConnRequired, nats.ErrSecureConnWanted,
+	} {
+		if errors.Is(err, p) {
+			return true
+		}
+	}
+	var (
+		verify   *tls.CertificateVerificationError
+		alert    tls.AlertError
+		record   tls.RecordHeaderError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+	)
+	if errors.As(err, &verify) || errors.As(err, &alert) || errors.As(err, &record) ||
+		errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid) {
+		return true
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		msg := rerr.Error()
+		for _, p := range []string{"WRONGPASS", "NOAUTH", "NOPERM", "ERR AUTH", "ERR invalid password", "ERR Client sent AUTH"} {
+			if strings.HasPrefix(msg, p) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -12,12 +12,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -62,33 +63,92 @@ func serve(ctx context.Context, log *slog.Logger, natsURL string, sec pipeline.N
 	if staleAfter <= 0 {
 		return errors.New("--stale-after must be positive")
 	}
-	// Keep trying to connect: the page is served (and says so) while NATS
-	// is away.
 	opts, err := sec.Options()
 	if err != nil {
 		return err
 	}
-	conn, err := pipeline.ConnectNATS(natsURL, "receiptflow-dashboard", append(opts, nats.RetryOnFailedConnect(true))...)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", listen, err)
 	}
+	// The probes answer from the start: alive, and not ready while NATS is
+	// waited for (SPEC §4); the page and the API come once connected.
+	at := pipeline.RedactURL(natsURL)
+	g := &gate{}
+	g.wait("nats at " + at)
+	// No WriteTimeout: event streams are long-lived; each write has its
+	// own deadline (dashboard.Service.Handler).
+	srv := &http.Server{Handler: g, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+	go srv.Serve(ln)
+	defer srv.Close()
+	log.Info("dashboard listening", "url", "http://"+ln.Addr().String())
+
+	var conn *pipeline.Conn
+	err = pipeline.WaitFor(ctx, func(context.Context) error {
+		var err error
+		conn, err = pipeline.ConnectNATS(natsURL, "receiptflow-dashboard", opts...)
+		return err
+	}, func(attempt int, err error, next time.Duration) {
+		g.wait("nats at " + at + ": " + err.Error())
+		log.Warn("waiting for nats", "at", at, "attempt", attempt, "retry_in", next.Round(time.Millisecond).String(), "err", err)
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("dashboard stopped while waiting for nats", "err", err)
+			return nil
+		}
+		return err
+	}
+	// From here on nats.go reconnects by itself (pipeline.ConnectNATS never
+	// gives up), and the page says when it is disconnected.
+	defer conn.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	svc, err := dashboard.New(conn.NC, dashboard.Config{
-		Generation: gen, StaleAfter: staleAfter, Listener: ln,
+		Generation: gen, StaleAfter: staleAfter,
 		Gatherer: reg, Registerer: reg, Logger: log,
 	})
 	if err != nil {
-		ln.Close()
 		return err
 	}
-	log.Info("dashboard started", "url", "http://"+ln.Addr().String(), "nats", pipeline.RedactURL(natsURL), "auth", sec)
+	g.serve(svc.Handler())
+	log.Info("dashboard started", "url", "http://"+ln.Addr().String(), "nats", at, "auth", sec)
 	err = svc.Run(ctx)
+	// Run has ended the event streams; let the server finish what is in
+	// flight.
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if serr := srv.Shutdown(sctx); serr != nil {
+		srv.Close()
+	}
 	log.Info("dashboard stopped cleanly")
 	return err
+}
+
+// gate is the HTTP handler of the dashboard's port: the probes only, until
+// serve hands it the dashboard's handler. Safe for concurrent use.
+type gate struct {
+	h       atomic.Pointer[http.Handler]
+	waiting atomic.Pointer[string]
+}
+
+func (g *gate) wait(what string) { g.waiting.Store(&what) }
+
+func (g *gate) serve(h http.Handler) { g.h.Store(&h) }
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := g.h.Load(); h != nil {
+		(*h).ServeHTTP(w, r)
+		return
+	}
+	what := "nats"
+	if p := g.waiting.Load(); p != nil {
+		what = *p
+	}
+	switch r.URL.Path {
+	case "/healthz":
+		io.WriteString(w, "ok\n")
+	default:
+		http.Error(w, "not ready: waiting for "+what, http.StatusServiceUnavailable)
+	}
 }

@@ -207,7 +207,7 @@
       final: 'final: ' + h.count,
       provisional: 'provisional (' + h.status + '): ' + h.count,
       confirmed_zero: 'confirmed zero: final, no events',
-      no_data: 'no data yet: not final, not a zero',
+      no_data: 'no data: not final yet, or before the first event; not a zero',
     }[h.state] || h.state;
     return h.window_id + ' — ' + what + (h.corrected_by > 0 ? ', corrected +' + h.corrected_by : '') +
       (stale ? ' — STALE' : '');

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/embedded"
+	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/testenv"
+)
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func get(url string) (int, string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+// TestWaitsForNATS: the dashboard started while nothing listens on the
+// NATS port serves /healthz, answers /readyz 503 naming the server it
+// waits for, logs each failed attempt, and becomes ready (the bucket
+// loaded) once a nats-server starts there; SIGTERM then exits 0. SPEC §4.
+func TestWaitsForNATS(t *testing.T) {
+	port := freePort(t)
+	natsURL := "nats://127.0.0.1:" + strconv.Itoa(port)
+	web := "http://127.0.0.1:" + strconv.Itoa(freePort(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var log syncBuf
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--nats-url", natsURL, "--listen", strings.TrimPrefix(web, "http://")}, &log)
+	}()
+	alive := func() {
+		select {
+		case code := <-done:
+			t.Fatalf("the dashboard exited (%d) instead of waiting:\n%s", code, log.String())
+		default:
+		}
+	}
+	testenv.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		alive()
+		if code, _, err := get(web + "/healthz"); err != nil || code != http.StatusOK {
+			return fmt.Errorf("/healthz %d %v", code, err)
+		}
+		code, body, err := get(web + "/readyz")
+		if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "waiting for nats at "+natsURL) {
+			return fmt.Errorf("/readyz %d %q %v, want 503 naming the NATS server", code, body, err)
+		}
+		if !strings.Contains(log.String(), `"msg":"waiting for nats"`) {
+			return fmt.Errorf("no wait logged yet:\n%s", log.String())
+		}
+		return nil
+	})
+
+	s, err := embedded.StartNATS(embedded.NATSOptions{StoreDir: t.TempDir(), Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	if err := stream.Ensure(ctx, testenv.JetStream(t, natsURL), stream.For(stream.DefaultGeneration), stream.Config{Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
+		alive()
+		if code, body, err := get(web + "/readyz"); err != nil || code != http.StatusOK {
+			return fmt.Errorf("/readyz %d %q %v", code, body, err)
+		}
+		if code, body, err := get(web + "/api/windows"); err != nil || code != http.StatusOK || !strings.Contains(body, `"loaded": true`) {
+			return fmt.Errorf("/api/windows %d %q %v", code, body, err)
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d after SIGTERM, want 0:\n%s", code, log.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("not stopped 20s after SIGTERM:\n%s", log.String())
+	}
+}
+
+// TestStopsCleanlyWhileWaiting: SIGTERM before NATS was ever reached.
+func TestStopsCleanlyWhileWaiting(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var log syncBuf
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--nats-url", "nats://127.0.0.1:" + strconv.Itoa(freePort(t)), "--listen", "127.0.0.1:0"}, &log)
+	}()
+	testenv.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		if !strings.Contains(log.String(), "waiting for nats") && !strings.Contains(log.String(), "dashboard started") {
+			return fmt.Errorf("not waiting yet:\n%s", log.String())
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d, want 0:\n%s", code, log.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("not stopped 20s after SIGTERM:\n%s", log.String())
+	}
+}
