@@ -11,6 +11,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/generation"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
+	"github.com/receiptflow/receiptflow/pkg/reconcile"
 	"github.com/receiptflow/receiptflow/pkg/snapshot"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
@@ -61,7 +62,7 @@ func TestRebuildRepairsACorruptGenerationAndSwitchesOnlyAfterParity(t *testing.T
 		t.Fatal(err)
 	}
 	corruptWindow(t, ctx, admin, "1", victim)
-	rep, _, err := generation.Reconcile(ctx, admin.JS, stream.For("1"), v, 8, nil)
+	rep, _, err := generation.Reconcile(ctx, admin.JS, stream.For("1"), reconcile.Options{Validator: v, Partitions: 8})
 	if err != nil {
 		t.Fatal(err)
 	}

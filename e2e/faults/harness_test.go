@@ -410,7 +410,8 @@ func (d *deployment) outcome(ctx context.Context, admin *pipeline.Conn, ds *data
 		t.Fatal(err)
 	}
 	defer f.Close()
-	batch, err := reconcile.Count(f, reconcile.Options{Validator: v, DefaultIngestedAt: ingestNow, Partitions: 8})
+	batch, err := reconcile.Count(f, reconcile.Options{Validator: v, DefaultIngestedAt: ingestNow, Partitions: 8,
+		Horizon: 24 * time.Hour, EndOfStream: true}) // the services' replay horizon; ingest closes with end-of-stream
 	if err != nil {
 		t.Fatal(err)
 	}

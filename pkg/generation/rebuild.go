@@ -9,11 +9,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
 	"github.com/receiptflow/receiptflow/pkg/stream"
-	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
 // RebuildConfig configures a rebuild.
@@ -74,7 +72,11 @@ func Rebuild(ctx context.Context, rc RebuildConfig) (*RebuildResult, error) {
 			return nil, err
 		}
 	}
-	rep, last, err := Reconcile(ctx, p.Admin.JS, p.Names, p.Validator, p.Config().Partitions, p.Config().HotKeys)
+	cfg := p.Config()
+	rep, last, err := Reconcile(ctx, p.Admin.JS, p.Names, reconcile.Options{
+		Validator: p.Validator, Partitions: cfg.Partitions, HotKeys: cfg.HotKeys,
+		Lateness: cfg.Lateness, Grace: cfg.Grace, Horizon: cfg.ReplayHorizon,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -95,29 +97,14 @@ func Rebuild(ctx context.Context, rc RebuildConfig) (*RebuildResult, error) {
 	return res, nil
 }
 
-// Reconcile runs the batch pass over the whole RAW stream as it is now and
-// compares it with generation n's windows and late rows. It returns the
-// report and the last RAW sequence the pass read. partitions and hot are
-// the pipeline's partitioning (hot: its --hot-keys, nil for none).
-func Reconcile(ctx context.Context, js jetstream.JetStream, n stream.Names, v *contract.Validator, partitions int, hot window.HotKeys) (*reconcile.Report, uint64, error) {
-	b, err := reconcile.NewBatch(reconcile.Options{Validator: v, Partitions: partitions, HotKeys: hot})
-	if err != nil {
-		return nil, 0, err
-	}
-	var last uint64
-	i := 0
-	err = stream.ReadAll(ctx, js, stream.Raw, func(m jetstream.Msg) error {
-		meta, err := m.Metadata()
-		if err != nil {
-			return err
-		}
-		last = meta.Sequence.Stream
-		if m.Headers().Get(stream.HdrHeartbeat) != "" {
-			return nil
-		}
-		i++
-		return b.Add(i, m.Data(), meta.Timestamp)
-	})
+// Reconcile runs the batch pass over the whole RAW stream as it is now
+// (reconcile.CountRaw: RAW order, heartbeats and broker timestamps, the
+// referee's own watermarks) and compares it with generation n's windows
+// and late rows. It returns the report and the last RAW sequence the pass
+// read. opts must carry the pipeline's partitioning, lateness, grace and
+// replay horizon.
+func Reconcile(ctx context.Context, js jetstream.JetStream, n stream.Names, opts reconcile.Options) (*reconcile.Report, uint64, error) {
+	b, last, err := reconcile.CountRaw(ctx, js, stream.Raw, opts)
 	if err != nil {
 		return nil, 0, err
 	}
