@@ -5,13 +5,16 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
+	"github.com/receiptflow/receiptflow/pkg/embedded"
 	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
@@ -136,3 +139,8 @@ func diffOrder(want, got map[string][]string) string {
 	}
 	return ""
 }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// embeddedURL is the client URL of s.
+func embeddedURL(s *server.Server) string { return embedded.ClientURL(s) }
