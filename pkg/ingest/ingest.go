@@ -68,6 +68,10 @@ type Options struct {
 	// stream.AtomicBatchMax, the server's default max_batch_size; a
 	// server configured lower is detected and followed).
 	BatchMax int
+	// Linger is how long the sender waits for a batch to fill before it
+	// sends a part of one (default 20ms; negative: never waits). It
+	// delays a trickle of records by at most that much.
+	Linger time.Duration
 	// RetryFor bounds how long one batch (or one message) is retried
 	// before ingest gives up with an *UnconfirmedError (default 30s).
 	RetryFor time.Duration
@@ -133,6 +137,9 @@ func New(js jetstream.JetStream, opts Options) *Ingester {
 	if opts.BatchMax <= 0 {
 		opts.BatchMax = stream.AtomicBatchMax
 	}
+	if opts.Linger == 0 {
+		opts.Linger = 20 * time.Millisecond
+	}
 	if opts.RetryFor <= 0 {
 		opts.RetryFor = 30 * time.Second
 	}
@@ -178,6 +185,11 @@ func (in *Ingester) send(ctx context.Context, c *committer) {
 			in.mu.Unlock()
 			return
 		}
+		if len(in.queue) < in.opts.BatchMax && !in.closed && in.opts.Linger > 0 {
+			in.mu.Unlock()
+			in.linger(ctx)
+			in.mu.Lock()
+		}
 		n := min(len(in.queue), in.opts.BatchMax)
 		batch := make([]item, n)
 		copy(batch, in.queue)
@@ -196,6 +208,29 @@ func (in *Ingester) send(ctx context.Context, c *committer) {
 		}
 		in.inflight = nil
 		in.mu.Unlock()
+	}
+}
+
+// linger waits up to Options.Linger for the queue to fill a batch (or
+// Close), so that a fast producer is sent in full batches: each atomic
+// batch costs the server a staging store and a sync, whatever its size.
+func (in *Ingester) linger(ctx context.Context) {
+	t := time.NewTimer(in.opts.Linger)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-in.kick:
+		}
+		in.mu.Lock()
+		full := len(in.queue) >= in.opts.BatchMax || in.closed
+		in.mu.Unlock()
+		if full {
+			return
+		}
 	}
 }
 
