@@ -175,7 +175,9 @@ func (in *Ingester) send(ctx context.Context, c *committer) {
 			case <-in.kick:
 			case <-ctx.Done():
 				in.mu.Lock()
-				in.failLocked(ctx.Err(), 0)
+				if len(in.queue) > 0 {
+					in.failLocked(ctx.Err(), 0)
+				}
 				in.mu.Unlock()
 				return
 			}
@@ -316,6 +318,9 @@ func (in *Ingester) Publish(ctx context.Context, line []byte) error {
 		in.line++
 		return nil
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ingest: publish: %w", err)
+	}
 	it, ev, valid := in.build(line)
 	in.mu.Lock()
 	for {
@@ -429,9 +434,13 @@ func (in *Ingester) heartbeatLocked(progress int64, tag string) {
 }
 
 // Heartbeat queues the current progress to every partition now, behind the
-// records published so far. It returns the Ingester's failure or ErrClosed,
-// if any; Close says whether it was stored.
+// records published so far. It returns ctx's error if ctx has ended, else
+// the Ingester's failure or ErrClosed, if any; Close says whether it was
+// stored.
 func (in *Ingester) Heartbeat(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ingest: heartbeat: %w", err)
+	}
 	in.mu.Lock()
 	if err := in.usableLocked(); err != nil {
 		in.mu.Unlock()
