@@ -193,3 +193,81 @@ func TestOrderThroughLeaderLoss(t *testing.T) {
 		return nil
 	})
 }
+
+// TestTwoNodesLostNamesFirstUnconfirmed stops two of the three nodes of an
+// R3 RAW mid-ingest: no quorum is left, so ingest must fail with an
+// *UnconfirmedError naming a line and its event id. With the nodes back,
+// publishing the whole file again completes RAW exactly as a clean ingest
+// stores it (what was stored comes back as duplicates).
+func TestTwoNodesLostNamesFirstUnconfirmed(t *testing.T) {
+	data := fixture(t, 12000)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	_, cleanURL := testenv.NATS(t)
+	_, cleanJS := connect(t, cleanURL, 0)
+	ensure(t, ctx, cleanJS)
+	if _, err := File(ctx, newTestIngester(t, cleanJS, nil), bytes.NewReader(data), nil); err != nil {
+		t.Fatalf("clean ingest: %v", err)
+	}
+	want, _ := rawOrder(t, ctx, cleanJS)
+
+	c := newCluster(t)
+	_, js := connect(t, c.urls(), 0)
+	testenv.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		return stream.Ensure(ctx, js, stream.For(""), stream.Config{Partitions: testPartitions, Replicas: 3})
+	})
+	var acks atomic.Int64
+	kick := make(chan struct{}, 1)
+	in := newTestIngester(t, js, func(o *Options) {
+		o.RetryFor = 2 * time.Second
+		o.OnAck = func(string, uint64, bool) {
+			if acks.Add(1) == 4000 {
+				kick <- struct{}{}
+			}
+		}
+	})
+	done := make(chan error, 1)
+	go func() {
+		_, err := File(ctx, in, bytes.NewReader(data), nil)
+		done <- err
+	}()
+	var err error
+	select {
+	case <-kick:
+		for _, i := range []int{0, 1} {
+			c.servers[i].Shutdown()
+		}
+		err = <-done
+	case err = <-done:
+		t.Fatalf("ingest ended before the nodes were stopped: %v", err)
+	}
+	var ue *UnconfirmedError
+	if !errors.As(err, &ue) {
+		t.Fatalf("ingest with two of three nodes stopped: %v, want an *UnconfirmedError", err)
+	}
+	all := lines(data)
+	if ue.Line < 4000 || ue.Line > int64(len(all)) || ue.EventID != eventIDOf(all[ue.Line-1]) {
+		t.Fatalf("%v: line %d, event id %q; at least 4000 records were confirmed, and the line has %q",
+			err, ue.Line, ue.EventID, eventIDOf(all[min(max(ue.Line, 1), int64(len(all)))-1]))
+	}
+	t.Logf("with two nodes stopped: %v", err)
+
+	for _, i := range []int{0, 1} {
+		c.start(i)
+	}
+	testenv.CheckFor(t, 60*time.Second, 200*time.Millisecond, func() error {
+		_, err := c.leader(ctx, js)
+		return err
+	})
+	if _, err := File(ctx, newTestIngester(t, js, nil), bytes.NewReader(data), nil); err != nil {
+		t.Fatalf("ingest again with the nodes back: %v", err)
+	}
+	testenv.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
+		got, _ := rawOrder(t, ctx, js)
+		if d := diffOrder(want, got); d != "" {
+			return errors.New(d)
+		}
+		return nil
+	})
+}
