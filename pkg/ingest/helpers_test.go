@@ -91,9 +91,13 @@ func rawOrder(t testing.TB, ctx context.Context, js jetstream.JetStream) (map[st
 	t.Helper()
 	var order map[string][]string
 	var seqs map[string]uint64
-	testenv.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+	testenv.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
 		order, seqs = map[string][]string{}, map[string]uint64{}
-		return stream.ReadAll(ctx, js, stream.Raw, func(m jetstream.Msg) error {
+		// Each attempt has its own deadline: after a node loss a request
+		// sent before the client noticed may never be answered.
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return stream.ReadAll(actx, js, stream.Raw, func(m jetstream.Msg) error {
 			meta, err := m.Metadata()
 			if err != nil {
 				return err
