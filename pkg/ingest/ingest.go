@@ -2,25 +2,22 @@
 // its partition's subject, with ingested_at stamped when absent, a
 // Nats-Msg-Id of event_id plus a content fingerprint (so retries are
 // dropped by JetStream and conflicting duplicates still reach the
-// validator), asynchronous publishes with a bounded number in flight, and
-// in-stream progress heartbeats to every partition.
+// validator), and in-stream progress heartbeats to every partition. Records
+// and heartbeats form one ordered sequence that RAW stores in that order,
+// also across broker restarts and leader changes (SPEC section 4): see
+// committer.
 package ingest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
@@ -64,13 +61,26 @@ type Options struct {
 	// EndOfStream makes Close send the end-of-stream watermark, closing
 	// every window (bounded runs).
 	EndOfStream bool
-	// MaxInFlight bounds unacknowledged publishes (default 4096).
+	// MaxInFlight bounds the messages queued and not yet confirmed stored
+	// (default 4096); Publish waits while it is reached.
 	MaxInFlight int
+	// BatchMax bounds the messages of one atomic batch (default
+	// stream.AtomicBatchMax, the server's default max_batch_size; a
+	// server configured lower is detected and followed).
+	BatchMax int
+	// Linger is how long the sender waits for a batch to fill before it
+	// sends a part of one (default 20ms; negative: never waits). It
+	// delays a trickle of records by at most that much.
+	Linger time.Duration
+	// RetryFor bounds how long one batch (or one message) is retried
+	// before ingest gives up with an *UnconfirmedError (default 30s).
+	RetryFor time.Duration
 	// Now stamps ingested_at (default time.Now).
 	Now func() time.Time
 	// OnAck, if set, is called (from one goroutine, in publish order) with
-	// each stored record's message id, stream sequence and whether
-	// JetStream dropped it as a duplicate (seq is then the original's).
+	// each stored record's message id, stream sequence and whether it was
+	// a duplicate (JetStream dropped it, or it repeats a record this
+	// Ingester stored moments ago; seq is then the original's).
 	OnAck func(msgID string, seq uint64, duplicate bool)
 }
 
@@ -83,24 +93,36 @@ type Stats struct {
 	Heartbeats int64 `json:"heartbeats"`
 }
 
-// Ingester publishes records. Safe for concurrent use.
+// Ingester publishes records. Safe for concurrent use; the records of one
+// caller are stored in the order of its calls.
 type Ingester struct {
 	js   jetstream.JetStream
 	opts Options
+	keep int // KeepBytes
 
+	// mu guards the ordered sequence: what Publish and the heartbeats
+	// append (queue), what the sender is storing (inflight), and the
+	// state heartbeats are made from.
 	mu        sync.Mutex
+	line      int64
 	progress  int64
 	sinceBeat int
 	dirty     bool
-	stats     Stats
-	acks      chan jetstream.PubAckFuture
-	dups      atomic.Int64 // duplicate acks, counted by collect
-	errMu     sync.Mutex   // guards ackErr; never held with mu by collect
-	ackErr    error
-	ackDone   chan struct{}
-	stop      context.CancelFunc
-	keep      int // KeepBytes
+	records   int64
+	queue     []item
+	inflight  []item
 	closed    bool
+	fail      error // the first *UnconfirmedError; nothing is sent after it
+
+	kick   chan struct{} // the queue grew, or Close was called
+	space  chan struct{} // the sender took items from the queue
+	failed chan struct{} // closed when fail is set
+	done   chan struct{} // closed when the sender has exited
+
+	statsMu sync.Mutex
+	stats   Stats
+
+	stop      context.CancelFunc // ends the sender and the heartbeat loop
 	closeOnce sync.Once
 }
 
@@ -112,6 +134,15 @@ func New(js jetstream.JetStream, opts Options) *Ingester {
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = 4096
 	}
+	if opts.BatchMax <= 0 {
+		opts.BatchMax = stream.AtomicBatchMax
+	}
+	if opts.Linger == 0 {
+		opts.Linger = 20 * time.Millisecond
+	}
+	if opts.RetryFor <= 0 {
+		opts.RetryFor = 30 * time.Second
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -119,74 +150,133 @@ func New(js jetstream.JetStream, opts Options) *Ingester {
 	if nc := js.Conn(); nc != nil {
 		maxPayload = nc.MaxPayload()
 	}
-	in := &Ingester{js: js, opts: opts, acks: make(chan jetstream.PubAckFuture, opts.MaxInFlight), ackDone: make(chan struct{}),
-		keep: KeepBytes(opts.Validator.Options().MaxSize, maxPayload)}
-	go in.collect()
+	in := &Ingester{js: js, opts: opts, keep: KeepBytes(opts.Validator.Options().MaxSize, maxPayload),
+		kick: make(chan struct{}, 1), space: make(chan struct{}, 1), failed: make(chan struct{}), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	in.stop = cancel
+	go in.send(ctx, newCommitter(js, opts.BatchMax, opts.RetryFor))
 	if opts.HeartbeatInterval > 0 {
 		go in.beatLoop(ctx)
 	}
 	return in
 }
 
-// collect waits for acks in publish order; the channel's capacity is what
-// bounds the publishes in flight.
-func (in *Ingester) collect() {
-	defer close(in.ackDone)
-	for f := range in.acks {
-		select {
-		case ack := <-f.Ok():
-			if ack.Duplicate {
-				in.dups.Add(1)
-			}
-			if in.opts.OnAck != nil && f.Msg().Header.Get(stream.HdrHeartbeat) == "" {
-				in.opts.OnAck(f.Msg().Header.Get(jetstream.MsgIDHeader), ack.Sequence, ack.Duplicate)
-			}
-		case err := <-f.Err():
-			// Lost in a disconnect, a server restart or a timeout: publish
-			// it again, synchronously (backpressure), under the same
-			// Nats-Msg-Id, so a copy that did get stored is dropped.
-			ack, err := in.retry(f.Msg(), err)
-			if err != nil {
-				in.errMu.Lock()
-				if in.ackErr == nil {
-					in.ackErr = fmt.Errorf("ingest: publish %s: %w", f.Msg().Subject, err)
+// send is the one goroutine that stores the queue in RAW, in order, until
+// the Ingester is closed and the queue is empty, or a batch cannot be
+// confirmed. Whatever is queued behind the failure is never sent, so
+// nothing can be stored out of order after it.
+func (in *Ingester) send(ctx context.Context, c *committer) {
+	defer close(in.done)
+	for {
+		in.mu.Lock()
+		for len(in.queue) == 0 && !in.closed {
+			in.mu.Unlock()
+			select {
+			case <-in.kick:
+			case <-ctx.Done():
+				in.mu.Lock()
+				if len(in.queue) > 0 {
+					in.failLocked(ctx.Err(), 0)
 				}
-				in.errMu.Unlock()
-				continue
+				in.mu.Unlock()
+				return
 			}
-			if ack.Duplicate {
-				in.dups.Add(1)
-			}
-			if in.opts.OnAck != nil && f.Msg().Header.Get(stream.HdrHeartbeat) == "" {
-				in.opts.OnAck(f.Msg().Header.Get(jetstream.MsgIDHeader), ack.Sequence, ack.Duplicate)
-			}
+			in.mu.Lock()
+		}
+		if len(in.queue) == 0 {
+			in.mu.Unlock()
+			return
+		}
+		if len(in.queue) < in.opts.BatchMax && !in.closed && in.opts.Linger > 0 {
+			in.mu.Unlock()
+			in.linger(ctx)
+			in.mu.Lock()
+		}
+		n := min(len(in.queue), in.opts.BatchMax)
+		batch := make([]item, n)
+		copy(batch, in.queue)
+		in.queue = append(in.queue[:0], in.queue[n:]...)
+		in.inflight = batch
+		in.mu.Unlock()
+		signal(in.space)
+
+		res, stored, err := c.store(ctx, batch)
+		in.report(batch[:stored], res)
+		in.mu.Lock()
+		if err != nil {
+			in.failLocked(err, stored)
+			in.mu.Unlock()
+			return
+		}
+		in.inflight = nil
+		in.mu.Unlock()
+	}
+}
+
+// linger waits up to Options.Linger for the queue to fill a batch (or
+// Close), so that a fast producer is sent in full batches: each atomic
+// batch costs the server a staging store and a sync, whatever its size.
+func (in *Ingester) linger(ctx context.Context) {
+	t := time.NewTimer(in.opts.Linger)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-in.kick:
+		}
+		in.mu.Lock()
+		full := len(in.queue) >= in.opts.BatchMax || in.closed
+		in.mu.Unlock()
+		if full {
+			return
 		}
 	}
 }
 
-// retryFor bounds how long a failed publish is retried.
-const retryFor = 30 * time.Second
-
-// retry publishes m synchronously until JetStream stores it or retryFor
-// has passed since the first failure.
-func (in *Ingester) retry(m *nats.Msg, first error) (*jetstream.PubAck, error) {
-	deadline := time.Now().Add(retryFor)
-	err := first
-	for attempt := 0; time.Now().Before(deadline); attempt++ {
-		if attempt > 0 {
-			time.Sleep(100 * time.Millisecond)
+// report counts the duplicates among confirmed items and calls OnAck for
+// their records, in order.
+func (in *Ingester) report(items []item, res []result) {
+	dups := 0
+	for i, it := range items {
+		if res[i].dup {
+			dups++
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		var ack *jetstream.PubAck
-		ack, err = in.js.PublishMsg(ctx, m)
-		cancel()
-		if err == nil {
-			return ack, nil
+		if in.opts.OnAck != nil && it.line > 0 {
+			in.opts.OnAck(it.id, res[i].seq, res[i].dup)
 		}
 	}
-	return nil, fmt.Errorf("gave up after %s: %w", retryFor, err)
+	in.statsMu.Lock()
+	in.stats.Duplicates += int64(dups)
+	in.statsMu.Unlock()
+}
+
+// failLocked records the first failure: the first record not confirmed is
+// the first one from inflight[stored:] on, then the queue. in.mu is held.
+func (in *Ingester) failLocked(err error, stored int) {
+	if in.fail != nil {
+		return
+	}
+	e := &UnconfirmedError{Err: err}
+	for _, l := range [][]item{in.inflight[min(stored, len(in.inflight)):], in.queue} {
+		for _, it := range l {
+			if it.line > 0 && e.Line == 0 {
+				e.Line, e.EventID = it.line, eventIDOf(it.msg.Data)
+			}
+		}
+	}
+	in.fail = e
+	close(in.failed)
+}
+
+// signal wakes one waiter on c, if there is none waiting already.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
 }
 
 func (in *Ingester) beatLoop(ctx context.Context) {
@@ -198,25 +288,98 @@ func (in *Ingester) beatLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			in.mu.Lock()
-			if in.dirty {
-				_ = in.heartbeatLocked(in.progress, "t"+strconv.FormatInt(time.Now().UnixNano(), 36))
+			if in.dirty && !in.closed && in.fail == nil {
+				in.heartbeatLocked(in.progress, "t"+strconv.FormatInt(time.Now().UnixNano(), 36))
 			}
 			in.mu.Unlock()
+			signal(in.kick)
 		}
 	}
 }
 
-// Publish publishes one NDJSON record (without its newline). It returns an
-// error only when publishing failed; an invalid record is published too,
-// so the validator rejects it with its reason. A line that is blank (only
-// white space, Unicode included) is skipped, as the batch pass skips it;
+// Publish queues one NDJSON record (without its newline) to be stored in
+// RAW after every record published before it. It returns an error only
+// when ingest cannot go on: an earlier record could not be confirmed
+// stored (*UnconfirmedError), ctx ended while the queue was full, or the
+// Ingester is closed (ErrClosed). Close says whether the last records were
+// stored. An invalid record is published too, so the validator rejects it
+// with its reason. A line that is blank (only white space, Unicode
+// included) is skipped, as the batch pass skips it, but counts as a line;
 // otherwise only JSON white space is trimmed, so that the record the
 // validator judges is the one the batch pass judges. A record longer than
 // KeepBytes is published as its first KeepBytes bytes with HdrOrigSize.
 func (in *Ingester) Publish(ctx context.Context, line []byte) error {
 	if len(bytes.TrimSpace(line)) == 0 {
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		if err := in.usableLocked(); err != nil {
+			return err
+		}
+		in.line++
 		return nil
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ingest: publish: %w", err)
+	}
+	it, ev, valid := in.build(line)
+	in.mu.Lock()
+	for {
+		if err := in.usableLocked(); err != nil {
+			in.mu.Unlock()
+			return err
+		}
+		if len(in.queue) < in.opts.MaxInFlight {
+			break
+		}
+		in.mu.Unlock()
+		select {
+		case <-in.space:
+		case <-in.failed:
+		case <-ctx.Done():
+			return fmt.Errorf("ingest: publish: %w", ctx.Err())
+		}
+		in.mu.Lock()
+	}
+	in.line++
+	it.line = in.line
+	in.queue = append(in.queue, it)
+	in.records++
+	in.statsMu.Lock()
+	in.stats.Records++
+	in.stats.Published++
+	if !valid {
+		in.stats.Invalid++
+	}
+	in.statsMu.Unlock()
+	if valid {
+		in.dirty = true
+		if t := ev.OccurredAt.UnixMilli(); t > in.progress {
+			in.progress = t
+		}
+	}
+	in.sinceBeat++
+	if in.sinceBeat >= in.opts.HeartbeatEvery {
+		in.heartbeatLocked(in.progress, "n"+strconv.FormatInt(in.records, 10))
+	}
+	in.mu.Unlock()
+	signal(in.kick)
+	return nil
+}
+
+// usableLocked returns why nothing more may be published, if anything.
+// in.mu is held.
+func (in *Ingester) usableLocked() error {
+	if in.fail != nil {
+		return in.fail
+	}
+	if in.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// build makes the RAW message of a record.
+func (in *Ingester) build(line []byte) (it item, ev contract.Event, valid bool) {
 	line = bytes.Trim(line, " \t\r\n")
 	now := in.opts.Now().UTC()
 	rec := line
@@ -227,8 +390,6 @@ func (in *Ingester) Publish(ctx context.Context, line []byte) error {
 		rec = stamped
 	}
 	var subject, msgID string
-	var ev contract.Event
-	valid := false
 	if !cut { // a cut record is too_large: the validator says so
 		var err error
 		ev, err = in.opts.Validator.Validate(rec, now)
@@ -246,162 +407,89 @@ func (in *Ingester) Publish(ctx context.Context, line []byte) error {
 	if cut {
 		m.Header.Set(HdrOrigSize, strconv.Itoa(len(line)))
 	}
-	if err := in.firstAckErr(); err != nil {
-		return err
-	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if err := in.publishLocked(m); err != nil {
-		return err
-	}
-	in.stats.Records++
-	if valid {
-		in.dirty = true
-		if t := ev.OccurredAt.UnixMilli(); t > in.progress {
-			in.progress = t
-		}
-	} else {
-		in.stats.Invalid++
-	}
-	in.sinceBeat++
-	if in.sinceBeat >= in.opts.HeartbeatEvery {
-		return in.heartbeatLocked(in.progress, "n"+strconv.FormatInt(in.stats.Records, 10))
-	}
-	return nil
+	return item{msg: m, id: msgID}, ev, valid
 }
 
-// ErrClosed is returned by Publish after Close.
-var ErrClosed = errors.New("ingest: closed")
-
-func (in *Ingester) publishLocked(m *nats.Msg) error {
-	if in.closed {
-		return ErrClosed
-	}
-	f, err := in.js.PublishMsgAsync(m)
-	for deadline := time.Now().Add(retryFor); err != nil && time.Now().Before(deadline); {
-		// Not even sent (e.g. the connection is down): wait and retry.
-		time.Sleep(100 * time.Millisecond)
-		f, err = in.js.PublishMsgAsync(m)
-	}
-	if err != nil {
-		return fmt.Errorf("ingest: publish %s: %w", m.Subject, err)
-	}
-	in.acks <- f
-	in.stats.Published++
-	return nil
-}
-
-// heartbeatLocked sends progress to every partition. tag makes the message
-// ids of distinct heartbeats distinct and of a re-sent one equal.
-func (in *Ingester) heartbeatLocked(progress int64, tag string) error {
+// heartbeatLocked queues progress to every partition, behind the records
+// queued so far. tag makes the message ids of distinct heartbeats distinct
+// and of a re-sent one equal. in.mu is held.
+func (in *Ingester) heartbeatLocked(progress int64, tag string) {
 	in.sinceBeat = 0
 	in.dirty = false
 	if progress <= 0 {
-		return nil
+		return
 	}
 	for p := 0; p < in.opts.Partitions; p++ {
 		// '/' is outside the event id alphabet: no record's id (event_id:
 		// fingerprint) can equal a heartbeat's.
-		m := stream.NewMsg(stream.For("").Subject(stream.Raw, p),
-			"hb/"+strconv.FormatInt(progress, 10)+"/"+tag+"/"+strconv.Itoa(p), nil)
+		id := "hb/" + strconv.FormatInt(progress, 10) + "/" + tag + "/" + strconv.Itoa(p)
+		m := stream.NewMsg(stream.For("").Subject(stream.Raw, p), id, nil)
 		m.Header.Set(stream.HdrHeartbeat, strconv.FormatInt(progress, 10))
-		if err := in.publishLocked(m); err != nil {
-			return err
-		}
+		in.queue = append(in.queue, item{msg: m, id: id})
 	}
+	in.statsMu.Lock()
 	in.stats.Heartbeats++
-	return nil
+	in.stats.Published += int64(in.opts.Partitions)
+	in.statsMu.Unlock()
 }
 
-// Heartbeat sends the current progress to every partition now.
+// Heartbeat queues the current progress to every partition now, behind the
+// records published so far. It returns ctx's error if ctx has ended, else
+// the Ingester's failure or ErrClosed, if any; Close says whether it was
+// stored.
 func (in *Ingester) Heartbeat(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ingest: heartbeat: %w", err)
+	}
 	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.heartbeatLocked(in.progress, "m"+strconv.FormatInt(in.stats.Records, 10))
-}
-
-func (in *Ingester) firstAckErr() error {
-	in.errMu.Lock()
-	defer in.errMu.Unlock()
-	return in.ackErr
+	if err := in.usableLocked(); err != nil {
+		in.mu.Unlock()
+		return err
+	}
+	in.heartbeatLocked(in.progress, "m"+strconv.FormatInt(in.records, 10))
+	in.mu.Unlock()
+	signal(in.kick)
+	return nil
 }
 
 // Stats returns the counts so far.
 func (in *Ingester) Stats() Stats {
-	in.mu.Lock()
-	st := in.stats
-	in.mu.Unlock()
-	st.Duplicates = in.dups.Load()
-	return st
+	in.statsMu.Lock()
+	defer in.statsMu.Unlock()
+	return in.stats
 }
 
-// Close sends the last heartbeat (the end-of-stream watermark if
-// configured), waits for every publish to be stored and returns the first
-// publish error. Safe to call twice.
+// Close queues the last heartbeat (the end-of-stream watermark if
+// configured), waits until everything queued is confirmed stored in RAW,
+// and returns nil only then. Otherwise it returns an *UnconfirmedError
+// naming the first record not confirmed (also when ctx ends first; the
+// sender is then stopped). Safe to call twice: a second call returns nil.
 func (in *Ingester) Close(ctx context.Context) error {
 	var err error
 	in.closeOnce.Do(func() {
-		in.stop()
 		in.mu.Lock()
-		if in.opts.EndOfStream {
-			err = in.heartbeatLocked(window.EndOfStream, "eos")
-		} else if in.dirty {
-			err = in.heartbeatLocked(in.progress, "c"+strconv.FormatInt(in.stats.Records, 10))
+		if in.fail == nil && !in.closed {
+			if in.opts.EndOfStream {
+				in.heartbeatLocked(window.EndOfStream, "eos")
+			} else if in.dirty {
+				in.heartbeatLocked(in.progress, "c"+strconv.FormatInt(in.records, 10))
+			}
 		}
 		in.closed = true
-		close(in.acks)
 		in.mu.Unlock()
+		signal(in.kick)
 		select {
-		case <-in.ackDone:
+		case <-in.done:
 		case <-ctx.Done():
-			err = errors.Join(err, ctx.Err())
+			in.stop()
+			<-in.done
 		}
-		err = errors.Join(err, in.firstAckErr())
+		in.stop()
+		in.mu.Lock()
+		if in.fail != nil {
+			err = in.fail
+		}
+		in.mu.Unlock()
 	})
 	return err
-}
-
-// File publishes every line of r, then closes the Ingester. progress, if
-// set, is called about every 10,000 records.
-func File(ctx context.Context, in *Ingester, r io.Reader, progress func(Stats)) (Stats, error) {
-	return FileAtRate(ctx, in, r, 0, progress)
-}
-
-// FileAtRate is File paced to at most rate records per second (0: as fast
-// as JetStream takes them).
-func FileAtRate(ctx context.Context, in *Ingester, r io.Reader, rate int, progress func(Stats)) (Stats, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
-	began := time.Now()
-	var sent int
-	for {
-		if rate > 0 {
-			sent++
-			if ahead := time.Duration(sent)*time.Second/time.Duration(rate) - time.Since(began); ahead > 5*time.Millisecond {
-				select {
-				case <-ctx.Done():
-				case <-time.After(ahead):
-				}
-			}
-		}
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			if perr := in.Publish(ctx, line); perr != nil {
-				return in.Stats(), errors.Join(perr, in.Close(ctx))
-			}
-			if progress != nil && in.Stats().Records%10000 == 0 {
-				progress(in.Stats())
-			}
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return in.Stats(), errors.Join(fmt.Errorf("ingest: read: %w", err), in.Close(ctx))
-		}
-		if ctx.Err() != nil {
-			return in.Stats(), errors.Join(ctx.Err(), in.Close(ctx))
-		}
-	}
-	err := in.Close(ctx)
-	return in.Stats(), err
 }

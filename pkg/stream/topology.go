@@ -72,6 +72,12 @@ func streamConfig(n Names, base string, c Config) jetstream.StreamConfig {
 		MaxAge:     c.MaxAge,
 	}
 	switch base {
+	case Raw:
+		// Ingest writes RAW in atomic batches, so that the file's order
+		// per partition (heartbeats included) is kept across broker
+		// restarts and leader changes (SPEC section 4; ingest's
+		// committer). Ensure turns it on for an existing stream too.
+		cfg.AllowAtomicPublish = true
 	case Valid:
 		// The validator writes VALID in atomic batches, so that each
 		// partition's messages are stored in RAW order whatever fails

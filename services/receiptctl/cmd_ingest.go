@@ -32,8 +32,13 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	eos := fs.Bool("end-of-stream", false, "after the file, send the end-of-stream watermark (closes every window)")
 	ensure := fs.Bool("ensure-streams", envBool("RECEIPTS_ENSURE_STREAMS", true),
 		"create the streams and buckets if RAW does not exist yet (env RECEIPTS_ENSURE_STREAMS); needs admin rights. When RAW exists ingest only looks it up, so the least-privilege ingest user needs no create rights")
+	retryFor := fs.Duration("retry-for", 30*time.Second,
+		"how long to keep retrying a batch the broker does not confirm (restarts, leader elections) before giving up with exit 1, naming the first unconfirmed record")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *retryFor <= 0 {
+		return usageError("--retry-for must be positive, got %s", *retryFor)
 	}
 	if *events == "" {
 		return usageError("--events is required")
@@ -65,12 +70,20 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	in := ingest.New(conn.JS, ingest.Options{Partitions: c.Partitions, HotKeys: c.Hot(), Validator: v, HeartbeatEvery: *hbEvery, EndOfStream: *eos})
+	in := ingest.New(conn.JS, ingest.Options{Partitions: c.Partitions, HotKeys: c.Hot(), Validator: v, HeartbeatEvery: *hbEvery,
+		EndOfStream: *eos, RetryFor: *retryFor})
 	began := time.Now()
 	st, err := ingest.File(ctx, in, r, func(s ingest.Stats) {
 		fmt.Fprintf(stderr, "ingest: %d records, %d published, %d duplicates\n", s.Records, s.Published, s.Duplicates)
 	})
 	if err != nil {
+		// Exit 1 (SPEC section 6). File returns nil only when every
+		// record is confirmed stored in RAW (SPEC section 4); its error
+		// names the first record that is not.
+		var ue *ingest.UnconfirmedError
+		if errors.As(err, &ue) && ue.Line > 0 {
+			err = fmt.Errorf("%w; publish the file again, whole or from line %d on (what is stored already is dropped as a duplicate)", err, ue.Line)
+		}
 		return explainRefusal(err, refusals, natsSec)
 	}
 	fmt.Fprintf(stdout, "ingest: %d records (%d invalid-looking, %d dropped by JetStream as duplicates), %d heartbeats in %.2fs\n",
@@ -83,20 +96,28 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 const setupHint = "run the set-up job first: a service binary with --ensure-only as the NATS admin user, " +
 	"e.g. validator --ensure-only --nats-user admin --nats-password-file F (docs/deployment.md)"
 
-// rawReady makes sure the RAW stream exists before anything is published
-// to it. It looks RAW up ($JS.API.STREAM.INFO.RAW, which the ingest user
-// may ask) and, only if it is missing and ensure is set, creates the
-// streams and buckets as before (embedded and unsecured set-ups, admin).
-// A missing RAW that cannot be created is an error naming the set-up job.
+// rawReady makes sure the RAW stream exists, and allows the atomic batches
+// ingest writes, before anything is published to it. It looks RAW up
+// ($JS.API.STREAM.INFO.RAW, which the ingest user may ask) and, only if it
+// is missing or made without AllowAtomicPublish and ensure is set, creates
+// or updates the streams and buckets (embedded and unsecured set-ups,
+// admin). A RAW that cannot be made ready is an error naming the set-up
+// job.
 func rawReady(ctx context.Context, js jetstream.JetStream, refusals *pipeline.Refusals, c config.Common, sec pipeline.NATSSecurity, ensure bool) error {
 	lookCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	lookCtx, stop := refusals.Context(lookCtx)
 	defer stop()
-	_, err := js.Stream(lookCtx, stream.Raw)
+	raw, err := js.Stream(lookCtx, stream.Raw)
 	switch {
-	case err == nil:
+	case err == nil && raw.CachedInfo().Config.AllowAtomicPublish:
 		return nil
+	case err == nil:
+		// RAW made by a version that published without atomic batches:
+		// ingest keeps the file's order with them (SPEC section 4).
+		if !ensure {
+			return fmt.Errorf("stream %s does not allow atomic batches, which ingest needs to keep the file's order (--ensure-streams=false): %s", stream.Raw, setupHint)
+		}
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		if !ensure {
 			return fmt.Errorf("stream %s does not exist (--ensure-streams=false): %s", stream.Raw, setupHint)
@@ -105,10 +126,14 @@ func rawReady(ctx context.Context, js jetstream.JetStream, refusals *pipeline.Re
 		return explainRefusal(fmt.Errorf("look up stream %s: %w", stream.Raw, err), refusals, sec)
 	}
 	if err := stream.Ensure(lookCtx, js, stream.For(c.Generation), stream.Config{Partitions: c.Partitions}); err != nil {
-		if refused := refusals.Err(); refused != nil {
-			return fmt.Errorf("stream %s does not exist, and %s may not create it (%v): %s", stream.Raw, who(sec), refused, setupHint)
+		what, verb := "does not exist", "create it"
+		if raw != nil {
+			what, verb = "does not allow atomic batches", "update it"
 		}
-		return fmt.Errorf("stream %s does not exist and creating it failed: %w (%s)", stream.Raw, err, setupHint)
+		if refused := refusals.Err(); refused != nil {
+			return fmt.Errorf("stream %s %s, and %s may not %s (%v): %s", stream.Raw, what, who(sec), verb, refused, setupHint)
+		}
+		return fmt.Errorf("stream %s %s and making it ready failed: %w (%s)", stream.Raw, what, err, setupHint)
 	}
 	return nil
 }

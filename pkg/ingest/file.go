@@ -1,0 +1,75 @@
+package ingest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// bom is the UTF-8 byte-order mark, skipped at the start of a file (SPEC
+// section 2).
+var bom = []byte{0xEF, 0xBB, 0xBF}
+
+// File publishes every line of r, then closes the Ingester. It returns nil
+// only when every record is confirmed stored in RAW; otherwise its error
+// holds an *UnconfirmedError naming the first record that is not (match it
+// with errors.As). A UTF-8 byte-order mark at the start of r is skipped.
+// progress, if set, is called about every 10,000 records.
+func File(ctx context.Context, in *Ingester, r io.Reader, progress func(Stats)) (Stats, error) {
+	return FileAtRate(ctx, in, r, 0, progress)
+}
+
+// FileAtRate is File paced to at most rate records per second (0: as fast
+// as JetStream takes them).
+func FileAtRate(ctx context.Context, in *Ingester, r io.Reader, rate int, progress func(Stats)) (Stats, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	if head, _ := br.Peek(len(bom)); bytes.Equal(head, bom) {
+		br.Discard(len(bom))
+	}
+	began := time.Now()
+	var sent int
+	for {
+		if rate > 0 {
+			sent++
+			if ahead := time.Duration(sent)*time.Second/time.Duration(rate) - time.Since(began); ahead > 5*time.Millisecond {
+				sleep(ctx, ahead)
+			}
+		}
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			if perr := in.Publish(ctx, line); perr != nil {
+				return in.Stats(), closeAfter(ctx, in, perr)
+			}
+			if st := in.Stats(); progress != nil && st.Records%10000 == 0 {
+				progress(st)
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return in.Stats(), closeAfter(ctx, in, fmt.Errorf("ingest: read: %w", err))
+		}
+		if ctx.Err() != nil {
+			return in.Stats(), closeAfter(ctx, in, ctx.Err())
+		}
+	}
+	err := in.Close(ctx)
+	return in.Stats(), err
+}
+
+// closeAfter closes in after err stopped the file, and returns err with
+// the Ingester's own failure (the first unconfirmed record) when it has
+// one that err is not already.
+func closeAfter(ctx context.Context, in *Ingester, err error) error {
+	cerr := in.Close(ctx)
+	var ue *UnconfirmedError
+	if cerr == nil || (errors.As(err, &ue) && errors.Is(cerr, ue)) {
+		return err
+	}
+	return errors.Join(cerr, err)
+}
