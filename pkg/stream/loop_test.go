@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/receiptflow/receiptflow/pkg/stream/streamtest"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
 )
 
@@ -26,7 +27,7 @@ type loopRig struct {
 	srv *server.Server
 	url string
 	// proxy is between the loop's client and the server.
-	proxy *cutProxy
+	proxy *streamtest.CutProxy
 	js    jetstream.JetStream
 
 	mu        sync.Mutex
@@ -38,7 +39,7 @@ func newLoopRig(t *testing.T, n int) *loopRig {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	srv, url := testenv.NATS(t)
-	proxy := newCutProxy(t, strings.TrimPrefix(url, "nats://"))
+	proxy := streamtest.NewCutProxy(t, strings.TrimPrefix(url, "nats://"))
 	nc, err := nats.Connect(proxy.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

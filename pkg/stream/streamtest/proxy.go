@@ -1,4 +1,6 @@
-package stream
+// Package streamtest helps tests of JetStream consumers fake the faults a
+// real deployment meets.
+package streamtest
 
 import (
 	"io"
@@ -8,11 +10,12 @@ import (
 	"testing"
 )
 
-// cutProxy forwards TCP connections on 127.0.0.1 to a NATS server. Frozen,
+// CutProxy forwards TCP connections on 127.0.0.1 to a NATS server. Frozen,
 // it drops what the server sends (the bytes are gone, as they are when a
-// server dies with deliveries in flight); Cut closes every connection and
-// thaws, so clients reconnect through it.
-type cutProxy struct {
+// server is killed with deliveries in flight); Cut closes every connection
+// and thaws, so clients reconnect through it. Its methods are safe to call
+// concurrently.
+type CutProxy struct {
 	ln     net.Listener
 	target string
 	frozen atomic.Bool
@@ -21,13 +24,15 @@ type cutProxy struct {
 	conns []net.Conn
 }
 
-func newCutProxy(t *testing.T, target string) *cutProxy {
+// NewCutProxy listens on a free loopback port and forwards to target
+// (host:port); it is closed by t.Cleanup.
+func NewCutProxy(t testing.TB, target string) *CutProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{ln: ln, target: target}
+	p := &CutProxy{ln: ln, target: target}
 	t.Cleanup(func() {
 		ln.Close()
 		p.Cut()
@@ -37,9 +42,9 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 }
 
 // URL is the client URL of the proxy.
-func (p *cutProxy) URL() string { return "nats://" + p.ln.Addr().String() }
+func (p *CutProxy) URL() string { return "nats://" + p.ln.Addr().String() }
 
-func (p *cutProxy) accept() {
+func (p *CutProxy) accept() {
 	for {
 		c, err := p.ln.Accept()
 		if err != nil {
@@ -76,10 +81,10 @@ func (p *cutProxy) accept() {
 }
 
 // Freeze starts dropping everything servers send to clients.
-func (p *cutProxy) Freeze() { p.frozen.Store(true) }
+func (p *CutProxy) Freeze() { p.frozen.Store(true) }
 
 // Cut closes every proxied connection and stops dropping.
-func (p *cutProxy) Cut() {
+func (p *CutProxy) Cut() {
 	p.mu.Lock()
 	conns := p.conns
 	p.conns = nil
