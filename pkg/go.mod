@@ -6,6 +6,8 @@ require github.com/receiptflow/receiptflow/schemas v0.0.0
 
 require github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 
+require github.com/cenkalti/backoff/v5 v5.0.3
+
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect

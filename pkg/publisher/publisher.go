@@ -111,16 +111,17 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.kv = kv
 	s.started = s.cfg.Now()
-	cons, err := stream.Open(ctx, s.js, stream.ConsumerSpec{
+	spec := stream.ConsumerSpec{
 		Stream:  s.cfg.Names.Stream(stream.Changes),
 		Durable: s.durable(),
 		Filter:  s.cfg.Names.Wildcard(stream.Changes),
-	})
-	if err != nil {
+	}
+	if _, err := stream.Open(ctx, s.js, spec); err != nil {
 		return err
 	}
 	// Everything Redis holds is published once at start; the consumer was
-	// opened first, so no change made meanwhile is missed.
+	// opened first (the loop finds it where it is), so no change made
+	// meanwhile is missed.
 	if err := s.resync(ctx); err != nil {
 		return err
 	}
@@ -147,21 +148,26 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}
 	}()
-	err = stream.Consume(ctx, cons, stream.BatchOptions{Max: 2000, Linger: 5 * time.Millisecond}, s.handle)
+	err = stream.Consume(ctx, s.js, spec, stream.BatchOptions{Max: 2000, Linger: 5 * time.Millisecond, Logger: s.cfg.Logger}, s.handle)
 	cancel(err)
 	wg.Wait()
 	return err
 }
 
-func (s *Service) handle(ctx context.Context, batch []jetstream.Msg) error {
+// handle publishes the windows a batch of change notices names; the
+// consume loop acks the notices once it returned nil (each one: the
+// consumer acks explicitly) and terminates the bad ones.
+func (s *Service) handle(ctx context.Context, batch []jetstream.Msg) (stream.Outcome, error) {
 	dirty := map[string]bool{}
 	wmMoved := false
-	for _, m := range batch {
+	out := stream.Outcome{TermReason: "bad change notice"}
+	for i, m := range batch {
 		var c windower.Change
 		if err := json.Unmarshal(m.Data(), &c); err != nil || c.Partition < 0 || c.Partition >= s.cfg.Partitions {
 			// A notice is only a wake-up; a bad one is logged and dropped
-			// (the periodic resync covers what it may have meant).
+			// for good (the periodic resync covers what it may have meant).
 			s.cfg.Logger.Warn("publisher: bad change notice", "subject", m.Subject(), "err", err)
+			out.Term = append(out.Term, i)
 			continue
 		}
 		for _, w := range c.Windows {
@@ -183,17 +189,12 @@ func (s *Service) handle(ctx context.Context, batch []jetstream.Msg) error {
 		}
 	}
 	if err := s.publishLocked(ctx, keys(dirty)); err != nil {
-		return err
+		return stream.Outcome{}, err
 	}
 	if err := s.cfg.Failpoints.Hit(failpoint.PublisherAfterPut); err != nil {
-		return err
+		return stream.Outcome{}, err
 	}
-	for _, m := range batch {
-		if err := m.Ack(); err != nil {
-			return fmt.Errorf("publisher: ack: %w", err)
-		}
-	}
-	return nil
+	return out, nil
 }
 
 func keys(m map[string]bool) []string {

@@ -4,16 +4,48 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// BatchHandler processes one batch of messages in stream order. It owns the
-// acknowledgement: returning nil means the batch is durably handled and
-// acknowledged. An error stops the loop without acking.
-type BatchHandler func(ctx context.Context, batch []jetstream.Msg) error
+// Handler processes one batch of messages in delivery order and stores its
+// outputs (publishes them and waits for JetStream to confirm, or writes them
+// durably) before it returns. It never acknowledges: Consume does, after it
+// returns. It must be idempotent per batch: a batch may be handed to it
+// again (after a transient failure, a restart, a gap).
+//
+// It returns nil when the batch is processed; an error wrapped with Retry
+// when the failure is transient (the same messages come back, see Consume);
+// any other error stops Consume, which returns it with nothing of the batch
+// acknowledged.
+type Handler func(ctx context.Context, batch []jetstream.Msg) (Outcome, error)
+
+// Outcome is a handler's verdict on a batch it processed.
+type Outcome struct {
+	// Term holds the indexes (into the batch) of messages that must never
+	// be delivered again (a notice that cannot be read, say): Consume
+	// terminates them with TermReason instead of acknowledging them.
+	Term []int
+	// TermReason goes with every Term (it shows in the server's advisory).
+	TermReason string
+}
+
+// ErrRetry marks a transient handler failure (a publish that timed out
+// while a server restarted, say); match it with errors.Is.
+var ErrRetry = errors.New("stream: transient failure")
+
+// Retry marks err as transient (nil stays nil).
+func Retry(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrRetry, err)
+}
 
 // BatchOptions tune Consume.
 type BatchOptions struct {
@@ -24,27 +56,176 @@ type BatchOptions struct {
 	// the latency batching adds; with a backlog, batches fill without
 	// waiting.
 	Linger time.Duration
+	// Logger receives gaps, resets and retries (nil: none).
+	Logger *slog.Logger
+	// RetryInitial and RetryMax bound the exponential backoff between
+	// retries of a transient handler failure and of re-opening the
+	// consumer (defaults 100ms and 5s).
+	RetryInitial, RetryMax time.Duration
 }
 
-// ErrConsumeStopped is returned (wrapped with the last error the client
-// reported) when the client stops delivering while ctx is still live: the
-// consumer was deleted, the connection closed, and the like.
-var ErrConsumeStopped = errors.New("stream: consume stopped")
-
-// Consume pulls from c and calls h with batches of up to Max messages in
-// stream order until ctx ends (returns nil) or h fails (returns its error).
-// It keeps one pull subscription open (the client's callback API, which
-// costs no timer per message); the client re-issues pulls after a
-// reconnect, so a restarted nats-server resumes delivery by itself. A batch
-// is whatever is buffered when the previous one is done, topped up for at
-// most Linger after its first message.
-func Consume(ctx context.Context, c jetstream.Consumer, o BatchOptions, h BatchHandler) error {
+func (o BatchOptions) withDefaults() BatchOptions {
 	if o.Max <= 0 {
 		o.Max = 500
 	}
 	if o.Linger <= 0 {
 		o.Linger = time.Millisecond
 	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.RetryInitial <= 0 {
+		o.RetryInitial = 100 * time.Millisecond
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = 5 * time.Second
+	}
+	return o
+}
+
+func (o BatchOptions) backoff() *backoff.ExponentialBackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = o.RetryInitial
+	b.MaxInterval = o.RetryMax
+	b.Reset()
+	return b
+}
+
+// ErrConsumeStopped is returned (wrapped with the cause) when the consumer
+// cannot be opened again because the connection is closed for good.
+var ErrConsumeStopped = errors.New("stream: consume stopped")
+
+// errReset ends a delivery session: the loop re-opens the consumer at its
+// checkpoint.
+type errReset struct{ why string }
+
+func (e *errReset) Error() string { return "stream: reset: " + e.why }
+
+// Consume is the one consume loop of the project (SPEC section 4): it opens
+// the durable consumer of spec (stream.Open), pulls from it, hands batches
+// of up to Max messages to h in delivery order, and acknowledges a batch
+// only after h returned nil for it, never a message h has not processed.
+// It returns nil when ctx ends, h's error when h fails for good, or an
+// error wrapping ErrConsumeStopped when the consumer cannot be re-opened
+// (closed connection). spec.StartSeq is the handler's checkpoint at start
+// (zero: the consumer's ack floor). The caller must own the consumer
+// exclusively; Consume must not run twice at once on one durable.
+//
+// The invariant it relies on (nats-server v2.15 consumer.go, deliverMsg):
+// the consumer leader numbers every delivery, redeliveries included, with
+// the next consumer sequence (Msg.Metadata().Sequence.Consumer), and
+// restores that counter and the pending set from its store when it starts.
+// So a reader that owns the consumer and sees consumer sequences go up by
+// exactly one has seen every delivery. A server restart breaks that in two
+// ways: deliveries in flight when it died are recorded as delivered but
+// never arrive (the next sequence jumps forward, and an AckAll of the next
+// message would acknowledge the lost ones), or the stored counter is older
+// than what was delivered (the sequence goes back). Redeliveries (ack wait
+// expired, or restored pending after a restart) come with new consumer
+// sequences but old stream sequences.
+//
+// Hence, per delivery session (one Open): the first delivery must carry the
+// consumer sequence after the one the consumer reported when opened, every
+// next one the sequence after it, and, on an AckAll consumer, a stream
+// sequence above every one already handed to h. A delivery that breaks
+// this is a gap: the messages before it are processed and acknowledged as
+// usual, it and everything after it are discarded unacknowledged, and the
+// consumer is opened again (recreated by stream.Open) at the checkpoint:
+// after the last message h processed, or at spec.StartSeq if it processed
+// none. So on an AckAll consumer a redelivery never reaches h (it is
+// dropped, and the checkpoint skips it); on an explicit-ack consumer
+// redeliveries are handed to h, which must be idempotent (the stream
+// sequence is not checked, and a re-open resumes after the ack floor).
+//
+// Acknowledgement: AckAll consumers get one Ack of the batch's last
+// message (after the Terms of Outcome.Term); explicit ones an Ack or Term
+// per message. A transient failure (errors.Is(err, ErrRetry)) is retried
+// with exponential backoff: on an AckAll consumer the same batch is handed
+// to h again (order is kept, and the delivery count does not grow); on an
+// explicit one every message of the batch is nak'ed with the backoff's
+// delay, so JetStream redelivers it then. Re-opening the consumer is
+// retried with the same backoff until ctx ends.
+func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, o BatchOptions, h Handler) error {
+	o = o.withDefaults()
+	l := &loop{js: js, spec: spec, o: o, h: h, retry: o.backoff()}
+	for {
+		c, err := l.open(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		err = l.session(ctx, c)
+		var reset *errReset
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.As(err, &reset):
+			l.resets++
+			o.Logger.Warn("consumer reset", "stream", spec.Stream, "durable", spec.Durable,
+				"reason", reset.why, "resume_at", l.resumeAt())
+		default:
+			return err
+		}
+	}
+}
+
+// loop is the state of one Consume call across delivery sessions.
+type loop struct {
+	js    jetstream.JetStream
+	spec  ConsumerSpec
+	o     BatchOptions
+	h     Handler
+	retry *backoff.ExponentialBackOff
+	// processed is the stream sequence of the last message h processed
+	// (its batch returned nil); zero before the first.
+	processed uint64
+	resets    int
+}
+
+// resumeAt is the checkpoint: the first stream sequence not processed, or
+// zero (the ack floor) for an explicit-ack consumer or before anything was
+// processed without a StartSeq.
+func (l *loop) resumeAt() uint64 {
+	if l.spec.AckAll && l.processed > 0 {
+		return l.processed + 1
+	}
+	return l.spec.StartSeq
+}
+
+// open opens the consumer at the checkpoint, retrying with backoff.
+func (l *loop) open(ctx context.Context) (jetstream.Consumer, error) {
+	spec := l.spec
+	spec.StartSeq = l.resumeAt()
+	l.retry.Reset()
+	c, err := backoff.Retry(ctx, func() (jetstream.Consumer, error) {
+		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		c, err := Open(octx, l.js, spec)
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			return nil, backoff.Permanent(err)
+		}
+		return c, err
+	}, backoff.WithBackOff(l.retry), backoff.WithMaxElapsedTime(0),
+		backoff.WithNotify(func(err error, d time.Duration) {
+			l.o.Logger.Warn("consumer open failed; retrying", "durable", spec.Durable, "err", err, "in", d)
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("%w: open %s: %w", ErrConsumeStopped, spec.Durable, err)
+	}
+	return c, nil
+}
+
+// session consumes c until ctx ends (nil), a gap (*errReset) or a handler
+// failure (its error).
+func (l *loop) session(ctx context.Context, c jetstream.Consumer) error {
+	o := l.o
+	// The consumer sequence of the next delivery: Open just read the
+	// consumer's info, and nothing else reads from it.
+	next := c.CachedInfo().Delivered.Consumer + 1
+	// seen is the highest stream sequence handed to h (AckAll only).
+	seen := l.processed
 	msgs := make(chan jetstream.Msg, 2*o.Max)
 	stopped := make(chan struct{})
 	var mu sync.Mutex
@@ -52,7 +233,7 @@ func Consume(ctx context.Context, c jetstream.Consumer, o BatchOptions, h BatchH
 	cc, err := c.Consume(func(m jetstream.Msg) {
 		select {
 		case msgs <- m:
-		case <-stopped: // the loop is gone; the message is redelivered
+		case <-stopped: // this session is over; the message is not acked
 		}
 	},
 		jetstream.PullMaxMessages(2*o.Max),
@@ -64,58 +245,153 @@ func Consume(ctx context.Context, c jetstream.Consumer, o BatchOptions, h BatchH
 			mu.Unlock()
 		}))
 	if err != nil {
-		return fmt.Errorf("stream: consume: %w", err)
+		return &errReset{why: "pull: " + err.Error()}
 	}
 	defer close(stopped)
 	defer cc.Stop()
-	closedErr := func() error {
-		if ctx.Err() != nil {
-			return nil
-		}
+	closed := func() error {
 		mu.Lock()
 		defer mu.Unlock()
-		if lastErr != nil {
-			return fmt.Errorf("%w: %w", ErrConsumeStopped, lastErr)
-		}
-		return ErrConsumeStopped
+		return &errReset{why: fmt.Sprintf("delivery stopped (%v)", lastErr)}
 	}
-	closed := cc.Closed()
+	// accept checks m against the invariant; a non-nil error is the gap.
+	accept := func(m jetstream.Msg) error {
+		meta, err := m.Metadata()
+		if err != nil {
+			return &errReset{why: "no metadata: " + err.Error()}
+		}
+		if meta.Sequence.Consumer != next {
+			return &errReset{why: fmt.Sprintf("consumer sequence %d, want %d (stream sequence %d)",
+				meta.Sequence.Consumer, next, meta.Sequence.Stream)}
+		}
+		next++
+		if l.spec.AckAll {
+			if meta.Sequence.Stream <= seen {
+				return &errReset{why: fmt.Sprintf("stream sequence %d redelivered (delivery %d) after %d",
+					meta.Sequence.Stream, meta.NumDelivered, seen)}
+			}
+			seen = meta.Sequence.Stream
+		}
+		return nil
+	}
+	cc2 := cc.Closed()
 	linger := time.NewTimer(o.Linger)
 	linger.Stop()
 	defer linger.Stop()
 	batch := make([]jetstream.Msg, 0, o.Max)
 	for {
+		var gap error
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-closed:
-			return closedErr()
+		case <-cc2:
+			return closed()
 		case m := <-msgs:
+			if gap = accept(m); gap != nil {
+				return gap
+			}
 			batch = append(batch[:0], m)
 		}
 		linger.Reset(o.Linger)
 	fill:
 		for len(batch) < o.Max {
+			var m jetstream.Msg
 			select {
-			case m := <-msgs:
-				batch = append(batch, m)
-				continue
+			case m = <-msgs:
 			default:
+				select {
+				case m = <-msgs:
+				case <-linger.C:
+					break fill
+				case <-ctx.Done():
+					return nil
+				case <-cc2:
+					break fill
+				}
 			}
-			select {
-			case m := <-msgs:
-				batch = append(batch, m)
-			case <-linger.C:
+			if gap = accept(m); gap != nil {
 				break fill
-			case <-ctx.Done():
-				return nil
-			case <-closed:
-				return closedErr()
 			}
+			batch = append(batch, m)
 		}
 		linger.Stop()
-		if err := h(ctx, batch); err != nil {
+		if err := l.handle(ctx, batch); err != nil {
 			return err
 		}
+		if gap != nil {
+			return gap
+		}
 	}
+}
+
+// handle runs h on batch, retrying transient failures, and acknowledges
+// what it processed.
+func (l *loop) handle(ctx context.Context, batch []jetstream.Msg) error {
+	l.retry.Reset()
+	for {
+		out, err := l.h(ctx, batch)
+		if err == nil {
+			return l.ack(batch, out)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !errors.Is(err, ErrRetry) {
+			return err
+		}
+		d := l.retry.NextBackOff()
+		if !l.spec.AckAll {
+			l.o.Logger.Warn("batch failed; nak'ed for redelivery", "durable", l.spec.Durable, "err", err, "delay", d)
+			for _, m := range batch {
+				if err := m.NakWithDelay(d); err != nil {
+					return fmt.Errorf("stream: nak: %w", err)
+				}
+			}
+			return nil
+		}
+		l.o.Logger.Warn("batch failed; retrying", "durable", l.spec.Durable, "err", err, "in", d)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// ack acknowledges a processed batch as its outcome says, and moves the
+// checkpoint past it.
+func (l *loop) ack(batch []jetstream.Msg, out Outcome) error {
+	term := make(map[int]bool, len(out.Term))
+	for _, i := range out.Term {
+		if i < 0 || i >= len(batch) {
+			return fmt.Errorf("stream: handler terminated message %d of a batch of %d", i, len(batch))
+		}
+		term[i] = true
+		if err := batch[i].TermWithReason(out.TermReason); err != nil {
+			return fmt.Errorf("stream: term: %w", err)
+		}
+	}
+	last := batch[len(batch)-1]
+	if l.spec.AckAll {
+		if !term[len(batch)-1] {
+			if err := last.Ack(); err != nil {
+				return fmt.Errorf("stream: ack: %w", err)
+			}
+		}
+	} else {
+		for i, m := range batch {
+			if term[i] {
+				continue
+			}
+			if err := m.Ack(); err != nil {
+				return fmt.Errorf("stream: ack: %w", err)
+			}
+		}
+	}
+	if meta, err := last.Metadata(); err == nil {
+		l.processed = max(l.processed, meta.Sequence.Stream)
+	}
+	return nil
 }

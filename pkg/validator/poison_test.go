@@ -101,6 +101,16 @@ func (r *rig) fetch(n int) []jetstream.Msg {
 	return out
 }
 
+// handle handles batch as the consume loop does: the handler, then, if it
+// succeeded, one ack of the last message.
+func (r *rig) handle(batch []jetstream.Msg) error {
+	r.t.Helper()
+	if err := r.s.handle(r.ctx, 0, batch); err != nil {
+		return err
+	}
+	return batch[len(batch)-1].Ack()
+}
+
 // read returns every message of a stream.
 func (r *rig) read(base string) []jetstream.Msg {
 	r.t.Helper()
@@ -135,7 +145,7 @@ func TestPoisonGoesToRejectedAfterMaxDeliveries(t *testing.T) {
 		if meta.NumDelivered != uint64(i) {
 			t.Fatalf("delivery %d has NumDelivered %d", i, meta.NumDelivered)
 		}
-		if err := r.s.handle(r.ctx, 0, m); err == nil {
+		if err := r.handle(m); err == nil {
 			t.Fatalf("delivery %d: handle succeeded while Redis fails", i)
 		}
 	}
@@ -144,7 +154,7 @@ func TestPoisonGoesToRejectedAfterMaxDeliveries(t *testing.T) {
 	if meta.NumDelivered != limit+1 {
 		t.Fatalf("NumDelivered %d, want %d", meta.NumDelivered, limit+1)
 	}
-	if err := r.s.handle(r.ctx, 0, m); err != nil {
+	if err := r.handle(m); err != nil {
 		t.Fatalf("delivery %d: %v, want the record given up as poison", limit+1, err)
 	}
 	r.mr.SetError("")

@@ -1,11 +1,12 @@
 // Package validator is the validator service: RAW → VALID or REJECTED.
 //
 // Each owned partition has its own durable consumer and is processed in
-// stream order, in batches: validate every record, claim the valid ones'
-// event ids (a conflicting duplicate is rejected), publish the batch's
-// outputs, wait for JetStream to store them, then ack the batch with one
-// ack. A crash anywhere before the ack redelivers the batch, and every
-// output carries a Nats-Msg-Id, so nothing is stored twice. VALID outputs
+// stream order, in batches, by the project's one consume loop
+// (stream.Consume): validate every record, claim the valid ones' event ids
+// (a conflicting duplicate is rejected), publish the batch's outputs and
+// wait for JetStream to store them; only then does the loop ack the batch
+// with one ack. A crash anywhere before the ack redelivers the batch, and
+// every output carries a Nats-Msg-Id, so nothing is stored twice. VALID outputs
 // go in ordered atomic batches (stream.GroupPublisher), so that each
 // VALID partition holds its messages in RAW order even when a publish
 // fails and is retried (a lost stream leader); REJECTED outputs go
@@ -178,19 +179,20 @@ func (s *Service) Run(ctx context.Context) error {
 	return nil
 }
 
+// runPartition consumes RAW partition p. The loop acks a batch after
+// handle returned nil for it (SPEC section 4); a gap in the deliveries
+// resumes after the last batch handled, whose outputs are stored.
 func (s *Service) runPartition(ctx context.Context, p int) error {
-	cons, err := stream.Open(ctx, s.js, stream.ConsumerSpec{
+	spec := stream.ConsumerSpec{
 		Stream:  s.cfg.Names.Stream(stream.Raw),
 		Durable: s.durable(p),
 		Filter:  s.cfg.Names.Subject(stream.Raw, p),
 		AckAll:  true,
-	})
-	if err != nil {
-		return err
 	}
 	s.cfg.Logger.Info("validator partition started", "partition", p)
-	return stream.Consume(ctx, cons, stream.BatchOptions{Max: s.cfg.Batch}, func(ctx context.Context, batch []jetstream.Msg) error {
-		return s.handle(ctx, p, batch)
+	opts := stream.BatchOptions{Max: s.cfg.Batch, Logger: s.cfg.Logger.With("partition", p)}
+	return stream.Consume(ctx, s.js, spec, opts, func(ctx context.Context, batch []jetstream.Msg) (stream.Outcome, error) {
+		return stream.Outcome{}, s.handle(ctx, p, batch)
 	})
 }
 
@@ -282,22 +284,24 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 		rejDone <- err
 	}()
 	err = s.publishValid(ctx, validOut)
-	if errors.Is(err, stream.ErrOrderBroken) {
+	orderBroken := errors.Is(err, stream.ErrOrderBroken)
+	if orderBroken {
 		s.cfg.Logger.Error("VALID is out of RAW order: rebuild into a new generation (docs/recovery.md)", "partition", p, "err", err)
 	}
 	if rerr := <-rejDone; err == nil {
 		err = rerr
 	}
 	if err != nil {
-		return err
+		if orderBroken {
+			return err
+		}
+		// A publish that failed (a server restarting, a leader lost) is
+		// retried by the loop with the same batch: every output has its
+		// Nats-Msg-Id, so what was stored is not stored twice.
+		return stream.Retry(err)
 	}
-	if err := s.cfg.Failpoints.Hit(failpoint.ValidatorAfterPublish); err != nil {
-		return err
-	}
-	if err := batch[len(batch)-1].Ack(); err != nil {
-		return fmt.Errorf("validator: ack: %w", err)
-	}
-	return nil
+	// The batch is handled; the consume loop acks it when this returns.
+	return s.cfg.Failpoints.Hit(failpoint.ValidatorAfterPublish)
 }
 
 func (s *Service) validMsg(v pending) *nats.Msg {
@@ -356,8 +360,9 @@ func (s *Service) retireClaims(ctx context.Context, claims []ledger.Claim) error
 }
 
 // Process validates one batch of RAW messages of partition p and publishes
-// the outputs, exactly as the live loop does (receiptctl replay uses it with
-// an ordered consumer, whose acks are no-ops).
+// the outputs, exactly as the live loop's handler does; it does not ack
+// (receiptctl replay uses it with an ordered consumer). An error wrapping
+// stream.ErrRetry is transient: the same batch may be processed again.
 func (s *Service) Process(ctx context.Context, p int, batch []jetstream.Msg) error {
 	return s.handle(ctx, p, batch)
 }

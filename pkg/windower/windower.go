@@ -4,7 +4,8 @@
 // Each owned partition is processed in VALID order, in batches: one Lua
 // script call applies the whole batch atomically (ledger check, counts,
 // versions, corrections, checkpoint), then the batch's too-late events go to
-// LATE and one change notice to CHANGES, and only then is the batch acked.
+// LATE and one change notice to CHANGES, and only then does the project's
+// one consume loop (stream.Consume) ack the batch.
 // A crash before the ack redelivers the batch; the script recognises it by
 // the checkpoint and changes nothing, and the outputs are published again
 // under the same Nats-Msg-Id.
@@ -218,24 +219,26 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 	// and its LATE and CHANGES messages are published again. (The
 	// consumer's ack floor is not used: a crash between deleting and
 	// re-creating the consumer loses it.)
+	//
+	// The loop acks a batch only after handle returned (SPEC section 4);
+	// after a gap in the deliveries it opens the consumer again after the
+	// last batch handled, which is this same published mark.
 	start := min(ck.Published, ck.Seq) + 1
-	cons, err := stream.Open(ctx, s.js, stream.ConsumerSpec{
+	spec := stream.ConsumerSpec{
 		Stream:   streamName,
 		Durable:  s.durable(p),
 		Filter:   s.cfg.Names.Subject(stream.Valid, p),
 		StartSeq: start,
 		AckAll:   true,
-	})
-	if err != nil {
-		return err
 	}
 	s.cfg.Logger.Info("windower partition started", "partition", p, "checkpoint", ck.Seq, "watermark", ck.Watermark, "start", start)
 	lastWM, lastSeq, published := ck.Watermark, ck.Seq, min(ck.Published, ck.Seq)
 	lastRetireWM := ck.Watermark
-	return stream.Consume(ctx, cons, stream.BatchOptions{Max: s.cfg.Batch, Linger: s.cfg.Linger}, func(ctx context.Context, batch []jetstream.Msg) error {
+	opts := stream.BatchOptions{Max: s.cfg.Batch, Linger: s.cfg.Linger, Logger: s.cfg.Logger.With("partition", p)}
+	return stream.Consume(ctx, s.js, spec, opts, func(ctx context.Context, batch []jetstream.Msg) (stream.Outcome, error) {
 		res, done, err := s.handle(ctx, p, batch, lastWM, lastSeq, published)
 		if err != nil {
-			return err
+			return stream.Outcome{}, err
 		}
 		lastWM, lastSeq, published = res.Watermark, res.Seq, max(published, done)
 		wm := res.Watermark
@@ -244,16 +247,19 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 		if s.store.Horizon() > 0 && wm-lastRetireWM >= retireEventStep {
 			lastRetireWM = wm
 			if err := s.retire(ctx, p); err != nil {
-				return err
+				return stream.Outcome{}, err
 			}
 		}
-		return nil
+		return stream.Outcome{}, nil
 	})
 }
 
-// handle applies one batch and publishes its outputs. It returns the
-// script's result and the last VALID sequence of the batch, whose outputs
-// (and those of every record before it) are now published.
+// handle applies one batch and publishes its outputs; it does not ack (the
+// consume loop does, once it returned). It returns the script's result and
+// the last VALID sequence of the batch, whose outputs (and those of every
+// record before it) are now published. A failed publish is transient
+// (stream.Retry): the loop hands the same batch again, the script replays
+// it without change and the outputs go again under their Nats-Msg-Ids.
 func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, lastWM int64, lastSeq, published uint64) (*ledger.Result, uint64, error) {
 	s.m.batch.Observe(float64(len(batch)))
 	recs := make([]ledger.Record, len(batch))
@@ -329,7 +335,7 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, last
 		out = append(out, stream.NewMsg(s.cfg.Names.Subject(stream.Changes, p), id, body))
 	}
 	if _, err := stream.PublishAll(ctx, s.js, out); err != nil {
-		return nil, 0, err
+		return nil, 0, stream.Retry(err)
 	}
 	// The mark covers this batch's records only. A redelivered batch can be
 	// shorter than the one first applied (the checkpoint, res.Seq, is then
@@ -338,9 +344,6 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, last
 	done := recs[len(recs)-1].Seq
 	if err := s.store.MarkPublished(ctx, p, done); err != nil {
 		return nil, 0, err
-	}
-	if err := batch[len(batch)-1].Ack(); err != nil {
-		return nil, 0, fmt.Errorf("windower: ack: %w", err)
 	}
 	s.m.watermark.WithLabelValues(strconv.Itoa(p)).Set(float64(res.Watermark) / 1000)
 	s.m.entries.Add(float64(res.Added))
