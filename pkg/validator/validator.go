@@ -89,6 +89,9 @@ type Service struct {
 	// one atomic commit. Nil on a single-replica VALID (see publishValid).
 	valid     *stream.GroupPublisher
 	validOnce sync.Once
+	// bar is the publication barrier of cross-partition conflicts
+	// (barrier.go).
+	bar *barrier
 }
 
 // publishValid stores a partition's VALID outputs in order. A replicated
@@ -136,7 +139,8 @@ func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
 	if cfg.MaxDeliveries == 0 {
 		cfg.MaxDeliveries = DefaultMaxDeliveries
 	}
-	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer), validate: cfg.Validator.Validate}
+	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer), validate: cfg.Validator.Validate,
+		bar: newBarrier(cfg.Registerer)}
 }
 
 // Durable is the validator's consumer name for partition p.
@@ -186,6 +190,7 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 	if err != nil {
 		return err
 	}
+	defer s.trackIdle(ctx, p, cons)() // claim progress while idle (barrier.go)
 	s.cfg.Logger.Info("validator partition started", "partition", p)
 	return stream.Consume(ctx, cons, stream.BatchOptions{Max: s.cfg.Batch}, func(ctx context.Context, batch []jetstream.Msg) error {
 		return s.handle(ctx, p, batch)
@@ -237,10 +242,12 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 		// ingested_at: a producer may write ingested_at, and a forged one
 		// would file the claim where the first version's claim is not
 		// looked up, or advance the retirement past live claims.
-		claims = append(claims, ledger.Claim{EventID: ev.EventID, Fingerprint: ev.Fingerprint, Day: ingestDay(meta.Timestamp)})
+		claims = append(claims, ledger.Claim{EventID: ev.EventID, Fingerprint: ev.Fingerprint, Seq: seq, Day: ingestDay(meta.Timestamp)})
 		out = append(out, nil) // placeholder keeps stream order
 	}
-	conflicts, err := s.store.Claims(ctx, claims)
+	// Claims, then the publication barrier: the lowest RAW sequence of an
+	// id in any partition holds it (SPEC section 2, barrier.go).
+	conflicts, err := s.claim(ctx, p, batch, claims)
 	if err != nil {
 		return err
 	}
