@@ -9,14 +9,18 @@ package validator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
@@ -73,8 +77,14 @@ func conflictBackends(t *testing.T, dupWindow time.Duration, f func(t *testing.T
 // test ends; a failure of Run fails the test.
 func (e *conflictEnv) start(owned ...int) {
 	e.t.Helper()
+	e.startWith(nil, owned...)
+}
+
+// startWith is start with the instance's metrics on reg.
+func (e *conflictEnv) startWith(reg prometheus.Registerer, owned ...int) {
+	e.t.Helper()
 	store := ledger.NewStore(e.rdb, ledger.Keys{Prefix: e.names.RedisPrefix()}, 5*time.Minute, time.Hour, ledger.WithHorizon(24*time.Hour))
-	s := New(e.js, store, Config{Names: e.names, Partitions: conflictParts, Owned: owned, Validator: e.v})
+	s := New(e.js, store, Config{Names: e.names, Partitions: conflictParts, Owned: owned, Validator: e.v, Registerer: reg})
 	ctx, cancel := context.WithCancel(e.ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -231,4 +241,156 @@ func TestConflictPastDuplicateWindow(t *testing.T) {
 		wantOutcome(t, got, retry, "valid")
 		wantOutcome(t, got, other, string(contract.ReasonConflictingDuplicate))
 	})
+}
+
+// TestConflictBarrierStallsWithoutOtherPartition: a partition that no
+// validator runs holds every other partition's valid events back (the
+// price of the rule), and the waiting partition says which one it waits
+// for; once that partition runs, both drain.
+func TestConflictBarrierStallsWithoutOtherPartition(t *testing.T) {
+	conflictBackends(t, 0, func(t *testing.T, e *conflictEnv) {
+		reg := prometheus.NewRegistry()
+		// Partition 0 holds RAW 1, so partition 2's RAW 2 waits for it.
+		e.publish(0, "first-1", event(t, "first-1", 0, 1))
+		e.publish(2, "only-1", event(t, "only-1", 2, 1))
+		e.startWith(reg, 1, 2, 3)
+		testenv.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+			if v := gaugeValue(t, reg, "receiptflow_validator_barrier_waiting_for", "2"); v != 0 {
+				return fmt.Errorf("partition 2 waits for %v, want 0", v)
+			}
+			return nil
+		})
+		// It waits after its claims, before publishing: nothing is in VALID.
+		if n := e.count(stream.Valid); n != 0 {
+			t.Fatalf("VALID holds %d messages while partition 0 has not claimed", n)
+		}
+		e.start(0)
+		got := e.outcomes(2)
+		wantOutcome(t, got, 1, "valid")
+		wantOutcome(t, got, 2, "valid")
+		testenv.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+			if v := gaugeValue(t, reg, "receiptflow_validator_barrier_waiting_for", "2"); v != -1 {
+				return fmt.Errorf("partition 2 still waits for %v", v)
+			}
+			return nil
+		})
+	})
+}
+
+// TestConflictManyCopiesAnyOrder: many ids with copies in several
+// partitions, some with the same content as another copy, consumed by two
+// instances started in turn, or by one: every id has one VALID event with
+// the content of its lowest copy (a later copy with that content is a
+// retry: VALID's duplicate window or the windower's ledger drops it), and
+// every copy with other content is conflicting_duplicate.
+func TestConflictManyCopiesAnyOrder(t *testing.T) {
+	for _, split := range []bool{true, false} {
+		t.Run(fmt.Sprintf("split=%v", split), func(t *testing.T) {
+			conflictBackends(t, 0, func(t *testing.T, e *conflictEnv) {
+				rng := rand.New(rand.NewPCG(7, 11))
+				// The partition key is content too: a copy is (payload, partition).
+				lowest := map[string][2]int{} // event id -> content of its lowest copy
+				conflicting := map[uint64]bool{}
+				for i := 0; i < 600; i++ {
+					id, content, p := "many-"+strconv.Itoa(rng.IntN(120)), rng.IntN(3), rng.IntN(conflictParts)
+					seq, dup := e.publish(p, fmt.Sprintf("%s:%d:%d", id, content, i), event(t, id, p, content))
+					if dup {
+						t.Fatalf("record %d dropped as a duplicate", i)
+					}
+					if c, ok := lowest[id]; !ok {
+						lowest[id] = [2]int{content, p}
+					} else if c != [2]int{content, p} {
+						conflicting[seq] = true
+					}
+				}
+				if split {
+					e.start(1, 3)
+					e.claimed()
+					e.start(0, 2)
+				} else {
+					e.start()
+				}
+				var valid map[string][2]int
+				var rejected map[uint64]string
+				testenv.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+					valid, rejected = map[string][2]int{}, map[uint64]string{}
+					if err := stream.ReadAll(e.ctx, e.js, e.names.Stream(stream.Valid), func(m jetstream.Msg) error {
+						var ev struct {
+							EventID      string `json:"event_id"`
+							PartitionKey string `json:"partition_key"`
+							Payload      struct {
+								V int `json:"v"`
+							} `json:"payload"`
+						}
+						if err := json.Unmarshal(m.Data(), &ev); err != nil {
+							return err
+						}
+						if _, ok := valid[ev.EventID]; ok {
+							return fmt.Errorf("%s twice in VALID", ev.EventID)
+						}
+						valid[ev.EventID] = [2]int{ev.Payload.V, window.Route(ev.PartitionKey, "", conflictParts, nil)}
+						return nil
+					}); err != nil {
+						return err
+					}
+					if err := stream.ReadAll(e.ctx, e.js, e.names.Stream(stream.Rejected), func(m jetstream.Msg) error {
+						seq, _ := strconv.ParseUint(m.Headers().Get(stream.HdrRawSeq), 10, 64)
+						rejected[seq] = m.Headers().Get(stream.HdrReason)
+						return nil
+					}); err != nil {
+						return err
+					}
+					if len(valid) < len(lowest) || len(rejected) < len(conflicting) {
+						return fmt.Errorf("%d of %d ids valid, %d of %d conflicts rejected", len(valid), len(lowest), len(rejected), len(conflicting))
+					}
+					return nil
+				})
+				for id, c := range lowest {
+					if valid[id] != c {
+						t.Errorf("%s counts content and partition %v, want %v (its lowest copy's)", id, valid[id], c)
+					}
+				}
+				for seq, reason := range rejected {
+					if !conflicting[seq] || reason != string(contract.ReasonConflictingDuplicate) {
+						t.Errorf("RAW %d rejected %s; a conflict: %v", seq, reason, conflicting[seq])
+					}
+				}
+				if len(rejected) != len(conflicting) {
+					t.Errorf("%d rejected, want %d", len(rejected), len(conflicting))
+				}
+			})
+		})
+	}
+}
+
+// count is the number of messages in a stream of the generation.
+func (e *conflictEnv) count(base string) uint64 {
+	e.t.Helper()
+	st, err := e.js.Stream(e.ctx, e.names.Stream(base))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return st.CachedInfo().State.Msgs
+}
+
+// gaugeValue reads one labelled gauge from reg (NaN when absent).
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name, partition string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "partition" && l.GetValue() == partition {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return math.NaN()
 }
