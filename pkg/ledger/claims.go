@@ -264,3 +264,82 @@ func (s *Store) RetireClaims(ctx context.Context, day int64) error {
 	}
 	return nil
 }
+
+// ClaimConflicts reports, for each claim, whether its id is held now by a
+// copy with other content, as Claims would, but only reads: plain HGETs
+// of every kept day, no script, nothing written. The validator's barrier
+// uses it to read a batch's verdicts again once every lower copy is
+// claimed. Safe for concurrent use.
+func (s *Store) ClaimConflicts(ctx context.Context, claims []Claim) ([]bool, error) {
+	conflict := make([]bool, len(claims))
+	if len(claims) == 0 {
+		return conflict, nil
+	}
+	n := s.ClaimDays()
+	if n == 0 {
+		n = 1
+	}
+	first := map[string]int{}
+	var send []int
+	for i, c := range claims {
+		if _, ok := first[c.EventID]; !ok {
+			first[c.EventID] = i
+			send = append(send, i)
+		}
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([][]*redis.StringCmd, len(send))
+	for k, i := range send {
+		c := claims[i]
+		hid := IDKey(c.EventID)
+		day := s.claimDay(c.Day)
+		cmds[k] = make([]*redis.StringCmd, n)
+		for j := range cmds[k] {
+			cmds[k][j] = pipe.HGet(ctx, s.keys.claimsOf(hid, day-int64(j)), hid)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("ledger: claim conflicts: %w", err)
+	}
+	held := make(map[string]string, len(send))
+	for k, i := range send {
+		var best string
+		var bestSeq uint64
+		found := false
+		for _, cmd := range cmds[k] {
+			v, err := cmd.Result()
+			if err != nil {
+				continue
+			}
+			if sq := claimSeq(v); !found || sq < bestSeq {
+				best, bestSeq, found = v, sq, true
+			}
+		}
+		if found {
+			held[claims[i].EventID] = best
+		}
+	}
+	for i, c := range claims {
+		want, ok := held[c.EventID]
+		if !ok {
+			// Not claimed at all (retired meanwhile): judged against the
+			// batch's first copy, as Claims would record it.
+			want = claimValue(claims[first[c.EventID]])
+		}
+		conflict[i] = claimFingerprint(want) != claimFingerprint(claimValue(c))
+	}
+	return conflict, nil
+}
+
+// claimSeq is the RAW sequence of a stored claim (0: unknown), as
+// claim.lua reads it.
+func claimSeq(v string) uint64 {
+	if len(v) <= 8 {
+		return 0
+	}
+	sq, err := strconv.ParseUint(v[8:], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return sq
+}

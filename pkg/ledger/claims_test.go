@@ -71,6 +71,20 @@ func TestClaimOrderDoesNotDecide(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			all := make([]Claim, len(copies))
+			for i, c := range copies {
+				c.EventID, c.Day = "ev", day
+				all[i] = c
+			}
+			// Reading only gives the same verdicts, a copy at a time or
+			// all together.
+			read, err := s.ClaimConflicts(ctx, all)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(read, want) {
+				t.Errorf("order %v: ClaimConflicts %v, want %v", order, read, want)
+			}
 			for i, c := range copies {
 				c.EventID, c.Day = "ev", day
 				got, err := s.Claims(ctx, []Claim{c})

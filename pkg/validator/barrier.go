@@ -21,10 +21,10 @@ package validator
 //     just before the batch's claims already says so, the claims' verdicts
 //     are final (every lower copy had claimed before them): no extra round
 //     trip. Otherwise the partition waits (woken by this instance's own
-//     partitions, polling Redis for the others) and then claims the batch
-//     again, which changes nothing but reads the verdicts as they are now:
-//     a copy whose id a lower copy with other content took over meanwhile
-//     becomes conflicting_duplicate.
+//     partitions, polling Redis for the others) and then reads the batch's
+//     claims again (ledger.ClaimConflicts: plain reads, no script): a copy
+//     whose id a lower copy with other content took over meanwhile becomes
+//     conflicting_duplicate.
 //
 // The price of the rule: a partition that no validator runs stalls every
 // other partition's valid events (heartbeats and rejections still flow).
@@ -74,11 +74,12 @@ type barrier struct {
 	live atomic.Bool
 
 	mu     sync.Mutex
-	known  ledger.Claimed // highest progress seen, per partition
-	local  map[int]bool   // partitions this instance runs
-	wake   chan struct{}  // closed (and replaced) when known rises locally
-	last   uint64         // RAW's last sequence, as last read
-	lastAt time.Time      // when last was read
+	known  ledger.Claimed    // highest progress seen, per partition
+	local  map[int]bool      // partitions this instance runs
+	wake   chan struct{}     // closed (and replaced) when known rises
+	active map[int]time.Time // when each local partition last handled a batch
+	last   uint64            // RAW's last sequence, as last read
+	lastAt time.Time         // when last was read
 
 	waitingFor *prometheus.GaugeVec
 	waited     *prometheus.CounterVec
@@ -87,9 +88,10 @@ type barrier struct {
 
 func newBarrier(reg prometheus.Registerer) *barrier {
 	b := &barrier{
-		known: ledger.Claimed{},
-		local: map[int]bool{},
-		wake:  make(chan struct{}),
+		known:  ledger.Claimed{},
+		local:  map[int]bool{},
+		active: map[int]time.Time{},
+		wake:   make(chan struct{}),
 		waitingFor: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "receiptflow_validator_barrier_waiting_for",
 			Help: "The RAW partition whose claims this partition waits for before it publishes (-1: not waiting).",
@@ -138,6 +140,13 @@ func (b *barrier) raise(p int, seq uint64) {
 	b.wake = make(chan struct{})
 }
 
+// busy records that local partition p is handling a batch.
+func (b *barrier) busy(p int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.active[p] = time.Now()
+}
+
 // lagging is the first partition other than p, of n, whose progress in pr
 // is below target; ok is false when there is none.
 func lagging(pr ledger.Claimed, p, n int, target uint64) (q int, ok bool) {
@@ -172,6 +181,7 @@ func (s *Service) claim(ctx context.Context, p int, batch []jetstream.Msg, claim
 	if meta, err := batch[len(batch)-1].Metadata(); err == nil {
 		through = max(through, meta.Sequence.Stream)
 	}
+	s.bar.busy(p)
 	conflicts, before, err := s.store.ClaimThrough(ctx, p, claims, through)
 	if err != nil {
 		return nil, err
@@ -191,7 +201,7 @@ func (s *Service) claim(ctx context.Context, p int, batch []jetstream.Msg, claim
 		return nil, err
 	}
 	s.bar.rechecks.Inc()
-	return s.store.Claims(ctx, claims)
+	return s.store.ClaimConflicts(ctx, claims)
 }
 
 // waitClaimed waits until every partition but p has claimed through
@@ -297,8 +307,11 @@ func (s *Service) idleProgress(ctx context.Context, p int, cons jetstream.Consum
 		}
 		cand := prev
 		prev = last
+		// Nothing to advance, or the partition handled a batch within the
+		// last tick: it is busy and marks its progress itself, so the
+		// consumer need not be asked.
 		s.bar.mu.Lock()
-		done := s.bar.known[p] >= cand
+		done := s.bar.known[p] >= cand || time.Since(s.bar.active[p]) < idleEvery
 		s.bar.mu.Unlock()
 		if done {
 			continue
