@@ -168,10 +168,11 @@ func TestDeployRedisACL(t *testing.T) {
 	// it (Redis 7 checks the caller's rights inside scripts). A new script
 	// must be given to a user here.
 	runners := map[string][]string{
-		"apply.lua":  {"windower"},
-		"retire.lua": {"windower"},
-		"read.lua":   {"windower", "publisher"},
-		"claim.lua":  {"validator"},
+		"apply.lua":    {"windower"},
+		"retire.lua":   {"windower"},
+		"read.lua":     {"windower", "publisher"},
+		"claim.lua":    {"validator"},
+		"progress.lua": {"validator"},
 	}
 	scripts, err := filepath.Glob(filepath.Join(deployRoot, "pkg", "ledger", "*.lua"))
 	if err != nil || len(scripts) == 0 {

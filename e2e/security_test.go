@@ -431,7 +431,9 @@ func TestSecurityRedisRefusesOutsideRights(t *testing.T) {
 	}
 	val := rs.client("validator", secPassword(t, "redis", "validator"))
 	defer val.Close()
-	store := ledger.NewStore(val, ledger.Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour)
+	// With a replay horizon the claims are filed by ingest day (without
+	// one they are kept for ever, under day 0).
+	store := ledger.NewStore(val, ledger.Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, ledger.WithHorizon(24*time.Hour))
 	if _, err := store.Claims(ctx, []ledger.Claim{{EventID: "e1", Fingerprint: 1, Day: today}}); err != nil {
 		t.Fatalf("validator claims an event id: %v", err)
 	}

@@ -6,8 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
 var (
@@ -16,104 +19,205 @@ var (
 	claimScript = redis.NewScript(claimSrc)
 )
 
-// ClaimHorizonDays is how many days of ingest time a claim is kept: a
-// record is checked against the claims of its ingest day and the day
-// before, and claims older than that are retired.
-const ClaimHorizonDays = 2
+const (
+	dayMs = 86400 * 1000
+	// claimSlackMs is kept beyond the replay horizon on top of a window's
+	// width, the grace and the lateness: the future skew an event time may
+	// have over its ingest time, clock skew between the servers, and some
+	// watermark lag.
+	claimSlackMs = 3600 * 1000
+	// foreverDay is the claim day of a store that never retires (horizon
+	// 0): every claim is filed there and none expires.
+	foreverDay = 0
+)
 
 // Claim asks whether eventID may pass with content fingerprint fp.
 type Claim struct {
 	EventID     string
 	Fingerprint uint64
+	// Seq is the RAW sequence of the copy. Between copies with different
+	// content the lowest sequence holds the id (SPEC section 2). Zero means
+	// unknown and ranks before every known sequence (as do claims written
+	// before claims carried one).
+	Seq uint64
 	// Day is the record's ingest day (days since the epoch, UTC).
 	Day int64
 }
 
-// Claims records, for every event id the validator passes, the fingerprint
-// of its content: the first valid record of an id claims it, a later record
-// with another fingerprint is a conflicting duplicate. Claiming the same id
-// with the same fingerprint again is a no-op, so a validator that crashes
-// and is redelivered the same records decides the same. A claim is seen by
-// records ingested the same day or the next (ClaimHorizonDays); a
-// conflicting record ingested later than that is not detected.
-//
-// It returns, for each claim in order, true when it conflicts with an
-// earlier claim. Claims of the same id in one call are judged in order.
-func (s *Store) Claims(ctx context.Context, claims []Claim) ([]bool, error) {
-	conflict := make([]bool, len(claims))
-	if len(claims) == 0 {
-		return conflict, nil
+// ClaimDays is how many ingest days a claim is kept and looked up: a record
+// is checked against the claims of its ingest day and the ClaimDays-1 days
+// before, and older claims are retired. It covers the replay horizon (SPEC
+// section 2: conflicts are detected for as long as the ledger keeps the
+// id): an id stays in the ledger until its window (which ends at most an
+// hour and the future skew after the record's ingest time) is final and
+// the horizon has passed, so a claim is kept for the horizon, the grace, a
+// window's width, the lateness and claimSlackMs, rounded up to whole days,
+// plus the day the claim was made. Zero means forever: a store without a
+// horizon keeps its ledger for ever, and its claims too.
+func (s *Store) ClaimDays() int64 {
+	if s.horizon <= 0 {
+		return 0
 	}
-	first := map[string]int{}
-	var send []int
+	keep := s.horizon + s.grace + window.WidthMs + s.lateness + claimSlackMs
+	return (keep+dayMs-1)/dayMs + 1
+}
+
+// claimDay is the day a claim of ingest day d is filed under.
+func (s *Store) claimDay(d int64) int64 {
+	if s.ClaimDays() == 0 {
+		return foreverDay
+	}
+	return d
+}
+
+// claimValue is the stored claim: the fingerprint's 8 bytes (big-endian),
+// then the RAW sequence in decimal when it is known. Small and mostly fixed
+// in size, so the buckets stay small listpack hashes.
+func claimValue(c Claim) string {
+	v := binary.BigEndian.AppendUint64(nil, c.Fingerprint)
+	if c.Seq > 0 {
+		v = strconv.AppendUint(v, c.Seq, 10)
+	}
+	return string(v)
+}
+
+// claimFingerprint is the fingerprint part of a stored claim.
+func claimFingerprint(v string) string {
+	if len(v) < 8 {
+		return v
+	}
+	return v[:8]
+}
+
+// claimBatch is one call's claims queued on a pipeline.
+type claimBatch struct {
+	claims []Claim
+	first  map[string]int
+	send   []int
+	cmds   []*redis.Cmd
+}
+
+// queueClaims queues the claim script for the first claim of every id in
+// claims (later ones of the same id are judged against its result).
+func (s *Store) queueClaims(ctx context.Context, pipe redis.Pipeliner, claims []Claim) *claimBatch {
+	b := &claimBatch{claims: claims, first: map[string]int{}}
 	for i, c := range claims {
-		if _, ok := first[c.EventID]; ok {
+		if _, ok := b.first[c.EventID]; ok {
 			continue
 		}
-		first[c.EventID] = i
-		send = append(send, i)
+		b.first[c.EventID] = i
+		b.send = append(b.send, i)
 	}
-	// The claim is the fingerprint's 8 bytes (big-endian), under the id's
-	// IDKey: fixed-size, so the buckets stay small listpack hashes.
-	fp := func(c Claim) string { return string(binary.BigEndian.AppendUint64(nil, c.Fingerprint)) }
-	hid := make([]string, len(claims))
-	held := make(map[string]string, len(send))
-	run := func() error {
-		pipe := s.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(send))
-		for k, i := range send {
-			c := claims[i]
-			if hid[i] == "" {
-				hid[i] = IDKey(c.EventID)
-			}
-			cmds[k] = claimScript.EvalSha(ctx, pipe,
-				[]string{s.keys.claimsOf(hid[i], c.Day), s.keys.claimsOf(hid[i], c.Day-1)}, hid[i], fp(c), claimsExpireAt(c.Day))
-		}
-		_, err := pipe.Exec(ctx)
-		if err != nil {
-			return err
-		}
-		for k, i := range send {
-			v, _ := cmds[k].Val().(string)
-			held[claims[i].EventID] = v
-		}
-		return nil
+	n := s.ClaimDays()
+	if n == 0 {
+		n = 1
 	}
-	err := run()
+	b.cmds = make([]*redis.Cmd, len(b.send))
+	for k, i := range b.send {
+		c := claims[i]
+		hid := IDKey(c.EventID)
+		day := s.claimDay(c.Day)
+		keys := make([]string, n)
+		for j := range keys {
+			keys[j] = s.keys.claimsOf(hid, day-int64(j))
+		}
+		b.cmds[k] = claimScript.EvalSha(ctx, pipe, keys, hid, claimValue(c), s.claimsExpireAt(day))
+	}
+	return b
+}
+
+// conflicts reads the executed batch: for each claim, whether the id is
+// held by a copy with other content.
+func (b *claimBatch) conflicts() []bool {
+	held := make(map[string]string, len(b.send))
+	for k, i := range b.send {
+		v, _ := b.cmds[k].Val().(string)
+		held[b.claims[i].EventID] = v
+	}
+	conflict := make([]bool, len(b.claims))
+	for i, c := range b.claims {
+		want, ok := held[c.EventID]
+		if !ok {
+			want = claimValue(b.claims[b.first[c.EventID]])
+		}
+		conflict[i] = claimFingerprint(want) != claimFingerprint(claimValue(c))
+	}
+	return conflict
+}
+
+// withScripts runs f, and once more after loading this file's scripts when
+// the server did not know one (first use on this server, or after SCRIPT
+// FLUSH). f must be safe to run twice: every script here is.
+func (s *Store) withScripts(ctx context.Context, f func() error) error {
+	err := f()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		// First use on this server, or after SCRIPT FLUSH: load, retry.
 		if err = claimScript.Load(ctx, s.rdb).Err(); err == nil {
-			err = run()
+			if err = progressScript.Load(ctx, s.rdb).Err(); err == nil {
+				err = f()
+			}
 		}
 	}
+	return err
+}
+
+// Claims records, for every event id the validator passes, the content
+// fingerprint and RAW sequence of the copy that holds it: the copy with the
+// lowest RAW sequence. A copy with another fingerprint than the holder's is
+// a conflicting duplicate; a copy with a lower sequence than the holder
+// takes the claim over, whatever order the claims arrive in (SPEC section
+// 2). Claiming the same copy again is a no-op, so a validator that crashes
+// and is redelivered the same records decides the same, and a copy with
+// the holder's content is never a conflict (it is a retry). A claim is seen
+// by records ingested up to ClaimDays days later.
+//
+// It returns, for each claim in order, true when the id is held, at the
+// end of the call, by a copy with other content. Claims of the same id in
+// one call are judged against the first of them, which must be the one
+// with the lowest sequence (a partition's batch is in RAW order). Safe for
+// concurrent use.
+func (s *Store) Claims(ctx context.Context, claims []Claim) ([]bool, error) {
+	if len(claims) == 0 {
+		return []bool{}, nil
+	}
+	var b *claimBatch
+	err := s.withScripts(ctx, func() error {
+		pipe := s.rdb.Pipeline()
+		b = s.queueClaims(ctx, pipe, claims)
+		_, err := pipe.Exec(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("ledger: claims: %w", err)
 	}
-	for i, c := range claims {
-		want, ok := held[c.EventID]
-		if !ok {
-			want = fp(claims[first[c.EventID]])
-		}
-		conflict[i] = want != fp(c)
-	}
-	return conflict, nil
+	return b.conflicts(), nil
 }
 
 // claimsExpireAt is when the claims of ingest day are no longer read: the
 // end of the last day whose records look them up, plus an hour for clock
-// skew between the servers that stamp RAW and Redis.
-func claimsExpireAt(day int64) int64 { return (day+ClaimHorizonDays)*86400 + 3600 }
+// skew between the servers that stamp RAW and Redis. Zero: never.
+func (s *Store) claimsExpireAt(day int64) int64 {
+	n := s.ClaimDays()
+	if n == 0 {
+		return 0
+	}
+	return (day+n)*86400 + 3600
+}
 
 // RetireClaims deletes the claims of ingest days up to and including
-// day-ClaimHorizonDays (at most 8 days back from there, and none before the
+// day-ClaimDays (at most 8 days back from there, and none before the
 // first call, which only sets the marker): called when the newest ingest
-// day seen advances. A marker key remembers the last day
+// day seen advances. A store that keeps claims for ever (ClaimDays 0)
+// retires nothing. A marker key remembers the last day
 // retired, so the ClaimBuckets deletions of a day are sent once, not on
 // every validator start. Safe to call repeatedly and concurrently. (The
 // buckets also expire by themselves on a real Redis: claim.lua sets their
 // expiry; miniredis does not expire keys on its own clock.)
 func (s *Store) RetireClaims(ctx context.Context, day int64) error {
-	last := day - ClaimHorizonDays
+	n := s.ClaimDays()
+	if n == 0 {
+		return nil
+	}
+	last := day - n
 	marker := s.keys.ClaimsRetired()
 	done, err := s.rdb.Get(ctx, marker).Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -159,4 +263,83 @@ func (s *Store) RetireClaims(ctx context.Context, day int64) error {
 		return fmt.Errorf("ledger: retire claims: %w", err)
 	}
 	return nil
+}
+
+// ClaimConflicts reports, for each claim, whether its id is held now by a
+// copy with other content, as Claims would, but only reads: plain HGETs
+// of every kept day, no script, nothing written. The validator's barrier
+// uses it to read a batch's verdicts again once every lower copy is
+// claimed. Safe for concurrent use.
+func (s *Store) ClaimConflicts(ctx context.Context, claims []Claim) ([]bool, error) {
+	conflict := make([]bool, len(claims))
+	if len(claims) == 0 {
+		return conflict, nil
+	}
+	n := s.ClaimDays()
+	if n == 0 {
+		n = 1
+	}
+	first := map[string]int{}
+	var send []int
+	for i, c := range claims {
+		if _, ok := first[c.EventID]; !ok {
+			first[c.EventID] = i
+			send = append(send, i)
+		}
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([][]*redis.StringCmd, len(send))
+	for k, i := range send {
+		c := claims[i]
+		hid := IDKey(c.EventID)
+		day := s.claimDay(c.Day)
+		cmds[k] = make([]*redis.StringCmd, n)
+		for j := range cmds[k] {
+			cmds[k][j] = pipe.HGet(ctx, s.keys.claimsOf(hid, day-int64(j)), hid)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("ledger: claim conflicts: %w", err)
+	}
+	held := make(map[string]string, len(send))
+	for k, i := range send {
+		var best string
+		var bestSeq uint64
+		found := false
+		for _, cmd := range cmds[k] {
+			v, err := cmd.Result()
+			if err != nil {
+				continue
+			}
+			if sq := claimSeq(v); !found || sq < bestSeq {
+				best, bestSeq, found = v, sq, true
+			}
+		}
+		if found {
+			held[claims[i].EventID] = best
+		}
+	}
+	for i, c := range claims {
+		want, ok := held[c.EventID]
+		if !ok {
+			// Not claimed at all (retired meanwhile): judged against the
+			// batch's first copy, as Claims would record it.
+			want = claimValue(claims[first[c.EventID]])
+		}
+		conflict[i] = claimFingerprint(want) != claimFingerprint(claimValue(c))
+	}
+	return conflict, nil
+}
+
+// claimSeq is the RAW sequence of a stored claim (0: unknown), as
+// claim.lua reads it.
+func claimSeq(v string) uint64 {
+	if len(v) <= 8 {
+		return 0
+	}
+	sq, err := strconv.ParseUint(v[8:], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return sq
 }

@@ -103,3 +103,8 @@ func (k Keys) ClaimBucket(b int, day int64) string {
 // ClaimsRetired is the key holding the last ingest day whose claims were
 // retired.
 func (k Keys) ClaimsRetired() string { return k.Prefix + "claims:retired" }
+
+// ClaimProgress is the hash of the validator partitions' claim progress:
+// field p (a RAW partition number) holds the highest RAW sequence through
+// which partition p has written its claims (ledger.Claimed).
+func (k Keys) ClaimProgress() string { return k.Prefix + "claims:progress" }

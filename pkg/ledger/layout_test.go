@@ -118,7 +118,7 @@ func TestStateStaysInListpackHashes(t *testing.T) {
 		t.Fatalf("claims bucket %s is %q", ck2, enc)
 	}
 	at := rdb.ExpireTime(ctx, ck2).Val()
-	if want := time.Duration(claimsExpireAt(today)) * time.Second; at != want {
+	if want := time.Duration(s.claimsExpireAt(today)) * time.Second; at != want {
 		t.Fatalf("claims bucket expires at %v, want %v", at, want)
 	}
 
@@ -145,9 +145,9 @@ func TestRetireClaimsSendsADayOnce(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		keys := Keys{Prefix: "rf:1:"}
-		s := NewStore(rdb, keys, 0, time.Minute)
+		s := NewStore(rdb, keys, 0, time.Minute, WithHorizon(24*time.Hour))
 		day := time.Now().Unix() / 86400
-		old := day - ClaimHorizonDays
+		old := day - s.ClaimDays()
 		// A claims bucket of a day that long passed (written without an
 		// expiry, as miniredis keeps them), and one of today.
 		if err := rdb.HSet(ctx, keys.Claims("old", old), IDKey("old"), "x").Err(); err != nil {

@@ -92,6 +92,9 @@ type Service struct {
 	// one atomic commit. Nil on a single-replica VALID (see publishValid).
 	valid     *stream.GroupPublisher
 	validOnce sync.Once
+	// bar is the publication barrier of cross-partition conflicts
+	// (barrier.go).
+	bar *barrier
 }
 
 // publishValid stores a partition's VALID outputs in order. A replicated
@@ -139,7 +142,8 @@ func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
 	if cfg.MaxDeliveries == 0 {
 		cfg.MaxDeliveries = DefaultMaxDeliveries
 	}
-	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer), validate: cfg.Validator.Validate}
+	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer), validate: cfg.Validator.Validate,
+		bar: newBarrier(cfg.Registerer)}
 }
 
 // Durable is the validator's consumer name for partition p.
@@ -189,6 +193,7 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 		Filter:  s.cfg.Names.Subject(stream.Raw, p),
 		AckAll:  true,
 	}
+	defer s.trackIdle(ctx, p, spec)() // claim progress while idle (barrier.go)
 	s.cfg.Logger.Info("validator partition started", "partition", p)
 	opts := stream.BatchOptions{Max: s.cfg.Batch, Logger: s.cfg.Logger.With("partition", p)}
 	return stream.Consume(ctx, s.js, spec, opts, func(ctx context.Context, batch []jetstream.Msg) (stream.Outcome, error) {
@@ -241,10 +246,12 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 		// ingested_at: a producer may write ingested_at, and a forged one
 		// would file the claim where the first version's claim is not
 		// looked up, or advance the retirement past live claims.
-		claims = append(claims, ledger.Claim{EventID: ev.EventID, Fingerprint: ev.Fingerprint, Day: ingestDay(meta.Timestamp)})
+		claims = append(claims, ledger.Claim{EventID: ev.EventID, Fingerprint: ev.Fingerprint, Seq: seq, Day: ingestDay(meta.Timestamp)})
 		out = append(out, nil) // placeholder keeps stream order
 	}
-	conflicts, err := s.store.Claims(ctx, claims)
+	// Claims, then the publication barrier: the lowest RAW sequence of an
+	// id in any partition holds it (SPEC section 2, barrier.go).
+	conflicts, err := s.claim(ctx, p, batch, claims)
 	if err != nil {
 		return err
 	}

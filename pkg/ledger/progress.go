@@ -1,0 +1,144 @@
+package ledger
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed progress.lua
+	progressSrc    string
+	progressScript = redis.NewScript(progressSrc)
+)
+
+// Claimed is the claim progress of the validator partitions: for each
+// RAW partition, the highest RAW sequence through which it has written
+// the claims of every record it holds (absent: none yet). The validator's
+// publication barrier reads it (pkg/validator, barrier.go).
+type Claimed map[int]uint64
+
+// Through is the progress of partition p (0 when it has none).
+func (pr Claimed) Through(p int) uint64 { return pr[p] }
+
+// parseProgress reads progress.lua's reply.
+func parseProgress(v any) (Claimed, error) {
+	flat, ok := v.([]any)
+	if !ok || len(flat)%2 != 0 {
+		return nil, fmt.Errorf("bad progress reply %v", v)
+	}
+	pr := make(Claimed, len(flat)/2)
+	for i := 0; i < len(flat); i += 2 {
+		p, err1 := strconv.Atoi(fmt.Sprint(flat[i]))
+		seq, err2 := strconv.ParseUint(fmt.Sprint(flat[i+1]), 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("bad progress entry %v=%v", flat[i], flat[i+1])
+		}
+		pr[p] = seq
+	}
+	return pr, nil
+}
+
+// progressArgs are progress.lua's arguments: mark partition p through seq,
+// or only read when p < 0.
+func progressArgs(p int, seq uint64) []any {
+	if p < 0 {
+		return []any{"", 0}
+	}
+	return []any{strconv.Itoa(p), strconv.FormatUint(seq, 10)}
+}
+
+// runProgress runs progress.lua once.
+func (s *Store) runProgress(ctx context.Context, p int, seq uint64) (Claimed, error) {
+	var pr Claimed
+	err := s.withScripts(ctx, func() error {
+		v, err := progressScript.EvalSha(ctx, s.rdb, []string{s.keys.ClaimProgress()}, progressArgs(p, seq)...).Result()
+		if err != nil {
+			return err
+		}
+		pr, err = parseProgress(v)
+		return err
+	})
+	return pr, err
+}
+
+// ClaimProgress returns every partition's claim progress.
+func (s *Store) ClaimProgress(ctx context.Context) (Claimed, error) {
+	pr, err := s.runProgress(ctx, -1, 0)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: claim progress: %w", err)
+	}
+	return pr, nil
+}
+
+// MarkClaimed records that partition p has written the claims of every
+// record it holds up to RAW sequence seq, and returns every partition's
+// progress after it. Progress never goes back, so marking again, or an
+// older sequence, is a no-op. One partition must have one writer (the
+// validator instance that owns it).
+func (s *Store) MarkClaimed(ctx context.Context, p int, seq uint64) (Claimed, error) {
+	pr, err := s.runProgress(ctx, p, seq)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: mark partition %d claimed: %w", p, err)
+	}
+	return pr, nil
+}
+
+// ClaimThrough is Claims for a batch of partition p whose records all have
+// RAW sequences up to through, followed by MarkClaimed(p, through). It
+// also returns the progress of every partition as it was read before the
+// claims were written: a partition q whose progress there is at least s
+// had claimed each of its copies below s before this batch's claims, so
+// the returned conflicts already account for them. (Claimed read after
+// the claims would not tell that: q's claims may have landed in between.)
+//
+// On a single Redis the three steps are one pipeline, executed in order;
+// a cluster pipeline sends to each node in parallel, so there they are
+// three round trips, one after the other. Safe to call twice with the
+// same arguments.
+func (s *Store) ClaimThrough(ctx context.Context, p int, claims []Claim, through uint64) ([]bool, Claimed, error) {
+	var (
+		b      *claimBatch
+		before Claimed
+	)
+	key := []string{s.keys.ClaimProgress()}
+	err := s.withScripts(ctx, func() error {
+		if _, cluster := s.rdb.(*redis.ClusterClient); cluster {
+			v, err := progressScript.EvalSha(ctx, s.rdb, key, progressArgs(-1, 0)...).Result()
+			if err != nil {
+				return err
+			}
+			if before, err = parseProgress(v); err != nil {
+				return err
+			}
+			if len(claims) > 0 {
+				pipe := s.rdb.Pipeline()
+				b = s.queueClaims(ctx, pipe, claims)
+				if _, err := pipe.Exec(ctx); err != nil {
+					return err
+				}
+			}
+			return progressScript.EvalSha(ctx, s.rdb, key, progressArgs(p, through)...).Err()
+		}
+		pipe := s.rdb.Pipeline()
+		read := progressScript.EvalSha(ctx, pipe, key, progressArgs(-1, 0)...)
+		b = s.queueClaims(ctx, pipe, claims)
+		progressScript.EvalSha(ctx, pipe, key, progressArgs(p, through)...)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
+		var err error
+		before, err = parseProgress(read.Val())
+		return err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("ledger: claims of partition %d: %w", p, err)
+	}
+	if b == nil {
+		return []bool{}, before, nil
+	}
+	return b.conflicts(), before, nil
+}

@@ -1,0 +1,12 @@
+-- progress.lua: the validator partitions' claim progress (one hash, one
+-- field per RAW partition: the highest RAW sequence through which the
+-- partition has written the claims of every record it holds).
+-- KEYS[1] the progress hash. ARGV[1] a partition number, or '' to only
+-- read; ARGV[2] its new progress. Progress never goes back: a lower value
+-- (a redelivered batch) changes nothing.
+-- Returns the whole hash, as field, value, field, value, ...
+if ARGV[1] ~= '' then
+  local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1])) or 0
+  if tonumber(ARGV[2]) > cur then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+end
+return redis.call('HGETALL', KEYS[1])

@@ -1,0 +1,115 @@
+package ledger
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestClaimProgressNeverGoesBack: marking a partition's claim progress
+// keeps the highest sequence; marking again or lower changes nothing.
+func TestClaimProgressNeverGoesBack(t *testing.T) {
+	backends(t, func(t *testing.T, rdb *redis.Client) {
+		ctx := context.Background()
+		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
+		if pr, err := s.ClaimProgress(ctx); err != nil || len(pr) != 0 {
+			t.Fatalf("fresh progress %v, %v; want none", pr, err)
+		}
+		steps := []struct {
+			p    int
+			seq  uint64
+			want Claimed
+		}{
+			{0, 10, Claimed{0: 10}},
+			{1, 4, Claimed{0: 10, 1: 4}},
+			{0, 7, Claimed{0: 10, 1: 4}},
+			{0, 10, Claimed{0: 10, 1: 4}},
+			{1, 40, Claimed{0: 10, 1: 40}},
+		}
+		for i, st := range steps {
+			pr, err := s.MarkClaimed(ctx, st.p, st.seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(pr, st.want) {
+				t.Fatalf("step %d: progress %v, want %v", i, pr, st.want)
+			}
+		}
+		if pr, err := s.ClaimProgress(ctx); err != nil || !reflect.DeepEqual(pr, Claimed{0: 10, 1: 40}) {
+			t.Fatalf("progress %v, %v", pr, err)
+		}
+	})
+}
+
+// TestClaimThroughReadsProgressBeforeClaiming: ClaimThrough returns the
+// progress as it was before its claims and marks its own partition after
+// them; applied twice it decides the same and leaves the same state.
+func TestClaimThroughReadsProgressBeforeClaiming(t *testing.T) {
+	backends(t, func(t *testing.T, rdb *redis.Client) {
+		ctx := context.Background()
+		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
+		day := time.Now().Unix() / 86400
+		if _, err := s.MarkClaimed(ctx, 1, 3); err != nil {
+			t.Fatal(err)
+		}
+		// Partition 1 claimed the id at RAW 3; partition 0's copy at RAW 2
+		// with other content takes it over.
+		if c, err := s.Claims(ctx, []Claim{{EventID: "x", Fingerprint: 1, Seq: 3, Day: day}}); err != nil || c[0] {
+			t.Fatalf("first claim: %v, %v", c, err)
+		}
+		batch := []Claim{{EventID: "x", Fingerprint: 2, Seq: 2, Day: day}, {EventID: "y", Fingerprint: 3, Seq: 5, Day: day}}
+		conflicts, before, err := s.ClaimThrough(ctx, 0, batch, 6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(conflicts, []bool{false, false}) || !reflect.DeepEqual(before, Claimed{1: 3}) {
+			t.Fatalf("conflicts %v, progress before %v; want none, {1:3}", conflicts, before)
+		}
+		state := dump(t, rdb)
+		again, before2, err := s.ClaimThrough(ctx, 0, batch, 6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(again, conflicts) || !reflect.DeepEqual(before2, Claimed{0: 6, 1: 3}) {
+			t.Fatalf("again: conflicts %v, progress before %v", again, before2)
+		}
+		if after := dump(t, rdb); !reflect.DeepEqual(after, state) {
+			t.Fatalf("applying twice changed the state:\n%v\n%v", state, after)
+		}
+		// Partition 1's copy is now the conflicting one.
+		if c, err := s.Claims(ctx, []Claim{{EventID: "x", Fingerprint: 1, Seq: 3, Day: day}}); err != nil || !c[0] {
+			t.Fatalf("the higher copy again: %v, %v; want a conflict", c, err)
+		}
+		// A batch with no valid records only marks.
+		if c, _, err := s.ClaimThrough(ctx, 1, nil, 9); err != nil || len(c) != 0 {
+			t.Fatalf("empty batch: %v, %v", c, err)
+		}
+		if pr, _ := s.ClaimProgress(ctx); !reflect.DeepEqual(pr, Claimed{0: 6, 1: 9}) {
+			t.Fatalf("progress %v", pr)
+		}
+	})
+}
+
+// TestClaimScriptsAfterScriptFlush: the first use after SCRIPT FLUSH loads
+// the scripts again.
+func TestClaimScriptsAfterScriptFlush(t *testing.T) {
+	backends(t, func(t *testing.T, rdb *redis.Client) {
+		ctx := context.Background()
+		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
+		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.ClaimThrough(ctx, 0, []Claim{{EventID: "z", Fingerprint: 1, Seq: 1, Day: 1}}, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.MarkClaimed(ctx, 0, 2); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -1,0 +1,343 @@
+package validator
+
+// The publication barrier (SPEC section 2): between copies of one event_id
+// with different content, in any partitions, the copy with the lowest RAW
+// sequence is the event, whatever order the validator instances see them
+// in. Partitions are consumed independently, so a copy in partition A may be
+// read long before a lower copy in partition B; the claims alone
+// (ledger.Claims: the lowest sequence holds the id) would then correct the
+// verdict only after A had already published its copy to VALID.
+//
+// So a partition publishes a batch only once every other partition has
+// claimed everything it holds below the batch's claims:
+//
+//  1. Each partition records its claim progress in Redis (ledger.Claimed):
+//     after a batch's claims, the batch's last RAW sequence (one pipeline
+//     with the claims: ledger.ClaimThrough); and while its consumer is idle
+//     (nothing pending, nothing unacknowledged), the RAW stream's last
+//     sequence read before it looked (idleProgress).
+//  2. A batch whose highest claimed sequence is S may publish once every
+//     other partition's progress is at least S-1. If the progress read
+//     just before the batch's claims already says so, the claims' verdicts
+//     are final (every lower copy had claimed before them): no extra round
+//     trip. Otherwise the partition waits (woken by this instance's own
+//     partitions, polling Redis for the others) and then reads the batch's
+//     claims again (ledger.ClaimConflicts: plain reads, no script): a copy
+//     whose id a lower copy with other content took over meanwhile becomes
+//     conflicting_duplicate.
+//
+// The price of the rule: a partition that no validator runs stalls every
+// other partition's valid events (heartbeats and rejections still flow).
+// A waiting partition logs which partition it waits for and exports it in
+// receiptflow_validator_barrier_waiting_for.
+//
+// One partition must have one running validator instance (Config.Owned
+// splits them); two sharing one durable would mark each other's progress.
+// The barrier is part of the live loop (Run): handle called without it
+// (Process, for receiptctl replay, which re-drives RAW ranges the live
+// validators judged already and finds their claims) only claims.
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/receiptflow/receiptflow/pkg/ledger"
+	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/telemetry"
+)
+
+const (
+	// idleEvery is how often an idle partition's progress is advanced.
+	idleEvery = 50 * time.Millisecond
+	// barrierPoll is how often a waiting partition reads the progress of
+	// partitions other instances run; partitions of its own instance wake
+	// it as they advance.
+	barrierPoll = 20 * time.Millisecond
+	// localPoll bounds the wait for a partition of this instance between
+	// wake-ups (a safety net: its marks wake the waiters).
+	localPoll = 500 * time.Millisecond
+	// stallWarn is how long a partition waits before it logs which
+	// partition holds it up, and then how often it logs again.
+	stallWarn = 10 * time.Second
+)
+
+// barrier is one validator instance's view of the claim progress.
+type barrier struct {
+	// live: the instance runs its partitions (Run), so the barrier applies.
+	live atomic.Bool
+
+	mu     sync.Mutex
+	known  ledger.Claimed    // highest progress seen, per partition
+	local  map[int]bool      // partitions this instance runs
+	wake   chan struct{}     // closed (and replaced) when known rises
+	active map[int]time.Time // when each local partition last handled a batch
+	last   uint64            // RAW's last sequence, as last read
+	lastAt time.Time         // when last was read
+
+	waitingFor *prometheus.GaugeVec
+	waited     *prometheus.CounterVec
+	rechecks   prometheus.Counter
+}
+
+func newBarrier(reg prometheus.Registerer) *barrier {
+	b := &barrier{
+		known:  ledger.Claimed{},
+		local:  map[int]bool{},
+		active: map[int]time.Time{},
+		wake:   make(chan struct{}),
+		waitingFor: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "receiptflow_validator_barrier_waiting_for",
+			Help: "The RAW partition whose claims this partition waits for before it publishes (-1: not waiting).",
+		}, []string{"partition"}),
+		waited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "receiptflow_validator_barrier_wait_seconds_total",
+			Help: "Time a partition waited for the other partitions' claims before publishing.",
+		}, []string{"partition"}),
+		rechecks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "receiptflow_validator_barrier_rechecks_total",
+			Help: "Batches whose claims were read again after waiting for other partitions.",
+		}),
+	}
+	b.waitingFor = telemetry.Register(reg, b.waitingFor)
+	b.waited = telemetry.Register(reg, b.waited)
+	b.rechecks = telemetry.Register(reg, b.rechecks)
+	return b
+}
+
+// observe raises known by a progress read from Redis and wakes the
+// waiters if it rose.
+func (b *barrier) observe(pr ledger.Claimed) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rose := false
+	for p, seq := range pr {
+		if seq > b.known[p] {
+			b.known[p], rose = seq, true
+		}
+	}
+	if rose {
+		close(b.wake)
+		b.wake = make(chan struct{})
+	}
+}
+
+// raise records a mark of local partition p and wakes the waiters.
+func (b *barrier) raise(p int, seq uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if seq <= b.known[p] {
+		return
+	}
+	b.known[p] = seq
+	close(b.wake)
+	b.wake = make(chan struct{})
+}
+
+// busy records that local partition p is handling a batch.
+func (b *barrier) busy(p int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.active[p] = time.Now()
+}
+
+// lagging is the first partition other than p, of n, whose progress in pr
+// is below target; ok is false when there is none.
+func lagging(pr ledger.Claimed, p, n int, target uint64) (q int, ok bool) {
+	for q := 0; q < n; q++ {
+		if q != p && pr[q] < target {
+			return q, true
+		}
+	}
+	return 0, false
+}
+
+// state returns the partition p waits for (or ok false), whether it is a
+// local partition, and the channel closed at the next local rise.
+func (b *barrier) state(p, n int, target uint64) (q int, ok, local bool, wake <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q, ok = lagging(b.known, p, n, target)
+	return q, ok, b.local[q], b.wake
+}
+
+// claim claims a batch's valid records of partition p and returns which
+// conflict (see the top of this file). claims are in RAW order.
+func (s *Service) claim(ctx context.Context, p int, batch []jetstream.Msg, claims []ledger.Claim) ([]bool, error) {
+	if !s.bar.live.Load() {
+		return s.store.Claims(ctx, claims)
+	}
+	var through, highest uint64
+	for _, c := range claims {
+		highest = max(highest, c.Seq)
+	}
+	through = highest
+	if meta, err := batch[len(batch)-1].Metadata(); err == nil {
+		through = max(through, meta.Sequence.Stream)
+	}
+	s.bar.busy(p)
+	conflicts, before, err := s.store.ClaimThrough(ctx, p, claims, through)
+	if err != nil {
+		return nil, err
+	}
+	s.bar.observe(before)
+	s.bar.raise(p, through)
+	if highest == 0 {
+		return conflicts, nil
+	}
+	// Every other partition must have claimed what it holds below the
+	// batch's highest claim.
+	target := highest - 1
+	if _, lag := lagging(before, p, s.cfg.Partitions, target); !lag {
+		return conflicts, nil
+	}
+	if err := s.waitClaimed(ctx, p, target); err != nil {
+		return nil, err
+	}
+	s.bar.rechecks.Inc()
+	return s.store.ClaimConflicts(ctx, claims)
+}
+
+// waitClaimed waits until every partition but p has claimed through
+// target, or ctx ends.
+func (s *Service) waitClaimed(ctx context.Context, p int, target uint64) error {
+	label := strconv.Itoa(p)
+	start := time.Now()
+	warned := start
+	defer func() {
+		s.bar.waitingFor.WithLabelValues(label).Set(-1)
+		s.bar.waited.WithLabelValues(label).Add(time.Since(start).Seconds())
+	}()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		q, lag, local, wake := s.bar.state(p, s.cfg.Partitions, target)
+		if !lag {
+			return nil
+		}
+		s.bar.waitingFor.WithLabelValues(label).Set(float64(q))
+		if time.Since(warned) >= stallWarn {
+			warned = time.Now()
+			s.cfg.Logger.Warn("validator partition waits for another partition's claims before publishing (is a validator running it?)",
+				"partition", p, "waiting_for", q, "through", target, "waited", time.Since(start).Round(time.Second).String())
+		}
+		poll := barrierPoll
+		if local {
+			poll = localPoll
+		}
+		timer.Reset(poll)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("validator: partition %d waiting for partition %d's claims: %w", p, q, context.Cause(ctx))
+		case <-wake:
+		case <-timer.C:
+			pr, err := s.store.ClaimProgress(ctx)
+			if err != nil {
+				return err
+			}
+			s.bar.observe(pr)
+		}
+	}
+}
+
+// rawLast is RAW's last sequence, read at most once per idleEvery/2 for
+// all the instance's partitions.
+func (s *Service) rawLast(ctx context.Context) (uint64, error) {
+	s.bar.mu.Lock()
+	if time.Since(s.bar.lastAt) < idleEvery/2 {
+		defer s.bar.mu.Unlock()
+		return s.bar.last, nil
+	}
+	s.bar.mu.Unlock()
+	st, err := s.js.Stream(ctx, s.cfg.Names.Stream(stream.Raw))
+	if err != nil {
+		return 0, fmt.Errorf("validator: RAW info: %w", err)
+	}
+	last := st.CachedInfo().State.LastSeq
+	s.bar.mu.Lock()
+	defer s.bar.mu.Unlock()
+	s.bar.last, s.bar.lastAt = max(s.bar.last, last), time.Now()
+	return s.bar.last, nil
+}
+
+// trackIdle turns the barrier on for partition p (its consumer spec), and
+// starts its idle progress; the returned stop ends it and waits for it.
+func (s *Service) trackIdle(ctx context.Context, p int, spec stream.ConsumerSpec) (stop func()) {
+	s.bar.mu.Lock()
+	s.bar.local[p] = true
+	s.bar.mu.Unlock()
+	s.bar.live.Store(true)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.idleProgress(ctx, p, spec)
+	}()
+	return func() { cancel(); <-done }
+}
+
+// idleProgress advances partition p's claim progress while its consumer
+// has nothing to do, so that other partitions need not wait for a batch
+// that will not come. RAW's last sequence L is read first; if the consumer
+// then has nothing pending and nothing unacknowledged, every record of p
+// up to L was processed (acknowledged after its claims), so p has claimed
+// through L. The L used is the one read a tick before the consumer info:
+// on a replicated stream the consumer's leader may be a moment behind the
+// stream's, and a tick gives it the time to have stored what L covers.
+func (s *Service) idleProgress(ctx context.Context, p int, spec stream.ConsumerSpec) {
+	t := time.NewTicker(idleEvery)
+	defer t.Stop()
+	var prev uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		last, err := s.rawLast(ctx)
+		if err != nil {
+			s.cfg.Logger.Debug("idle progress: RAW info", "partition", p, "err", err)
+			continue
+		}
+		cand := prev
+		prev = last
+		// Nothing to advance, or the partition handled a batch within the
+		// last tick: it is busy and marks its progress itself, so the
+		// consumer need not be asked.
+		s.bar.mu.Lock()
+		done := s.bar.known[p] >= cand || time.Since(s.bar.active[p]) < idleEvery
+		s.bar.mu.Unlock()
+		if done {
+			continue
+		}
+		// The consume loop opens (and after a gap re-creates) the
+		// durable consumer; look it up by name each time.
+		var ci *jetstream.ConsumerInfo
+		cons, err := s.js.Consumer(ctx, spec.Stream, spec.Durable)
+		if err == nil {
+			ci, err = cons.Info(ctx)
+		}
+		if err != nil {
+			s.cfg.Logger.Debug("idle progress: consumer info", "partition", p, "err", err)
+			continue
+		}
+		if ci.NumPending != 0 || ci.NumAckPending != 0 {
+			continue
+		}
+		pr, err := s.store.MarkClaimed(ctx, p, cand)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.cfg.Logger.Warn("idle progress: mark claimed", "partition", p, "err", err)
+			}
+			continue
+		}
+		s.bar.observe(pr)
+		s.bar.raise(p, cand)
+	}
+}
