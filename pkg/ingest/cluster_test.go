@@ -134,13 +134,16 @@ func TestOrderThroughLeaderLoss(t *testing.T) {
 	const losses = 2
 	step := int64(20000 / (losses + 1))
 	var acks atomic.Int64
-	kick := make(chan struct{}, 1)
+	// Unbuffered, and the ack callback waits for the test to take each
+	// kick: a fast ingest could otherwise finish while the test is still
+	// handling the first loss, and the second would never happen.
+	kick := make(chan struct{})
 	in := newTestIngester(t, js, func(o *Options) {
 		o.OnAck = func(string, uint64, bool) {
 			if acks.Add(1)%step == 0 {
 				select {
 				case kick <- struct{}{}:
-				default:
+				case <-ctx.Done():
 				}
 			}
 		}
@@ -218,7 +221,10 @@ func TestTwoNodesLostNamesFirstUnconfirmed(t *testing.T) {
 		return stream.Ensure(ctx, js, stream.For(""), stream.Config{Partitions: testPartitions, Replicas: 3})
 	})
 	var acks atomic.Int64
-	kick := make(chan struct{}, 1)
+	// Unbuffered, and the ack callback waits for the test to take each
+	// kick: a fast ingest could otherwise finish while the test is still
+	// handling the first loss, and the second would never happen.
+	kick := make(chan struct{})
 	in := newTestIngester(t, js, func(o *Options) {
 		o.RetryFor = 2 * time.Second
 		o.OnAck = func(string, uint64, bool) {
