@@ -39,14 +39,6 @@ const (
 	hdrBatchCommit = "Nats-Batch-Commit"
 )
 
-// JetStream error codes the committer acts on (nats-server
-// jetstream_errors_generated.go).
-const (
-	errCodeBatchDisabled  jetstream.ErrorCode = 10174 // stream has no AllowAtomicPublish
-	errCodeBatchTooLarge  jetstream.ErrorCode = 10199 // more than max_batch_size messages
-	errCodeBatchDuplicate jetstream.ErrorCode = 10201 // a message id is already stored
-)
-
 // recentMax bounds the message ids a committer remembers.
 const recentMax = 1 << 17
 
@@ -158,11 +150,11 @@ func (c *committer) storeRange(ctx context.Context, items []item, send []int, re
 			}
 			pos += n
 			size = min(c.batchMax, 2*size)
-		case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeBatchTooLarge:
+		case errors.As(err, &apiErr) && apiErr.ErrorCode == stream.ErrCodeBatchTooLarge:
 			// The server's max_batch_size is lower: remember it.
 			c.batchMax = max(1, n/2)
 			size = c.batchMax
-		case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeBatchDuplicate:
+		case errors.As(err, &apiErr) && apiErr.ErrorCode == stream.ErrCodeBatchDuplicate:
 			// Some id of the range is stored already: most often the
 			// head (a batch stored without its ack arriving, or a file
 			// published again). Confirm the head one message at a
@@ -183,7 +175,7 @@ func (c *committer) storeRange(ctx context.Context, items []item, send []int, re
 			if walked == 1 {
 				size = max(1, n/2)
 			}
-		case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeBatchDisabled:
+		case errors.As(err, &apiErr) && apiErr.ErrorCode == stream.ErrCodeBatchDisabled:
 			return pos, fmt.Errorf("%w: %w", ErrAtomicDisabled, err)
 		default:
 			return pos, err
@@ -206,7 +198,7 @@ func (c *committer) storeOne(ctx context.Context, it item, i int, res []result) 
 			c.confirm(it, i, res, ack.Sequence, ack.Duplicate, sent)
 			return ack.Duplicate, nil
 		}
-		if !retryable(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+		if !stream.Retryable(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
 			return false, fmt.Errorf("publish %s: %w", it.msg.Subject, err)
 		}
 		if err := sleep(ctx, wait); err != nil {
@@ -228,7 +220,7 @@ func (c *committer) commitRetrying(ctx context.Context, items []item, part []int
 		if err == nil {
 			return sent, last, nil
 		}
-		if !retryable(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+		if !stream.Retryable(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
 			return sent, 0, err
 		}
 		if err := sleep(ctx, wait); err != nil {
@@ -301,25 +293,6 @@ func (c *committer) expire(now time.Time) {
 		drop++
 	}
 	c.fifo = c.fifo[drop:]
-}
-
-// retryable tells a passing failure (no stream leader yet, a lost
-// connection, a timeout, a batch lost with its server) from a refusal that
-// another attempt cannot change.
-func retryable(err error) bool {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		switch apiErr.ErrorCode {
-		case errCodeBatchDuplicate, errCodeBatchTooLarge, errCodeBatchDisabled,
-			10175, // missing batch sequence
-			10177, // unsupported header in a batch
-			10179, // invalid batch id
-			10200: // invalid commit
-			return false
-		}
-		return true
-	}
-	return !errors.Is(err, context.Canceled) && !errors.Is(err, nats.ErrConnectionClosed)
 }
 
 // sleep waits d or until ctx ends.

@@ -141,7 +141,7 @@ func TestPublishOrderedNeedsEnsure(t *testing.T) {
 	pub := NewOrderedPublisher(js)
 	_, err = pub.PublishOrdered(ctx, []*nats.Msg{orderedMsg(n, 0, 1), orderedMsg(n, 0, 2)})
 	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeBatchDisabled || !strings.Contains(err.Error(), "Ensure") {
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != ErrCodeBatchDisabled || !strings.Contains(err.Error(), "Ensure") {
 		t.Fatalf("publish to a stream without atomic publish: %v", err)
 	}
 	if err := Ensure(ctx, js, n, Config{}); err != nil {

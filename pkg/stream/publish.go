@@ -97,12 +97,12 @@ const (
 	hdrBatchCommit = "Nats-Batch-Commit"
 )
 
-// JetStream error codes PublishOrdered acts on (nats-server
-// jetstream_errors_generated.go).
+// JetStream error codes of atomic batch publishes that PublishOrdered and
+// ingest's committer act on (nats-server jetstream_errors_generated.go).
 const (
-	errCodeBatchDisabled  jetstream.ErrorCode = 10174 // stream has no AllowAtomicPublish
-	errCodeBatchTooLarge  jetstream.ErrorCode = 10199 // more than max_batch_size messages
-	errCodeBatchDuplicate jetstream.ErrorCode = 10201 // a message id is already stored
+	ErrCodeBatchDisabled  jetstream.ErrorCode = 10174 // stream has no AllowAtomicPublish
+	ErrCodeBatchTooLarge  jetstream.ErrorCode = 10199 // more than max_batch_size messages
+	ErrCodeBatchDuplicate jetstream.ErrorCode = 10201 // a message id is already stored
 )
 
 // RecentDuplicateTrust is how long PublishOrdered takes a message id it
@@ -277,9 +277,9 @@ func (o *OrderedPublisher) tryRange(ctx context.Context, msgs []*nats.Msg) (refu
 		return false, 0, err
 	}
 	switch apiErr.ErrorCode {
-	case errCodeBatchDuplicate:
+	case ErrCodeBatchDuplicate:
 		return true, 0, nil
-	case errCodeBatchTooLarge:
+	case ErrCodeBatchTooLarge:
 		half := len(msgs) / 2
 		d, err := o.publishRange(ctx, msgs[:half])
 		if err != nil {
@@ -304,7 +304,7 @@ func (o *OrderedPublisher) publishOne(ctx context.Context, m *nats.Msg) (dup boo
 			o.remember([]*nats.Msg{m}, sent)
 			return ack.Duplicate, nil
 		}
-		if !retryable(err) || ctx.Err() != nil || time.Now().After(deadline) {
+		if !Retryable(err) || ctx.Err() != nil || time.Now().After(deadline) {
 			return false, fmt.Errorf("stream: publish %s: %w", m.Subject, err)
 		}
 		select {
@@ -325,7 +325,7 @@ func (o *OrderedPublisher) commitRetrying(ctx context.Context, msgs []*nats.Msg)
 	for {
 		sent := time.Now()
 		err := o.commit(ctx, msgs)
-		if err == nil || !retryable(err) || ctx.Err() != nil || time.Now().After(deadline) {
+		if err == nil || !Retryable(err) || ctx.Err() != nil || time.Now().After(deadline) {
 			return sent, err
 		}
 		select {
@@ -337,13 +337,14 @@ func (o *OrderedPublisher) commitRetrying(ctx context.Context, msgs []*nats.Msg)
 	}
 }
 
-// retryable tells a refusal that another attempt cannot change from a
-// passing failure.
-func retryable(err error) bool {
+// Retryable tells a passing failure of a publish (no stream leader yet, a
+// lost connection, a timeout, a batch lost with its server) from a refusal
+// that another attempt cannot change (false).
+func Retryable(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {
-		case errCodeBatchDuplicate, errCodeBatchTooLarge, errCodeBatchDisabled,
+		case ErrCodeBatchDuplicate, ErrCodeBatchTooLarge, ErrCodeBatchDisabled,
 			10175, // missing batch sequence
 			10177, // unsupported header in a batch
 			10179, // invalid batch id
@@ -395,7 +396,7 @@ func (o *OrderedPublisher) commit(ctx context.Context, msgs []*nats.Msg) error {
 		return nil
 	case err := <-f.Err():
 		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeBatchDisabled {
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == ErrCodeBatchDisabled {
 			return fmt.Errorf("stream: atomic batch to %s: %w (the stream needs AllowAtomicPublish: run the set-up job, stream.Ensure)", subject, err)
 		}
 		return fmt.Errorf("stream: atomic batch of %d to %s: %w", len(msgs), subject, err)
