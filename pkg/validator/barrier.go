@@ -317,17 +317,14 @@ func (s *Service) idleProgress(ctx context.Context, p int, spec stream.ConsumerS
 			continue
 		}
 		// The consume loop opens (and after a gap re-creates) the
-		// durable consumer; look it up by name each time.
-		var ci *jetstream.ConsumerInfo
+		// durable consumer; look it up by name each time (the lookup's
+		// answer is the consumer's info, fresh from the server).
 		cons, err := s.js.Consumer(ctx, spec.Stream, spec.Durable)
-		if err == nil {
-			ci, err = cons.Info(ctx)
-		}
 		if err != nil {
 			s.cfg.Logger.Debug("idle progress: consumer info", "partition", p, "err", err)
 			continue
 		}
-		if ci.NumPending != 0 || ci.NumAckPending != 0 {
+		if ci := cons.CachedInfo(); ci.NumPending != 0 || ci.NumAckPending != 0 {
 			continue
 		}
 		pr, err := s.store.MarkClaimed(ctx, p, cand)
