@@ -28,7 +28,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -40,6 +39,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/testenv"
 	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
@@ -48,48 +48,14 @@ import (
 // servers and the comma-separated client URL list.
 func clusterNATS(t testing.TB) ([]*server.Server, string) {
 	t.Helper()
-	routes := []int{secFreePort(t), secFreePort(t), secFreePort(t)}
-	servers := make([]*server.Server, 3)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []string
-	for i := range servers {
-		opts := secNATSOptions(t, fmt.Sprintf("rf-n%d", i+1), t.TempDir(), routes[i], routes)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s, err := server.NewServer(opts)
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, err.Error())
-				mu.Unlock()
-				return
-			}
-			go s.Start()
-			servers[i] = s
-		}()
-	}
-	wg.Wait()
-	if len(errs) > 0 {
-		t.Fatalf("nats cluster from deploy/nats/nats.conf: %v", errs)
-	}
-	var urls []string
-	for _, s := range servers {
-		t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-		if !s.ReadyForConnections(10 * time.Second) {
-			t.Fatalf("%s not ready", s.Name())
-		}
-		urls = append(urls, s.ClientURL())
-	}
-	secCheckFor(t, 20*time.Second, func() error {
-		for _, s := range servers {
-			if s.JetStreamIsLeader() {
-				return nil
-			}
-		}
-		return fmt.Errorf("no JetStream meta leader among %d nodes", len(servers))
+	c := testenv.NewCluster(t, "receiptflow", 3, func(i int, o *server.Options) {
+		*o = *secNATSOptions(t, fmt.Sprintf("rf-n%d", i+1), o.StoreDir, -1, nil)
 	})
-	return servers, strings.Join(urls, ",")
+	servers := make([]*server.Server, c.Len())
+	for i := range servers {
+		servers[i] = c.Server(i)
+	}
+	return servers, c.URLs()
 }
 
 func TestClusterNATSNodeLossKeepsWindows(t *testing.T) {

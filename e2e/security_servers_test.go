@@ -55,7 +55,8 @@ func secPassword(t testing.TB, system, user string) string {
 // secNATSOptions parses deploy/nats/nats.conf as nats-server would and
 // moves it to loopback: a free client port, no monitoring port, the store
 // in dir, no fsync per write, and no cluster (clusterPort 0) or a cluster
-// on clusterPort with routes to the given loopback ports.
+// on clusterPort (-1: a port the kernel picks) with routes to the given
+// loopback ports.
 func secNATSOptions(t testing.TB, name, dir string, clusterPort int, routePorts []int) *server.Options {
 	t.Helper()
 	opts, err := server.ProcessConfigFile(secNATSConf)

@@ -4,14 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"net"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/stream"
@@ -20,74 +16,10 @@ import (
 
 // cluster is three in-process nats-servers routed on loopback, each with
 // its own file store.
-type cluster struct {
-	t       *testing.T
-	opts    []*server.Options
-	servers []*server.Server
-}
-
-func port(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+type cluster struct{ *testenv.Cluster }
 
 func newCluster(t *testing.T) *cluster {
-	c := &cluster{t: t, servers: make([]*server.Server, 3)}
-	var routes []string
-	routePorts := []int{port(t), port(t), port(t)}
-	for _, p := range routePorts {
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
-	}
-	for i, rp := range routePorts {
-		c.opts = append(c.opts, &server.Options{
-			ServerName: fmt.Sprintf("ingest-n%d", i+1), Host: "127.0.0.1", Port: port(t),
-			JetStream: true, StoreDir: t.TempDir(),
-			Cluster: server.ClusterOpts{Name: "ingest", Host: "127.0.0.1", Port: rp},
-			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
-			NoSigs:  true, NoLog: true,
-		})
-		c.start(i)
-	}
-	t.Cleanup(func() {
-		for _, s := range c.servers {
-			s.Shutdown()
-			s.WaitForShutdown()
-		}
-	})
-	testenv.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
-		for _, s := range c.servers {
-			if s.JetStreamIsLeader() {
-				return nil
-			}
-		}
-		return errors.New("no meta leader")
-	})
-	return c
-}
-
-func (c *cluster) start(i int) {
-	s, err := server.NewServer(c.opts[i])
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		c.t.Fatalf("%s not ready", s.Name())
-	}
-	c.servers[i] = s
-}
-
-func (c *cluster) urls() string {
-	var u []string
-	for _, o := range c.opts {
-		u = append(u, fmt.Sprintf("nats://127.0.0.1:%d", o.Port))
-	}
-	return strings.Join(u, ",")
+	return &cluster{testenv.NewCluster(t, "ingest", 3, nil)}
 }
 
 // leader is the index of the running server that leads RAW.
@@ -100,8 +32,8 @@ func (c *cluster) leader(ctx context.Context, js jetstream.JetStream) (int, erro
 		return 0, err
 	}
 	info := st.CachedInfo()
-	for i, s := range c.servers {
-		if info.Cluster != nil && s.Running() && s.Name() == info.Cluster.Leader {
+	if info.Cluster != nil {
+		if i := c.Index(info.Cluster.Leader); i >= 0 && c.Running(i) {
 			return i, nil
 		}
 	}
@@ -127,7 +59,7 @@ func TestOrderThroughLeaderLoss(t *testing.T) {
 	want, _ := rawOrder(t, ctx, cleanJS)
 
 	c := newCluster(t)
-	_, js := connect(t, c.urls(), 0)
+	_, js := connect(t, c.URLs(), 0)
 	testenv.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		return stream.Ensure(ctx, js, stream.For(""), stream.Config{Partitions: testPartitions, Replicas: 3})
 	})
@@ -165,8 +97,7 @@ func TestOrderThroughLeaderLoss(t *testing.T) {
 				old, err = c.leader(ctx, js)
 				return err
 			})
-			c.servers[old].Shutdown()
-			c.servers[old].WaitForShutdown()
+			c.Stop(old)
 			testenv.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 				now, err := c.leader(ctx, js)
 				if err == nil && now == old {
@@ -174,7 +105,7 @@ func TestOrderThroughLeaderLoss(t *testing.T) {
 				}
 				return err
 			})
-			c.start(old)
+			c.Start(old)
 			lost++
 			t.Logf("shut down and restarted ingest-n%d, the leader of RAW, after %d acks", old+1, acks.Load())
 		case err := <-done:
@@ -216,7 +147,7 @@ func TestTwoNodesLostNamesFirstUnconfirmed(t *testing.T) {
 	want, _ := rawOrder(t, ctx, cleanJS)
 
 	c := newCluster(t)
-	_, js := connect(t, c.urls(), 0)
+	_, js := connect(t, c.URLs(), 0)
 	testenv.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		return stream.Ensure(ctx, js, stream.For(""), stream.Config{Partitions: testPartitions, Replicas: 3})
 	})
@@ -242,7 +173,7 @@ func TestTwoNodesLostNamesFirstUnconfirmed(t *testing.T) {
 	select {
 	case <-kick:
 		for _, i := range []int{0, 1} {
-			c.servers[i].Shutdown()
+			c.Stop(i)
 		}
 		err = <-done
 	case err = <-done:
@@ -260,7 +191,7 @@ func TestTwoNodesLostNamesFirstUnconfirmed(t *testing.T) {
 	t.Logf("with two nodes stopped: %v", err)
 
 	for _, i := range []int{0, 1} {
-		c.start(i)
+		c.Start(i)
 	}
 	testenv.CheckFor(t, 60*time.Second, 200*time.Millisecond, func() error {
 		_, err := c.leader(ctx, js)

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -179,78 +177,10 @@ func TestPublishOrderedNeedsEnsure(t *testing.T) {
 }
 
 // orderedCluster is three in-process nats-servers routed to each other.
-type orderedCluster struct {
-	t       *testing.T
-	opts    []*server.Options
-	servers []*server.Server
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+type orderedCluster struct{ *testenv.Cluster }
 
 func startOrderedCluster(t *testing.T) *orderedCluster {
-	c := &orderedCluster{t: t}
-	routes := []int{freePort(t), freePort(t), freePort(t)}
-	var urls []string
-	for _, p := range routes {
-		urls = append(urls, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
-	}
-	for i := range routes {
-		c.opts = append(c.opts, &server.Options{
-			ServerName: fmt.Sprintf("n%d", i+1),
-			Host:       "127.0.0.1", Port: freePort(t),
-			JetStream: true, StoreDir: t.TempDir(),
-			Cluster: server.ClusterOpts{Name: "ordered", Host: "127.0.0.1", Port: routes[i]},
-			Routes:  server.RoutesFromStr(strings.Join(urls, ",")),
-			NoSigs:  true, NoLog: true,
-		})
-	}
-	c.servers = make([]*server.Server, 3)
-	for i := range c.opts {
-		c.start(i)
-	}
-	t.Cleanup(func() {
-		for _, s := range c.servers {
-			s.Shutdown()
-			s.WaitForShutdown()
-		}
-	})
-	testenv.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
-		for _, s := range c.servers {
-			if s.JetStreamIsLeader() {
-				return nil
-			}
-		}
-		return errors.New("no meta leader")
-	})
-	return c
-}
-
-func (c *orderedCluster) start(i int) {
-	s, err := server.NewServer(c.opts[i])
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		c.t.Fatalf("%s not ready", s.Name())
-	}
-	c.servers[i] = s
-}
-
-func (c *orderedCluster) urls() string {
-	var u []string
-	for _, o := range c.opts {
-		u = append(u, fmt.Sprintf("nats://127.0.0.1:%d", o.Port))
-	}
-	return strings.Join(u, ",")
+	return &orderedCluster{testenv.NewCluster(t, "ordered", 3, nil)}
 }
 
 // leader is the index of the server leading stream name.
@@ -263,8 +193,8 @@ func (c *orderedCluster) leader(ctx context.Context, js jetstream.JetStream, nam
 	if err != nil {
 		return 0, err
 	}
-	for i, s := range c.servers {
-		if info.Cluster != nil && s.Running() && s.Name() == info.Cluster.Leader {
+	if info.Cluster != nil {
+		if i := c.Index(info.Cluster.Leader); i >= 0 && c.Running(i) {
 			return i, nil
 		}
 	}
@@ -297,7 +227,7 @@ func testOrderedLeaderLoss(t *testing.T, newPublish func(jetstream.JetStream) pu
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	c := startOrderedCluster(t)
-	nc, err := nats.Connect(c.urls(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,9 +301,8 @@ func testOrderedLeaderLoss(t *testing.T, newPublish func(jetstream.JetStream) pu
 			victim, err = c.leader(ctx, js, cfg.Name)
 			return err
 		})
-		c.servers[victim].Shutdown()
-		c.servers[victim].WaitForShutdown()
-		t.Logf("shut down %s, the leader of %s, at %d of %d per partition", c.servers[victim].Name(), cfg.Name, progress(), total)
+		c.Stop(victim)
+		t.Logf("shut down %s, the leader of %s, at %d of %d per partition", c.Name(victim), cfg.Name, progress(), total)
 		return victim
 	}
 	// Leader changes without a node loss: each leaves the stream without
@@ -387,7 +316,7 @@ func testOrderedLeaderLoss(t *testing.T, newPublish func(jetstream.JetStream) pu
 	waitProgress(total * 2 / 5)
 	first := kill()
 	waitProgress(total / 2)
-	c.start(first)
+	c.Start(first)
 	// A restarted node catches up before the next one goes, so a quorum
 	// stays.
 	current := func(node int) {
@@ -406,11 +335,11 @@ func testOrderedLeaderLoss(t *testing.T, newPublish func(jetstream.JetStream) pu
 				return errors.New("no cluster info")
 			}
 			for _, r := range info.Cluster.Replicas {
-				if r.Name == c.servers[node].Name() && r.Current {
+				if r.Name == c.Name(node) && r.Current {
 					return nil
 				}
 			}
-			return fmt.Errorf("%s not current yet", c.servers[node].Name())
+			return fmt.Errorf("%s not current yet", c.Name(node))
 		})
 	}
 	current(first)
@@ -419,7 +348,7 @@ func testOrderedLeaderLoss(t *testing.T, newPublish func(jetstream.JetStream) pu
 	wg.Wait()
 	// Bring the second node back too before reading, so that the read
 	// does not depend on how fast the two left elect a meta leader.
-	c.start(second)
+	c.Start(second)
 	current(second)
 	close(errs)
 	for err := range errs {
