@@ -49,14 +49,17 @@ unit:
 faults:
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -v $(TESTFLAGS) ./e2e/faults
 
-## chaos: the chaos soak, not part of test or CI: random SIGKILLs of every
-## process (services, nats-server, redis-server, ingest), rounds until at
-## least CHAOS_KILLS kills, each round compared with the clean run; the last
-## line "chaos: ..." has the figures (docs/recovery.md records runs).
+## chaos: the chaos soaks, not part of test or CI: random SIGKILLs of every
+## process (services, nats-server, redis-server, ingest), then the same in
+## the 3-node cluster shape with SIGSTOP stalls too; rounds until at least
+## CHAOS_KILLS faults each, every round compared with the clean run; the
+## lines "chaos: ..." and "chaos cluster: ..." have the figures
+## (docs/recovery.md records runs). CHAOS_RUN=TestChaosCluster runs one.
 CHAOS_KILLS   ?= 100
 CHAOS_TIMEOUT ?= 60m
+CHAOS_RUN     ?= TestChaos|TestChaosCluster
 chaos:
-	RECEIPTFLOW_CHAOS_KILLS=$(CHAOS_KILLS) $(GO) test -tags chaos -count=1 -timeout $(CHAOS_TIMEOUT) -v -run '^TestChaos$$' $(TESTFLAGS) ./e2e/faults
+	RECEIPTFLOW_CHAOS_KILLS=$(CHAOS_KILLS) $(GO) test -tags chaos -count=1 -timeout $(CHAOS_TIMEOUT) -v -run '^($(CHAOS_RUN))$$' $(TESTFLAGS) ./e2e/faults
 
 ## e2e: the end-to-end suite only
 e2e:

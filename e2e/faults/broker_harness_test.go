@@ -65,10 +65,13 @@ func chaosSeed(t testing.TB) uint64 {
 
 // ingestProc runs `receiptctl ingest` against the deployment until it exits
 // 0, starting it again after every failure or kill: ingest is at least
-// once, and a record it sends twice is dropped by its Nats-Msg-Id.
+// once, and a record it sends twice is dropped by its Nats-Msg-Id. With
+// several runs (chunks of the input) it does the same for each in turn,
+// pausing gap between them, as a producer delivering files over time.
 type ingestProc struct {
 	t    *testing.T
-	args []string
+	runs [][]string // argv of each ingest, in order
+	gap  time.Duration
 	log  string
 
 	mu       sync.Mutex
@@ -88,15 +91,36 @@ const maxIngestAttempts = 200
 func (d *deployment) startIngest(ctx context.Context, path string) *ingestProc {
 	t := d.t
 	t.Helper()
-	ip := &ingestProc{
-		t: t,
-		args: []string{filepath.Join(binaries(t), "receiptctl"), "ingest", "--events", path, "--nats-url", d.natsURL,
-			"--partitions", "8", "--end-of-stream"},
-		log:  filepath.Join(t.TempDir(), "ingest.log"),
-		done: make(chan struct{}),
+	return d.startIngestRuns(ctx, 0, []string{"--events", path, "--end-of-stream"})
+}
+
+// startIngestRuns starts one ingest per argument list (each after
+// "receiptctl ingest --nats-url … --partitions 8"), one after the other
+// with gap between them, in the background.
+func (d *deployment) startIngestRuns(ctx context.Context, gap time.Duration, runs ...[]string) *ingestProc {
+	t := d.t
+	t.Helper()
+	ip := &ingestProc{t: t, gap: gap, log: filepath.Join(t.TempDir(), "ingest.log"), done: make(chan struct{})}
+	for _, args := range runs {
+		ip.runs = append(ip.runs, append([]string{filepath.Join(binaries(t), "receiptctl"), "ingest",
+			"--nats-url", d.natsURL, "--partitions", "8"}, args...))
 	}
 	go ip.loop(ctx)
 	return ip
+}
+
+// startChunkedIngest ingests path as n files of consecutive lines, one
+// receiptctl ingest each, gap apart, the last with --end-of-stream.
+func (d *deployment) startChunkedIngest(ctx context.Context, path string, n int, gap time.Duration) *ingestProc {
+	paths, _ := splitFixture(d.t, path, n)
+	runs := make([][]string, len(paths))
+	for i, p := range paths {
+		runs[i] = []string{"--events", p}
+		if i == len(paths)-1 {
+			runs[i] = append(runs[i], "--end-of-stream")
+		}
+	}
+	return d.startIngestRuns(ctx, gap, runs...)
 }
 
 func (ip *ingestProc) loop(ctx context.Context) {
@@ -107,21 +131,37 @@ func (ip *ingestProc) loop(ctx context.Context) {
 		return
 	}
 	defer logf.Close()
+	for i, args := range ip.runs {
+		if i > 0 && ip.gap > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(ip.gap):
+			}
+		}
+		if !ip.run(ctx, logf, args) {
+			return
+		}
+	}
+}
+
+// run runs one ingest until it exits 0 (true) or ip gives up (false, with
+// ip.err set).
+func (ip *ingestProc) run(ctx context.Context, logf *os.File, args []string) bool {
 	for attempt := 1; ; attempt++ {
 		if ctx.Err() != nil {
-			ip.err = fmt.Errorf("ingest: %w after %d attempts", ctx.Err(), attempt-1)
-			return
+			ip.err = fmt.Errorf("ingest %v: %w after %d attempts", args[2:], ctx.Err(), attempt-1)
+			return false
 		}
 		if attempt > maxIngestAttempts {
-			ip.err = fmt.Errorf("ingest: still failing after %d attempts", maxIngestAttempts)
-			return
+			ip.err = fmt.Errorf("ingest %v: still failing after %d attempts", args[2:], maxIngestAttempts)
+			return false
 		}
-		fmt.Fprintf(logf, "--- attempt %d at %s\n", attempt, time.Now().Format(time.RFC3339Nano))
-		cmd := exec.CommandContext(ctx, ip.args[0], ip.args[1:]...)
+		fmt.Fprintf(logf, "--- %v attempt %d at %s\n", args[2:], attempt, time.Now().Format(time.RFC3339Nano))
+		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		ip.mu.Lock()
-		ip.attempts = attempt
+		ip.attempts++
 		err := cmd.Start()
 		if err == nil {
 			ip.cmd, ip.running = cmd, true
@@ -129,19 +169,19 @@ func (ip *ingestProc) loop(ctx context.Context) {
 		ip.mu.Unlock()
 		if err != nil {
 			ip.err = fmt.Errorf("ingest: %w", err)
-			return
+			return false
 		}
 		err = cmd.Wait()
 		ip.mu.Lock()
 		ip.running = false
 		ip.mu.Unlock()
 		if err == nil {
-			return
+			return true
 		}
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) {
 			ip.err = fmt.Errorf("ingest: %w", err)
-			return
+			return false
 		}
 		fmt.Fprintf(logf, "--- attempt %d: %v\n", attempt, err)
 		select {
@@ -164,6 +204,48 @@ func (ip *ingestProc) kill() bool {
 	}
 	ip.kills++
 	return true
+}
+
+// stallNext stops the running ingest (SIGSTOP) for d and continues it,
+// waiting up to wait for a run to start as killNext does; it reports
+// whether it stalled one.
+func (ip *ingestProc) stallNext(ctx context.Context, wait, d time.Duration) bool {
+	deadline := time.Now().Add(wait)
+	for {
+		ip.mu.Lock()
+		var proc *os.Process
+		if ip.running && ip.cmd != nil {
+			proc = ip.cmd.Process
+		}
+		ip.mu.Unlock()
+		if proc != nil && proc.Signal(syscall.SIGSTOP) == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+			proc.Signal(syscall.SIGCONT)
+			return true
+		}
+		if ip.finished() || ctx.Err() != nil || time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// killNext kills the running ingest, waiting up to wait for the next run to
+// start if none is running; it reports whether it killed one.
+func (ip *ingestProc) killNext(ctx context.Context, wait time.Duration) bool {
+	deadline := time.Now().Add(wait)
+	for {
+		if ip.kill() {
+			return true
+		}
+		if ip.finished() || ctx.Err() != nil || time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // finished reports whether the ingest is over (successfully or not).
@@ -191,7 +273,7 @@ func (ip *ingestProc) wait() {
 		}
 		ip.t.Fatalf("%v\n--- ingest log (tail):\n%s", ip.err, b)
 	}
-	ip.t.Logf("ingest succeeded on attempt %d", attempts)
+	ip.t.Logf("ingest succeeded: %d runs in %d attempts", len(ip.runs), attempts)
 }
 
 // rawStored returns the number of messages RAW holds, asking once with a

@@ -24,12 +24,20 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
 // chaosRoundTimeout bounds one round from deployment to verdict.
 const chaosRoundTimeout = 10 * time.Minute
+
+// chaosChunks and chaosChunkGap shape a round's ingest: the input in 40
+// files, 200 ms apart.
+const (
+	chaosChunks   = 40
+	chaosChunkGap = 200 * time.Millisecond
+)
 
 func envInt(t *testing.T, name string, def int) int {
 	t.Helper()
@@ -73,7 +81,16 @@ func (f *chaosFigures) String() string {
 		f.rounds, f.total(), strings.Join(per, ", "), f.events, f.equal, f.windows, f.lost, f.double, f.parityFailed)
 }
 
-func TestChaos(t *testing.T) {
+func TestChaos(t *testing.T) { chaosSoak(t, "chaos", chaosRound) }
+
+// TestChaosCluster is the soak in the cluster shape of docs/deployment.md
+// (three nats-server nodes, R3): the faults are SIGKILLs and SIGSTOP
+// stalls of random nodes, services, redis-server and ingest.
+func TestChaosCluster(t *testing.T) { chaosSoak(t, "chaos cluster", chaosClusterRound) }
+
+// chaosSoak runs rounds until at least RECEIPTFLOW_CHAOS_KILLS faults were
+// made and prints the summary line, headed label.
+func chaosSoak(t *testing.T, label string, round func(*testing.T, *rand.Rand, *chaosFigures)) {
 	seed := chaosSeed(t)
 	r := rand.New(rand.NewPCG(seed, seed^0x5eed))
 	target := envInt(t, "RECEIPTFLOW_CHAOS_KILLS", 100)
@@ -81,10 +98,10 @@ func TestChaos(t *testing.T) {
 	brokerSet.cleanRun(t)
 	began := time.Now()
 	fig := &chaosFigures{kills: map[string]int{}}
-	for round := 1; fig.total() < target && round <= maxRounds; round++ {
-		t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) { chaosRound(t, r, fig) })
+	for n := 1; fig.total() < target && n <= maxRounds; n++ {
+		t.Run(fmt.Sprintf("round%d", n), func(t *testing.T) { round(t, r, fig) })
 	}
-	line := fmt.Sprintf("chaos: seed %d, %s, %s", seed, fig, time.Since(began).Round(time.Second))
+	line := fmt.Sprintf("%s: seed %d, %s, %s", label, seed, fig, time.Since(began).Round(time.Second))
 	t.Log(line)
 	fmt.Println(line)
 	if fig.total() < target {
@@ -99,7 +116,10 @@ func chaosRound(t *testing.T, r *rand.Rand, fig *chaosFigures) {
 	ctx, cancel := context.WithTimeout(context.Background(), chaosRoundTimeout)
 	defer cancel()
 	admin := d.admin(ctx)
-	ip := d.startIngest(ctx, brokerSet.fixture(t))
+	// The input comes as chaosChunks files, one receiptctl ingest each,
+	// so that ingest runs through much of the round and is killed as
+	// often as any other process.
+	ip := d.startChunkedIngest(ctx, brokerSet.fixture(t), chaosChunks, chaosChunkGap)
 	victims := []string{"validator", "windower-0", "windower-1", "publisher", "nats-server", "redis-server", "ingest"}
 	kills := map[string]int{}
 	for ctx.Err() == nil {
@@ -124,14 +144,20 @@ func chaosRound(t *testing.T, r *rand.Rand, fig *chaosFigures) {
 		case "redis-server":
 			d.killRedis(t)
 		case "ingest":
-			if !ip.kill() {
-				continue // not running: nothing to kill
+			if !ip.killNext(ctx, time.Second) {
+				continue // over, or between runs for a second: nothing to kill
 			}
 		}
 		kills[v]++
 	}
 	ip.wait()
-	o := d.outcome(ctx, admin, brokerSet)
+	fig.add(t, d.outcome(ctx, admin, brokerSet), kills)
+}
+
+// add records one round's outcome and faults, logs them, and fails the
+// round if it differs from the clean run.
+func (fig *chaosFigures) add(t *testing.T, o *outcome, kills map[string]int) {
+	t.Helper()
 	fig.rounds++
 	fig.events += brokerEvents
 	fig.windows += o.windows
@@ -149,4 +175,79 @@ func chaosRound(t *testing.T, r *rand.Rand, fig *chaosFigures) {
 	t.Logf("round %d: %d kills %v, %d/%d windows equal, %d lost, %d double counted, parity holds %v",
 		fig.rounds, n, kills, o.equal, o.windows, o.lost, o.double, o.report.Holds)
 	o.require(t)
+}
+
+// chaosClusterRound is chaosRound in the cluster shape: every 100–400 ms
+// a random process gets a SIGKILL or a SIGSTOP stall of 0.5–3 s: a
+// service (restarted by its supervisor), one of the three nodes
+// (restarted on its store after 0.3–1 s), redis-server or the running
+// ingest. One fault at a time; a node may still be catching up when the
+// next fault hits another, so brief losses of quorum happen too.
+func chaosClusterRound(t *testing.T, r *rand.Rand, fig *chaosFigures) {
+	ctx, cancel := context.WithTimeout(context.Background(), chaosRoundTimeout)
+	defer cancel()
+	c := deployCluster(t, ctx)
+	admin := c.clusterAdmin(ctx)
+	c.startServices()
+	ip := c.startChunkedIngest(ctx, brokerSet.fixture(t), chaosChunks, chaosChunkGap)
+	victims := []string{"validator", "windower-0", "windower-1", "publisher", "node", "redis-server", "ingest"}
+	faults := map[string]int{}
+	stall := func() time.Duration { return time.Duration(500+r.IntN(2500)) * time.Millisecond }
+	for ctx.Err() == nil {
+		time.Sleep(time.Duration(100+r.IntN(300)) * time.Millisecond) // the schedule's interval
+		if ip.finished() {
+			if n, known := pending(ctx, admin); known && n == 0 {
+				break
+			}
+		}
+		v := victims[r.IntN(len(victims))]
+		stop := r.IntN(2) == 0
+		kind := v + " kill"
+		if stop {
+			kind = v + " stop"
+		}
+		switch v {
+		case "validator", "windower-0", "windower-1", "publisher":
+			p := c.procs[map[string]int{"validator": 0, "windower-0": 1, "windower-1": 2, "publisher": 3}[v]]
+			if stop {
+				p.signal(syscall.SIGSTOP)
+				time.Sleep(stall())
+				p.signal(syscall.SIGCONT)
+			} else {
+				p.kill()
+			}
+		case "node":
+			n := c.nodes[r.IntN(len(c.nodes))]
+			if stop {
+				if n.Pause() != nil {
+					continue
+				}
+				time.Sleep(stall())
+				n.Resume()
+			} else {
+				n.Kill()
+				time.Sleep(time.Duration(300+r.IntN(700)) * time.Millisecond)
+				if err := n.RestartErr(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case "redis-server":
+			if stop {
+				if c.redis.Signal(syscall.SIGSTOP) != nil {
+					continue
+				}
+				time.Sleep(stall())
+				c.redis.Signal(syscall.SIGCONT)
+			} else {
+				c.killRedis(t)
+			}
+		case "ingest":
+			if stop && !ip.stallNext(ctx, time.Second, stall()) || !stop && !ip.killNext(ctx, time.Second) {
+				continue // over, or between runs for a second
+			}
+		}
+		faults[kind]++
+	}
+	ip.wait()
+	fig.add(t, c.outcome(ctx, admin, brokerSet), faults)
 }

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -63,9 +64,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// binaries builds the three service binaries and receiptctl once.
+// binariesEnv names a directory of prebuilt validator, windower, publisher
+// and receiptctl binaries to test instead of this tree's (e.g. built from
+// an older commit, to show a fault test failing on the code before a fix).
+const binariesEnv = "RECEIPTFLOW_FAULTS_BIN"
+
+// binaries builds the three service binaries and receiptctl once (or
+// returns $RECEIPTFLOW_FAULTS_BIN).
 func binaries(t *testing.T) string {
 	t.Helper()
+	if dir := os.Getenv(binariesEnv); dir != "" {
+		return dir
+	}
 	buildOnce.Do(func() {
 		cmd := exec.Command("go", "build", "-o", binDir+"/",
 			"github.com/receiptflow/receiptflow/services/validator",
@@ -226,6 +236,15 @@ func (p *proc) kill() {
 	}
 }
 
+// signal sends sig to the current process (SIGSTOP/SIGCONT for a stall).
+func (p *proc) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil && p.cmd.Process != nil {
+		p.cmd.Process.Signal(sig)
+	}
+}
+
 func (p *proc) stop() {
 	p.mu.Lock()
 	p.stopping = true
@@ -306,11 +325,12 @@ func deployWith(t *testing.T, s setup) *deployment {
 func (d *deployment) startServices() {
 	t := d.t
 	t.Helper()
+	bin := binaries(t)
 	d.procs = []*proc{
-		startProc(t, binDir, "validator", d.env),
-		startProc(t, binDir, "windower", d.env, "--instance", "0", "--instances", "2"),
-		startProc(t, binDir, "windower", d.env, "--instance", "1", "--instances", "2"),
-		startProc(t, binDir, "publisher", d.env),
+		startProc(t, bin, "validator", d.env),
+		startProc(t, bin, "windower", d.env, "--instance", "0", "--instances", "2"),
+		startProc(t, bin, "windower", d.env, "--instance", "1", "--instances", "2"),
+		startProc(t, bin, "publisher", d.env),
 	}
 }
 
@@ -378,6 +398,29 @@ func (d *deployment) logRestarts() {
 		restarts = append(restarts, fmt.Sprintf("%s:%d", p.name, p.Restarts()))
 	}
 	d.t.Logf("restarts %v", restarts)
+	for _, p := range d.procs {
+		if p.Restarts() > 0 {
+			if last := p.lastErrors(3); last != "" {
+				d.t.Logf("%s's last errors:\n%s", p.name, last)
+			}
+		}
+	}
+}
+
+// lastErrors returns the last n ERROR lines of the process's log (all its
+// runs), for saying why a service exited that nobody killed.
+func (p *proc) lastErrors(n int) string {
+	b, err := os.ReadFile(p.log.Name())
+	if err != nil {
+		return ""
+	}
+	var errs []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "level=ERROR") || strings.Contains(l, `"level":"ERROR"`) {
+			errs = append(errs, l)
+		}
+	}
+	return strings.Join(errs[max(len(errs)-n, 0):], "\n")
 }
 
 // outcome waits for the pipeline to drain and compares what it published

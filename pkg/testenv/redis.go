@@ -125,6 +125,23 @@ func (p *RedisProc) Running() bool {
 	}
 }
 
+// Signal sends sig to the running server (e.g. SIGSTOP and SIGCONT for a
+// stalled server); it returns an error if none is running.
+func (p *RedisProc) Signal(sig os.Signal) error {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil || done == nil {
+		return errors.New("testenv: redis-server is not running")
+	}
+	select {
+	case <-done:
+		return errors.New("testenv: redis-server is not running")
+	default:
+	}
+	return cmd.Process.Signal(sig)
+}
+
 // Kill sends SIGKILL to the server, as a crash would, and waits until the
 // process has exited. Writes not yet on disk are lost (with WithAOF, every
 // acknowledged write is on disk). It does nothing if the process is not

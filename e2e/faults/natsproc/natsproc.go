@@ -142,24 +142,26 @@ func Start(t testing.TB, bin string, opts Options) *Server {
 // StartCluster starts n routed nodes on loopback, named rf-n1 … rf-nN, each
 // with its own store, and waits until every node is healthy (which needs a
 // JetStream meta leader). It returns the servers and the comma-separated
-// client URL list. The processes are killed by t.Cleanup.
-func StartCluster(t testing.TB, bin string, n int) ([]*Server, string) {
+// client URL list. The processes are killed by t.Cleanup. extra, if given,
+// is appended to every node's config file (e.g. lame-duck settings).
+func StartCluster(t testing.TB, bin string, n int, extra ...string) ([]*Server, string) {
 	t.Helper()
-	routes := make([]int, n)
-	for i := range routes {
-		p, err := freePort()
-		if err != nil {
-			t.Fatalf("natsproc: %v", err)
-		}
-		routes[i] = p
+	// Every port of the cluster (n client, n monitoring, n route ports) is
+	// distinct: the kernel may hand the same free port out twice in a row.
+	ports, err := distinctPorts(3 * n)
+	if err != nil {
+		t.Fatalf("natsproc: %v", err)
 	}
+	routes := ports[2*n:]
 	servers := make([]*Server, n)
 	urls := make([]string, n)
 	for i := range servers {
-		servers[i] = newServer(t, bin, Options{
+		servers[i] = newServerOn(t, bin, Options{
 			Name:    fmt.Sprintf("rf-n%d", i+1),
+			Port:    ports[i],
 			Cluster: &Cluster{Port: routes[i], Routes: routes},
-		})
+			Extra:   strings.Join(extra, "\n"),
+		}, ports[n+i])
 		if err := servers[i].spawn(); err != nil {
 			t.Fatalf("natsproc: start %s: %v", servers[i].opts.Name, err)
 		}
@@ -173,7 +175,33 @@ func StartCluster(t testing.TB, bin string, n int) ([]*Server, string) {
 	return servers, strings.Join(urls, ",")
 }
 
+// distinctPorts returns n distinct ports that were free a moment ago.
+func distinctPorts(n int) ([]int, error) {
+	seen := map[int]bool{}
+	var out []int
+	for tries := 0; len(out) < n; tries++ {
+		if tries > 10*n {
+			return nil, fmt.Errorf("natsproc: no %d distinct free ports", n)
+		}
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
 func newServer(t testing.TB, bin string, opts Options) *Server {
+	t.Helper()
+	return newServerOn(t, bin, opts, 0)
+}
+
+// newServerOn is newServer with the monitoring port mport (0: a free one).
+func newServerOn(t testing.TB, bin string, opts Options, mport int) *Server {
 	t.Helper()
 	if opts.Name == "" {
 		opts.Name = "rf-n1"
@@ -190,9 +218,12 @@ func newServer(t testing.TB, bin string, opts Options) *Server {
 	s := &Server{bin: bin, opts: opts, conf: filepath.Join(opts.Dir, "nats.conf"), logPath: filepath.Join(opts.Dir, "nats.log")}
 	t.Cleanup(s.stop)
 	var err error
-	if s.opts.Port == 0 {
+	switch {
+	case mport != 0:
+		s.mport = mport
+	case s.opts.Port == 0:
 		s.opts.Port, s.mport, err = freePort2()
-	} else {
+	default:
 		s.mport, err = freePort()
 	}
 	if err == nil {
@@ -288,6 +319,21 @@ func (s *Server) Signal(sig syscall.Signal) error {
 	default:
 	}
 	return cmd.Process.Signal(sig)
+}
+
+// PID returns the process id of the running server, 0 if none runs.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	select {
+	case <-s.done:
+		return 0
+	default:
+		return s.cmd.Process.Pid
+	}
 }
 
 // Pause stops the server's process (SIGSTOP) without killing it: a
