@@ -541,8 +541,8 @@ func TestHostileFutureTimestamp(t *testing.T) {
 // counted once (the first record) and every other version is rejected
 // conflicting_duplicate, also under another partition key; retries (other
 // ingested_at or producer_version, the v1 form) are dropped as retries.
-// Across partitions, which version wins is decided by which the validator
-// claims first; the test holds the invariants that do not depend on it.
+// Across partitions too the version with the lowest RAW sequence wins
+// (SPEC section 2), whatever order the validator's partitions claim in.
 func TestHostileConflictingDuplicate(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, r *hostileResult) { checkRow(t, r, "conflict") })
 
@@ -563,6 +563,13 @@ func TestHostileConflictingDuplicate(t *testing.T) {
 		}
 		if len(res.Windows) != 1 || res.Windows[0].Count != 1 {
 			t.Fatalf("windows %+v, want one count", res.Windows)
+		}
+		// The lowest RAW sequence is the first line, in partition a.
+		for _, p := range res.Windows[0].Partitions {
+			if want := map[bool]int64{true: 1, false: 0}[p.Partition == partitionOf(a)]; p.Count != want {
+				t.Fatalf("partition %d counts %d, want %d: the first version (RAW's lowest sequence, partition %d) must win",
+					p.Partition, p.Count, want, partitionOf(a))
+			}
 		}
 	})
 }

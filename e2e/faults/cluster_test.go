@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,11 +68,14 @@ func clusterIngestFaults(t *testing.T, k int, kind string, fault func(c *cluster
 }
 
 // clusterDeliveryFaults runs k faults while the services deliver and no
-// publish is in flight: the fixture is ingested in 3k chunks, one
-// receiptctl ingest each, and right after a chunk's ingest has exited, while
-// the services still have that chunk pending, a fault hits; the next chunk
-// is ingested once the cluster has recovered. (A backlog ingested first
-// drains before nine faults and their recoveries are over.)
+// publish is in flight: the fixture is ingested in 2k chunks, one
+// receiptctl ingest each. For every other chunk the validator is held
+// (SIGSTOP) while the chunk is ingested, so that when ingest has exited
+// the whole chunk is still to be delivered; the validator is continued
+// and the fault hits at once. The next chunk is ingested once the cluster
+// has recovered. (A backlog ingested first drains before nine faults and
+// their recoveries are over; without the hold, a small chunk can be
+// delivered before its fault.)
 func clusterDeliveryFaults(t *testing.T, k int, kind string, fault func(c *clusterDeployment, ctx context.Context, r *rand.Rand, admin *pipeline.Conn, target string)) {
 	r := chaosRand(t)
 	brokerSet.cleanRun(t)
@@ -81,19 +85,26 @@ func clusterDeliveryFaults(t *testing.T, k int, kind string, fault func(c *clust
 	admin := c.clusterAdmin(ctx)
 	c.startServices()
 	plan := targets(r, k)
-	paths, _ := splitFixture(t, brokerSet.fixture(t), 3*k)
+	paths, _ := splitFixture(t, brokerSet.fixture(t), 2*k)
+	validator := c.procs[0]
 	faults := 0
 	for i, p := range paths {
 		args := []string{"--events", p}
 		if i == len(paths)-1 {
 			args = append(args, "--end-of-stream")
 		}
-		c.startIngestArgs(ctx, args...).wait()
-		if faults == k {
+		hold := i%2 == 0 && faults < k
+		if hold {
+			validator.signal(syscall.SIGSTOP)
+		}
+		ip := c.startIngestArgs(ctx, args...)
+		ip.wait()
+		if !hold {
 			continue
 		}
-		if n, known := pending(ctx, admin); !known || n == 0 {
-			continue // delivered already: not a fault during delivery
+		validator.signal(syscall.SIGCONT)
+		if n, known := pending(ctx, admin); known && n == 0 {
+			t.Fatalf("chunk %d: nothing pending although the validator was held while it was ingested", i)
 		}
 		fault(c, ctx, r, admin, plan[faults])
 		faults++

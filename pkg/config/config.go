@@ -1,6 +1,6 @@
 // Package config holds the flags every receiptflow command shares (SPEC
-// section 6: --partitions --lateness --grace --stale-after --nats-url
-// --redis-url --failpoints), with their environment fallbacks.
+// section 6: --partitions --lateness --grace --stale-after --max-future-skew
+// --nats-url --redis-url --failpoints), with their environment fallbacks.
 package config
 
 import (
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
 	"github.com/receiptflow/receiptflow/pkg/window"
 )
@@ -21,10 +22,13 @@ type Common struct {
 	Lateness   time.Duration
 	Grace      time.Duration
 	StaleAfter time.Duration
-	NATSURL    string
-	RedisURL   string
-	Failpoints string
-	Generation string
+	// MaxFutureSkew: an event time later than the record's received time
+	// plus this is future_timestamp (SPEC section 2).
+	MaxFutureSkew time.Duration
+	NATSURL       string
+	RedisURL      string
+	Failpoints    string
+	Generation    string
 	// ReplayHorizon: window state is retired this long (event time) after
 	// the window became final; 0 keeps it forever.
 	ReplayHorizon time.Duration
@@ -39,6 +43,8 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.Partitions, "partitions", 8, "number of partitions P (fnv1a32(partition_key) mod P)")
 	fs.DurationVar(&c.Lateness, "lateness", 5*time.Minute, "watermark lateness: W_p = max event time - lateness")
 	fs.DurationVar(&c.Grace, "grace", time.Hour, "grace after a window's end during which late events are counted as corrections")
+	fs.DurationVar(&c.MaxFutureSkew, "max-future-skew", envDuration("RECEIPTS_MAX_FUTURE_SKEW", contract.DefaultMaxFutureSkew),
+		"how far after its received time (the broker's timestamp of its RAW message) an event may have occurred; later is future_timestamp (env RECEIPTS_MAX_FUTURE_SKEW)")
 	fs.DurationVar(&c.StaleAfter, "stale-after", 2*time.Minute, "wall-clock silence of the source after which readers are told the data is stale")
 	fs.StringVar(&c.NATSURL, "nats-url", os.Getenv("NATS_URL"), "NATS server URL (env NATS_URL); empty starts an embedded server where the command supports it")
 	fs.StringVar(&c.RedisURL, "redis-url", os.Getenv("REDIS_URL"), "Redis URL redis://host:port (env REDIS_URL); empty starts an embedded miniredis where the command supports it")
@@ -59,6 +65,8 @@ func (c *Common) Validate() error {
 		return fmt.Errorf("--grace must not be negative")
 	case c.ReplayHorizon < 0:
 		return fmt.Errorf("--replay-horizon must not be negative")
+	case c.MaxFutureSkew <= 0:
+		return fmt.Errorf("--max-future-skew must be positive, got %s", c.MaxFutureSkew)
 	case c.StaleAfter <= 0:
 		return fmt.Errorf("--stale-after must be positive")
 	case c.Generation == "" || strings.ContainsAny(c.Generation, ".*> {}:"):
@@ -69,6 +77,21 @@ func (c *Common) Validate() error {
 	}
 	_, err := failpoint.Parse(c.Failpoints, failpoint.InProcess)
 	return err
+}
+
+// Contract returns the record contract's options the flags set.
+func (c *Common) Contract() contract.Options {
+	return contract.Options{MaxFutureSkew: c.MaxFutureSkew}
+}
+
+// envDuration reads a duration from the environment, def when unset or
+// unreadable (the flag's own parse then names a bad value given on the
+// command line).
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return d
+	}
+	return def
 }
 
 // Hot returns the parsed --hot-keys (nil when none or invalid; Validate

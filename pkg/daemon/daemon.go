@@ -167,7 +167,7 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d.Registerer = reg
-	if d.Validator, err = contract.NewValidator(contract.Options{}); err != nil {
+	if d.Validator, err = contract.NewValidator(c.Contract()); err != nil {
 		return err
 	}
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/receiptflow/receiptflow/pkg/embedded"
@@ -341,6 +342,10 @@ func TestTransient(t *testing.T) {
 		{"nats: no servers", fmt.Errorf("pipeline: connect: %w", nats.ErrNoServers), true},
 		{"nats: request timed out", nats.ErrTimeout, true},
 		{"nats: no responders (JetStream restarting)", nats.ErrNoResponders, true},
+		// A KV put published asynchronously whose ack never came: the
+		// stream's leader was stalled or lost (seen in the cluster fault
+		// tests: the publisher exited on it).
+		{"jetstream: async publish ack timed out", fmt.Errorf("publisher: put window.x: %w", jetstream.ErrAsyncPublishTimeout), true},
 		{"redis: connection refused", dial, true},
 		{"not there yet", fmt.Errorf("%w: stream not found", pipeline.ErrNotYet), true},
 		{"deadline", context.DeadlineExceeded, true},

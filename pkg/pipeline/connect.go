@@ -459,7 +459,7 @@ func WaitFor(ctx context.Context, op func(context.Context) error, notify func(at
 
 // Transient reports whether err says a server is away for now and a
 // later attempt may succeed: it is unreachable (refused, reset, timed out,
-// not resolvable yet), restarting (no NATS server, no JetStream responder
+// not resolvable yet, an asynchronous publish never acknowledged), restarting (no NATS server, no JetStream responder
 // yet) or loading its data (Redis -LOADING, -MASTERDOWN, -TRYAGAIN,
 // -CLUSTERDOWN, -BUSY). Refused credentials, certificates and permissions
 // are not transient, whatever else err wraps: waiting does not fix them.
@@ -475,6 +475,7 @@ func Transient(err error) bool {
 		nats.ErrNoServers, nats.ErrTimeout, nats.ErrNoResponders, nats.ErrDisconnected, nats.ErrConnectionReconnecting,
 		nats.ErrStaleConnection, nats.ErrMaxConnectionsExceeded,
 		jetstream.ErrNoHeartbeat, jetstream.ErrJetStreamNotEnabled, jetstream.ErrServerShutdown,
+		jetstream.ErrAsyncPublishTimeout, nats.ErrAsyncPublishTimeout,
 	} {
 		if errors.Is(err, t) {
 			return true

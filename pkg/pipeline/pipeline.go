@@ -42,6 +42,9 @@ type Config struct {
 	Lateness   time.Duration
 	Grace      time.Duration
 	StaleAfter time.Duration
+	// Contract configures the record validator (contract.Options; the
+	// zero value is the contract's defaults).
+	Contract contract.Options
 	// NATSURL and RedisURL select real servers; empty starts embedded ones.
 	NATSURL  string
 	RedisURL string
@@ -157,7 +160,7 @@ func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 		return nil, err
 	}
 	p.Store = ledger.NewStore(p.Redis, ledger.Keys{Prefix: p.Names.RedisPrefix()}, cfg.Lateness, cfg.Grace, ledger.WithHorizon(cfg.ReplayHorizon))
-	if p.Validator, err = contract.NewValidator(contract.Options{}); err != nil {
+	if p.Validator, err = contract.NewValidator(cfg.Contract); err != nil {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())

@@ -66,7 +66,7 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := rawReady(ctx, conn.JS, refusals, c, natsSec, *ensure); err != nil {
 		return err
 	}
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(c.Contract())
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return fmt.Errorf("redis %s as %s: %w (the RAW replay claims event ids as the validator does: give an operator user with --redis-user and --redis-password-file or REDIS_PASSWORD)",
 				pipeline.RedactURL(c.RedisURL), redisWho(redisSec), err2)
 		}
-		v, err2 := contract.NewValidator(contract.Options{})
+		v, err2 := contract.NewValidator(c.Contract())
 		if err2 != nil {
 			return err2
 		}

@@ -25,6 +25,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	syncAlways := fs.Bool("sync-always", false, "embedded nats-server fsyncs every write (sync_interval: always)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up if the pipeline has not drained by then")
 	verbose := fs.Bool("v", false, "log service events to stderr")
+	stall := fs.Duration("stall-timeout", pipeline.DefaultStallTimeout, "stop, naming the stuck stage, when the pipeline makes no progress for this long (exit 1)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -33,6 +34,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if err := c.Validate(); err != nil {
 		return usageError("%v", err)
+	}
+	if *stall <= 0 {
+		return usageError("--stall-timeout must be positive, got %s", *stall)
 	}
 	fps, _ := failpoint.Parse(c.Failpoints, failpoint.InProcess)
 	log := slog.New(slog.DiscardHandler)
@@ -44,10 +48,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	res, err := pipeline.Run(ctx, pipeline.RunConfig{
 		Config: pipeline.Config{
 			Partitions: c.Partitions, HotKeys: c.Hot(), Lateness: c.Lateness, Grace: c.Grace, StaleAfter: c.StaleAfter,
-			NATSURL: c.NATSURL, RedisURL: c.RedisURL, DataDir: *dataDir, SyncAlways: *syncAlways,
+			Contract: c.Contract(), NATSURL: c.NATSURL, RedisURL: c.RedisURL, DataDir: *dataDir, SyncAlways: *syncAlways,
 			Generation: c.Generation, ReplayHorizon: c.ReplayHorizon, Failpoints: fps, Logger: log,
 		},
-		Events: *events, Out: *out, Progress: stderr, HeartbeatEvery: *hbEvery,
+		Events: *events, Out: *out, Progress: stderr, HeartbeatEvery: *hbEvery, StallTimeout: *stall,
 	})
 	if err != nil {
 		return err

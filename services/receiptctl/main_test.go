@@ -151,3 +151,56 @@ func TestReconcileJudgesARunsArtifacts(t *testing.T) {
 		t.Fatalf("reconcile with a changed LATE watermark: exit %d\n%s", code, out)
 	}
 }
+
+// TestRunMaxFutureSkew: --max-future-skew (a common flag, SPEC section 6)
+// reaches the validator of run. An event 20 minutes after its received
+// time is future_timestamp under the default 5m skew and counted with
+// --max-future-skew 1h; a skew that is not positive is a usage error.
+func TestRunMaxFutureSkew(t *testing.T) {
+	b, err := os.ReadFile(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	soon := time.Now().UTC().Add(20 * time.Minute).Format(time.RFC3339)
+	line := `{"schema_version":2,"event_id":"evt-soon","receipt_id":"rcpt-soon","type":"submitted","occurred_at":"` + soon +
+		`","partition_key":"store-a","producer_version":"pos-2.4.1"}` + "\n"
+	path := filepath.Join(t.TempDir(), "events.ndjson")
+	if err := os.WriteFile(path, append(b, line...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rejected := func(args ...string) []string {
+		t.Helper()
+		dir := t.TempDir()
+		code, out, errOut := runCLI(t, append([]string{"run", "--events", path, "--out", dir}, args...)...)
+		if code != 0 {
+			t.Fatalf("run %v: exit %d\n%s\n%s", args, code, out, errOut)
+		}
+		rb, err := os.ReadFile(filepath.Join(dir, "rejected.ndjson"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, l := range strings.Split(strings.TrimSpace(string(rb)), "\n") {
+			var r struct {
+				EventID string `json:"event_id"`
+				Reason  string `json:"reason"`
+			}
+			if json.Unmarshal([]byte(l), &r) == nil && r.EventID == "evt-soon" {
+				ids = append(ids, r.Reason)
+			}
+		}
+		return ids
+	}
+	if got := rejected(); len(got) != 1 || got[0] != "future_timestamp" {
+		t.Fatalf("default skew: evt-soon rejected as %v, want [future_timestamp]", got)
+	}
+	if got := rejected("--max-future-skew", "1h"); len(got) != 0 {
+		t.Fatalf("--max-future-skew 1h: evt-soon rejected as %v, want counted", got)
+	}
+	if code, _, errOut := runCLI(t, "run", "--events", path, "--out", t.TempDir(), "--max-future-skew", "0s"); code != 2 || !strings.Contains(errOut, "--max-future-skew") {
+		t.Fatalf("--max-future-skew 0s: exit %d, %q; want 2 naming the flag", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "run", "--events", path, "--out", t.TempDir(), "--stall-timeout", "-1s"); code != 2 || !strings.Contains(errOut, "--stall-timeout") {
+		t.Fatalf("--stall-timeout -1s: exit %d, %q; want 2 naming the flag", code, errOut)
+	}
+}
