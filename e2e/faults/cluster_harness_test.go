@@ -80,12 +80,22 @@ func (c *clusterDeployment) clusterAdmin(ctx context.Context) *pipeline.Conn {
 	}
 	t.Cleanup(admin.Close)
 	for _, base := range []string{stream.Raw, stream.Valid} {
-		s, err := admin.JS.Stream(ctx, stream.For("").Stream(base))
-		if err != nil {
-			t.Fatalf("stream %s: %v", base, err)
-		}
-		if r := s.CachedInfo().Config.Replicas; r != 3 {
-			t.Fatalf("stream %s has %d replicas, want 3 (set-up job --replicas 3)", base, r)
+		// Each request gets its own deadline: one sent while the cluster
+		// is still settling may never be answered (a chaos round waited
+		// its whole 10 minutes on one).
+		var replicas int
+		testenv.CheckFor(t, currentTimeout, 100*time.Millisecond, func() error {
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			s, err := admin.JS.Stream(rctx, stream.For("").Stream(base))
+			if err != nil {
+				return fmt.Errorf("stream %s: %w", base, err)
+			}
+			replicas = s.CachedInfo().Config.Replicas
+			return nil
+		})
+		if replicas != 3 {
+			t.Fatalf("stream %s has %d replicas, want 3 (set-up job --replicas 3)", base, replicas)
 		}
 	}
 	return admin
