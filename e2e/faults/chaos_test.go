@@ -57,6 +57,7 @@ type chaosFigures struct {
 	rounds, events, windows, equal, parityFailed int
 	lost, double                                 int64
 	kills                                        map[string]int
+	noun                                         string // "kills", or "faults" where stalls count too
 }
 
 func (f *chaosFigures) total() int {
@@ -77,27 +78,27 @@ func (f *chaosFigures) String() string {
 	for _, n := range names {
 		per = append(per, fmt.Sprintf("%s %d", n, f.kills[n]))
 	}
-	return fmt.Sprintf("%d rounds, %d kills (%s), %d events, %d/%d windows equal, %d lost, %d double counted, parity failed %d",
-		f.rounds, f.total(), strings.Join(per, ", "), f.events, f.equal, f.windows, f.lost, f.double, f.parityFailed)
+	return fmt.Sprintf("%d rounds, %d %s (%s), %d events, %d/%d windows equal, %d lost, %d double counted, parity failed %d",
+		f.rounds, f.total(), f.noun, strings.Join(per, ", "), f.events, f.equal, f.windows, f.lost, f.double, f.parityFailed)
 }
 
-func TestChaos(t *testing.T) { chaosSoak(t, "chaos", chaosRound) }
+func TestChaos(t *testing.T) { chaosSoak(t, "chaos", "kills", chaosRound) }
 
 // TestChaosCluster is the soak in the cluster shape of docs/deployment.md
 // (three nats-server nodes, R3): the faults are SIGKILLs and SIGSTOP
 // stalls of random nodes, services, redis-server and ingest.
-func TestChaosCluster(t *testing.T) { chaosSoak(t, "chaos cluster", chaosClusterRound) }
+func TestChaosCluster(t *testing.T) { chaosSoak(t, "chaos cluster", "faults", chaosClusterRound) }
 
 // chaosSoak runs rounds until at least RECEIPTFLOW_CHAOS_KILLS faults were
 // made and prints the summary line, headed label.
-func chaosSoak(t *testing.T, label string, round func(*testing.T, *rand.Rand, *chaosFigures)) {
+func chaosSoak(t *testing.T, label, noun string, round func(*testing.T, *rand.Rand, *chaosFigures)) {
 	seed := chaosSeed(t)
 	r := rand.New(rand.NewPCG(seed, seed^0x5eed))
 	target := envInt(t, "RECEIPTFLOW_CHAOS_KILLS", 100)
 	maxRounds := envInt(t, "RECEIPTFLOW_CHAOS_ROUNDS", 20)
 	brokerSet.cleanRun(t)
 	began := time.Now()
-	fig := &chaosFigures{kills: map[string]int{}}
+	fig := &chaosFigures{kills: map[string]int{}, noun: noun}
 	for n := 1; fig.total() < target && n <= maxRounds; n++ {
 		t.Run(fmt.Sprintf("round%d", n), func(t *testing.T) { round(t, r, fig) })
 	}
@@ -105,7 +106,7 @@ func chaosSoak(t *testing.T, label string, round func(*testing.T, *rand.Rand, *c
 	t.Log(line)
 	fmt.Println(line)
 	if fig.total() < target {
-		t.Errorf("only %d kills in %d rounds (want %d)", fig.total(), fig.rounds, target)
+		t.Errorf("only %d %s in %d rounds (want %d)", fig.total(), fig.noun, fig.rounds, target)
 	}
 }
 
@@ -172,7 +173,7 @@ func (fig *chaosFigures) add(t *testing.T, o *outcome, kills map[string]int) {
 		fig.kills[v] += k
 		n += k
 	}
-	t.Logf("round %d: %d kills %v, %d/%d windows equal, %d lost, %d double counted, parity holds %v",
+	t.Logf("round %d: %d "+fig.noun+" %v, %d/%d windows equal, %d lost, %d double counted, parity holds %v",
 		fig.rounds, n, kills, o.equal, o.windows, o.lost, o.double, o.report.Holds)
 	o.require(t)
 }
