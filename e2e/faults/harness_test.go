@@ -436,14 +436,12 @@ func (d *deployment) outcome(ctx context.Context, admin *pipeline.Conn, ds *data
 		b, _, berr := pipeline.Backlog(context.Background(), admin.JS, names, services, 8)
 		t.Fatalf("pipeline did not drain: %v (backlog %v %v)", err, b, berr)
 	}
-	windows, err := pipeline.ReadWindows(ctx, admin.JS, names)
-	if err != nil {
-		t.Fatal(err)
-	}
-	late, err := pipeline.ReadLate(ctx, admin.JS, names)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Right after a fault the first reads may find no responder yet (a
+	// cluster still settling): those are read again; anything else fails.
+	var windows []snapshot.Window
+	var late []reconcile.LateRow
+	readAgain(t, "KV windows", func() (err error) { windows, err = pipeline.ReadWindows(ctx, admin.JS, names); return err })
+	readAgain(t, "LATE", func() (err error) { late, err = pipeline.ReadLate(ctx, admin.JS, names); return err })
 	v, err := contract.NewValidator(contract.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -469,6 +467,23 @@ func (d *deployment) outcome(ctx context.Context, admin *pipeline.Conn, ds *data
 	o.missingRaw = d.missingFrom(ctx, admin, stream.Raw, batch, o)
 	o.missing = d.missingFrom(ctx, admin, stream.Valid, batch, o)
 	return o
+}
+
+// readAgain calls read until it succeeds, for up to a minute while its
+// error is transient (pipeline.Transient); it fails t otherwise.
+func readAgain(t *testing.T, what string, read func() error) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := read()
+		if err == nil {
+			return
+		}
+		if !pipeline.Transient(err) || time.Now().After(deadline) {
+			t.Fatalf("reading %s: %v", what, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // outcome is what a faulty run ended with, measured against the clean run.

@@ -346,6 +346,9 @@ func TestTransient(t *testing.T) {
 		// stream's leader was stalled or lost (seen in the cluster fault
 		// tests: the publisher exited on it).
 		{"jetstream: async publish ack timed out", fmt.Errorf("publisher: put window.x: %w", jetstream.ErrAsyncPublishTimeout), true},
+		// A publish answered by no stream leader (an election): seen
+		// too, the publisher exited on it.
+		{"jetstream: no response from stream", fmt.Errorf("publisher: put window.x: %w", jetstream.ErrNoStreamResponse), true},
 		{"redis: connection refused", dial, true},
 		{"not there yet", fmt.Errorf("%w: stream not found", pipeline.ErrNotYet), true},
 		{"deadline", context.DeadlineExceeded, true},

@@ -476,6 +476,7 @@ func Transient(err error) bool {
 		nats.ErrStaleConnection, nats.ErrMaxConnectionsExceeded,
 		jetstream.ErrNoHeartbeat, jetstream.ErrJetStreamNotEnabled, jetstream.ErrServerShutdown,
 		jetstream.ErrAsyncPublishTimeout, nats.ErrAsyncPublishTimeout,
+		jetstream.ErrNoStreamResponse, nats.ErrNoStreamResponse,
 	} {
 		if errors.Is(err, t) {
 			return true
