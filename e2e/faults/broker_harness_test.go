@@ -114,13 +114,19 @@ func (d *deployment) startIngestRuns(ctx context.Context, gap time.Duration, run
 func (d *deployment) startChunkedIngest(ctx context.Context, path string, n int, gap time.Duration) *ingestProc {
 	paths, _ := splitFixture(d.t, path, n)
 	runs := make([][]string, len(paths))
-	for i, p := range paths {
-		runs[i] = []string{"--events", p}
-		if i == len(paths)-1 {
-			runs[i] = append(runs[i], "--end-of-stream")
-		}
+	for i := range paths {
+		runs[i] = chunkArgs(paths, i)
 	}
 	return d.startIngestRuns(ctx, gap, runs...)
+}
+
+// chunkArgs are the ingest arguments of chunk i of paths: the last one
+// closes the input with --end-of-stream.
+func chunkArgs(paths []string, i int) []string {
+	if i == len(paths)-1 {
+		return []string{"--events", paths[i], "--end-of-stream"}
+	}
+	return []string{"--events", paths[i]}
 }
 
 func (ip *ingestProc) loop(ctx context.Context) {

@@ -270,11 +270,7 @@ func (c *clusterDeployment) chunkedIngest(ctx context.Context, admin *pipeline.C
 	t.Helper()
 	paths, counts := splitFixture(t, path, chunks)
 	faults := 0
-	for i, p := range paths {
-		args := []string{"--events", p}
-		if i == len(paths)-1 {
-			args = append(args, "--end-of-stream")
-		}
+	for i := range paths {
 		var base uint64
 		if faultAt[i] {
 			testenv.CheckFor(t, currentTimeout, 50*time.Millisecond, func() error {
@@ -283,7 +279,7 @@ func (c *clusterDeployment) chunkedIngest(ctx context.Context, admin *pipeline.C
 				return err
 			})
 		}
-		ip := c.startIngestArgs(ctx, args...)
+		ip := c.startIngestArgs(ctx, chunkArgs(paths, i)...)
 		if faultAt[i] && untilRAW(ctx, admin, ip, base+uint64(counts[i]/4)) {
 			fault()
 			faults++
@@ -291,6 +287,23 @@ func (c *clusterDeployment) chunkedIngest(ctx context.Context, admin *pipeline.C
 		ip.wait()
 	}
 	return faults
+}
+
+// verdict ends a fault test: it logs the restarts and the faults'
+// victims, requires the outcome to equal the clean run, that all k faults
+// happened (while: when they had to) and that each leader was hit twice.
+func (c *clusterDeployment) verdict(ctx context.Context, admin *pipeline.Conn, kind string, faults, k int, while string) {
+	t := c.t
+	t.Helper()
+	c.logRestarts()
+	c.logHits(kind, faults)
+	o := c.outcome(ctx, admin, brokerSet)
+	t.Logf("%d of %d windows equal the clean run's", o.equal, o.windows)
+	o.require(t)
+	if faults < k {
+		t.Fatalf("only %d of %d faults happened %s", faults, k, while)
+	}
+	c.requireHits(t)
 }
 
 // logHits logs the faults' victims.

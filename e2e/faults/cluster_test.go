@@ -56,15 +56,7 @@ func clusterIngestFaults(t *testing.T, k int, kind string, fault func(c *cluster
 		fault(c, ctx, r, admin, plan[i])
 		i++
 	})
-	c.logRestarts()
-	c.logHits(kind+" during ingest", faults)
-	o := c.outcome(ctx, admin, brokerSet)
-	t.Logf("%d of %d windows equal the clean run's", o.equal, o.windows)
-	o.require(t)
-	if faults < k {
-		t.Fatalf("only %d of %d faults happened while ingest ran", faults, k)
-	}
-	c.requireHits(t)
+	c.verdict(ctx, admin, kind+" during ingest", faults, k, "while ingest ran")
 }
 
 // clusterDeliveryFaults runs k faults while the services deliver and no
@@ -88,17 +80,12 @@ func clusterDeliveryFaults(t *testing.T, k int, kind string, fault func(c *clust
 	paths, _ := splitFixture(t, brokerSet.fixture(t), 2*k)
 	validator := c.procs[0]
 	faults := 0
-	for i, p := range paths {
-		args := []string{"--events", p}
-		if i == len(paths)-1 {
-			args = append(args, "--end-of-stream")
-		}
+	for i := range paths {
 		hold := i%2 == 0 && faults < k
 		if hold {
 			validator.signal(syscall.SIGSTOP)
 		}
-		ip := c.startIngestArgs(ctx, args...)
-		ip.wait()
+		c.startIngestArgs(ctx, chunkArgs(paths, i)...).wait()
 		if !hold {
 			continue
 		}
@@ -109,15 +96,7 @@ func clusterDeliveryFaults(t *testing.T, k int, kind string, fault func(c *clust
 		fault(c, ctx, r, admin, plan[faults])
 		faults++
 	}
-	c.logRestarts()
-	c.logHits(kind+" during delivery", faults)
-	o := c.outcome(ctx, admin, brokerSet)
-	t.Logf("%d of %d windows equal the clean run's", o.equal, o.windows)
-	o.require(t)
-	if faults < k {
-		t.Fatalf("only %d of %d faults happened while the services delivered", faults, k)
-	}
-	c.requireHits(t)
+	c.verdict(ctx, admin, kind+" during delivery", faults, k, "while the services delivered")
 }
 
 func sigkill(c *clusterDeployment, ctx context.Context, r *rand.Rand, admin *pipeline.Conn, target string) {
