@@ -15,11 +15,12 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/dashboard"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
-	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // browserArtifacts is where the browser tests save screenshots (gitignored).
@@ -223,7 +224,7 @@ func browserStartRig(t *testing.T, staleAfter time.Duration) *browserRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	conn, err := pipeline.ConnectNATS(url, "receiptflow-dashboard")
+	conn, err := connect.ConnectNATS(url, "receiptflow-dashboard")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +285,7 @@ func (r *browserRig) restartNATS() {
 	testenv.CheckFor(r.t, 20*time.Second, 100*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(r.ctx, time.Second)
 		defer cancel()
-		_, err := r.p.Admin.JS.Stream(ctx, stream.Raw)
+		_, err := r.p.Admin.JS.Stream(ctx, wire.Raw)
 		return err
 	})
 }

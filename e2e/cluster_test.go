@@ -36,11 +36,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // clusterNATS starts three nodes of deploy/nats/nats.conf routed to each
@@ -73,7 +75,7 @@ func TestClusterNATSNodeLossKeepsWindows(t *testing.T) {
 	secSetup(t, ctx, urls, 3)
 	phase("streams and buckets created at R3")
 	admin := secConnect(t, urls, "admin")
-	for _, name := range []string{stream.Raw, stream.Valid, stream.Rejected, stream.Late, stream.Changes, "KV_receipts-1", "KV_receipts"} {
+	for _, name := range []string{wire.Raw, wire.Valid, wire.Rejected, wire.Late, wire.Changes, "KV_receipts-1", "KV_receipts"} {
 		st, err := admin.JS.Stream(ctx, name)
 		if err != nil {
 			t.Fatal(err)
@@ -91,8 +93,8 @@ func TestClusterNATSNodeLossKeepsWindows(t *testing.T) {
 	// atomic batches (stream.OrderedPublisher), so each partition of VALID
 	// stays in RAW order through the lost publishes and their retries.
 	// A publish lost with the node fails after this long instead of 15s.
-	defer func(d time.Duration) { pipeline.PublishAckTimeout = d }(pipeline.PublishAckTimeout)
-	pipeline.PublishAckTimeout = 5 * time.Second
+	defer func(d time.Duration) { connect.PublishAckTimeout = d }(connect.PublishAckTimeout)
+	connect.PublishAckTimeout = 5 * time.Second
 
 	svcCtx, stopServices := secServiceContext()
 	defer stopServices()
@@ -129,7 +131,7 @@ func TestClusterNATSNodeLossKeepsWindows(t *testing.T) {
 		var l loss
 		defer func() { lost <- l }()
 		for {
-			valid, err := admin.JS.Stream(ctx, stream.Valid)
+			valid, err := admin.JS.Stream(ctx, wire.Valid)
 			if err != nil {
 				l.err = err
 				return
@@ -156,7 +158,7 @@ func TestClusterNATSNodeLossKeepsWindows(t *testing.T) {
 					l.err = fmt.Errorf("VALID has no leader: %+v", info.Cluster)
 					return
 				}
-				if raw, err := admin.JS.Stream(ctx, stream.Raw); err == nil {
+				if raw, err := admin.JS.Stream(ctx, wire.Raw); err == nil {
 					if ri, err := raw.Info(ctx); err == nil {
 						l.raw = ri.State.Msgs
 					}
@@ -189,7 +191,7 @@ func TestClusterNATSNodeLossKeepsWindows(t *testing.T) {
 		t.Fatalf("%v (goroutine stacks in %s)", err, path)
 	}
 	phase("drained on two nodes")
-	got, err := pipeline.ReadWindows(ctx, admin.JS, stream.For(""))
+	got, err := pipeline.ReadWindows(ctx, admin.JS, wire.For(""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +410,7 @@ func TestClusterRedisScriptsStayInOneSlot(t *testing.T) {
 		secIngest(t, ctx, ingestConn.JS, events)
 		admin := secConnect(t, natsURL, "admin")
 		secWaitDrained(t, ctx, admin.JS, 8+8+1, 60*time.Second)
-		got, err := pipeline.ReadWindows(ctx, admin.JS, stream.For(""))
+		got, err := pipeline.ReadWindows(ctx, admin.JS, wire.For(""))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -443,12 +445,12 @@ func clusterOrderReport(t testing.TB, ctx context.Context, js jetstream.JetStrea
 	t.Helper()
 	last := map[string]uint64{}
 	breaks := map[string]int{}
-	err := stream.ReadAll(ctx, js, stream.Valid, func(m jetstream.Msg) error {
-		raw, _ := strconv.ParseUint(m.Headers().Get(stream.HdrRawSeq), 10, 64)
+	err := stream.ReadAll(ctx, js, wire.Valid, func(m jetstream.Msg) error {
+		raw, _ := strconv.ParseUint(m.Headers().Get(wire.HdrRawSeq), 10, 64)
 		meta, _ := m.Metadata()
 		if raw < last[m.Subject()] {
 			if breaks[m.Subject()] < 3 {
-				t.Logf("%s: VALID seq %d holds RAW seq %d after RAW seq %d (heartbeat %q)", m.Subject(), meta.Sequence.Stream, raw, last[m.Subject()], m.Headers().Get(stream.HdrHeartbeat))
+				t.Logf("%s: VALID seq %d holds RAW seq %d after RAW seq %d (heartbeat %q)", m.Subject(), meta.Sequence.Stream, raw, last[m.Subject()], m.Headers().Get(wire.HdrHeartbeat))
 			}
 			breaks[m.Subject()]++
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // comparable is the part of a snapshot that must be identical between a
@@ -25,7 +25,7 @@ type comparable struct {
 	Partitions  string
 }
 
-func project(ws []snapshot.Window) []comparable {
+func project(ws []wire.Window) []comparable {
 	out := make([]comparable, len(ws))
 	for i, w := range ws {
 		out[i] = comparable{w.WindowID, w.Count, w.Version, string(w.Status), w.Corrections, w.LateDropped, w.Digest, partialsText(w.Partitions)}
@@ -33,7 +33,7 @@ func project(ws []snapshot.Window) []comparable {
 	return out
 }
 
-func partialsText(ps []snapshot.Partial) string {
+func partialsText(ps []wire.Partial) string {
 	var s string
 	for _, p := range ps {
 		s += " " + itoa(p.Partition) + ":" + itoa(int(p.Count)) + "/" + itoa(int(p.Corrections)) + "/" + itoa(int(p.LateDropped)) + "/" + itoa(int(p.Version))

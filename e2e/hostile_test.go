@@ -26,6 +26,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // hostileNow is the ingest time of the runs (stamped on records without
@@ -644,16 +645,16 @@ func TestHostilePoisonMessage(t *testing.T) {
 	}
 	defer p.Close()
 	key := keyIn("store", 3)
-	raw := p.Names.Subject(stream.Raw, 3)
+	raw := p.Names.Subject(wire.Raw, 3)
 	maxPayload := int(p.Admin.NC.MaxPayload())
 	// 64 bytes under max_payload: RAW takes it (its only header is the
 	// message id), its REJECTED copy with five headers would not fit.
 	body := `{"event_id":"poison-huge","x":"`
 	huge := stream.NewMsg(raw, "poison-huge", []byte(body+strings.Repeat("x", maxPayload-64-len(body))))
 	hb := stream.NewMsg(raw, "poison-hb", nil)
-	hb.Header.Set(stream.HdrHeartbeat, "soon")
+	hb.Header.Set(wire.HdrHeartbeat, "soon")
 	size := stream.NewMsg(raw, "poison-size", []byte(ev2("poison-size", key, "2026-12-02T10:00:00Z").String()))
-	size.Header.Set(ingest.HdrOrigSize, "lots")
+	size.Header.Set(wire.HdrOrigSize, "lots")
 	if _, err := p.Admin.JS.PublishMsg(ctx, huge); err != nil {
 		t.Fatal(err)
 	}

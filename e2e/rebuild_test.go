@@ -8,34 +8,34 @@ import (
 	"testing"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/generation"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
-	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // corruptWindow rewrites one final window snapshot of generation gen with a
 // wrong count (as a bug or a bad manual edit would).
-func corruptWindow(t *testing.T, ctx context.Context, p *pipeline.Conn, gen, id string) {
+func corruptWindow(t *testing.T, ctx context.Context, p *connect.Conn, gen, id string) {
 	t.Helper()
-	kv, err := p.JS.KeyValue(ctx, stream.For(gen).Bucket())
+	kv, err := p.JS.KeyValue(ctx, wire.For(gen).Bucket())
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := kv.Get(ctx, stream.WindowKey(id))
+	e, err := kv.Get(ctx, wire.WindowKey(id))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var w snapshot.Window
+	var w wire.Window
 	if err := json.Unmarshal(e.Value(), &w); err != nil {
 		t.Fatal(err)
 	}
 	w.Count += 3
 	b, _ := json.Marshal(w)
-	if _, err := kv.Put(ctx, stream.WindowKey(id), b); err != nil {
+	if _, err := kv.Put(ctx, wire.WindowKey(id), b); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -52,7 +52,7 @@ func TestRebuildRepairsACorruptGenerationAndSwitchesOnlyAfterParity(t *testing.T
 	live := runFile(t, base, path) // generation 1, the live one
 	victim := live.Windows[2].WindowID
 
-	admin, err := pipeline.ConnectNATS(natsURL, "test-admin")
+	admin, err := connect.ConnectNATS(natsURL, "test-admin")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestRebuildRepairsACorruptGenerationAndSwitchesOnlyAfterParity(t *testing.T
 		t.Fatal(err)
 	}
 	corruptWindow(t, ctx, admin, "1", victim)
-	rep, _, err := generation.Reconcile(ctx, admin.JS, stream.For("1"), reconcile.Options{Validator: v, Partitions: 8})
+	rep, _, err := generation.Reconcile(ctx, admin.JS, wire.For("1"), reconcile.Options{Validator: v, Partitions: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestRebuildRepairsACorruptGenerationAndSwitchesOnlyAfterParity(t *testing.T
 	if err != nil || ptr.Generation != "2" || ptr.Previous != "1" {
 		t.Fatalf("pointer = %+v, %v", ptr, err)
 	}
-	rebuilt, err := pipeline.ReadWindows(ctx, admin.JS, stream.For("2"))
+	rebuilt, err := pipeline.ReadWindows(ctx, admin.JS, wire.For("2"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,10 +10,9 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/replay"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
-	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
 	"github.com/receiptflow/receiptflow/pkg/validator"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // livePipeline starts the services against a real nats-server and Redis
@@ -46,7 +45,7 @@ func livePipeline(t *testing.T, cfg pipeline.Config, path string, eos bool) *pip
 	return p
 }
 
-func windowsNow(t *testing.T, p *pipeline.Pipeline) []snapshot.Window {
+func windowsNow(t *testing.T, p *pipeline.Pipeline) []wire.Window {
 	t.Helper()
 	ws, err := p.Windows(context.Background())
 	if err != nil {
@@ -101,7 +100,7 @@ func TestReplayOfRawAndValidChangesNoCountAndNoVersion(t *testing.T) {
 		t.Fatalf("VALID replay changed windows:\n got %+v\nwant %+v", project(got), project(before))
 	}
 	// The replays really went through the windower: VALID grew.
-	vs, _ := p.Admin.JS.Stream(ctx, p.Names.Stream(stream.Valid))
+	vs, _ := p.Admin.JS.Stream(ctx, p.Names.Stream(wire.Valid))
 	info, _ := vs.Info(ctx)
 	if info.State.Msgs < uint64(2*st.Read) {
 		t.Fatalf("VALID holds %d messages after replaying %d RAW and %d VALID", info.State.Msgs, st.Read, vst.Read)

@@ -34,6 +34,7 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // secCLIBinary builds services/receiptctl into a directory of t's and
@@ -126,8 +127,8 @@ func secRawRecords(t testing.TB, js jetstream.JetStream) ([]string, int) {
 	defer cancel()
 	var ids []string
 	beats := 0
-	err := stream.ReadAll(ctx, js, stream.Raw, func(m jetstream.Msg) error {
-		if m.Headers().Get(stream.HdrHeartbeat) != "" {
+	err := stream.ReadAll(ctx, js, wire.Raw, func(m jetstream.Msg) error {
+		if m.Headers().Get(wire.HdrHeartbeat) != "" {
 			beats++
 			return nil
 		}
@@ -216,7 +217,7 @@ func TestSecurityCLIIngestAsIngestUser(t *testing.T) {
 	} {
 		secCLIFails(t, c.what, secCLI(t, bin, c.env, ingestArgs(c.args...)...), c.want...)
 	}
-	if got := secStreamMsgs(t, admin.JS)[stream.Raw]; got != 0 {
+	if got := secStreamMsgs(t, admin.JS)[wire.Raw]; got != 0 {
 		t.Fatalf("refused ingests stored %d messages in RAW", got)
 	}
 
@@ -237,7 +238,7 @@ func TestSecurityCLIIngestAsIngestUser(t *testing.T) {
 	if res.code != 0 || !strings.Contains(res.stdout, "ingest: 60 records (0 invalid-looking, 68 dropped by JetStream as duplicates)") {
 		t.Fatalf("ingest again as the ingest user from the environment: %s", res)
 	}
-	if got := secStreamMsgs(t, admin.JS)[stream.Raw]; got != 68 {
+	if got := secStreamMsgs(t, admin.JS)[wire.Raw]; got != 68 {
 		t.Fatalf("RAW holds %d messages after the repeated ingest, want 68", got)
 	}
 
@@ -249,17 +250,17 @@ func TestSecurityCLIIngestAsIngestUser(t *testing.T) {
 			return err
 		}},
 		{"recreate RAW", "$JS.API.STREAM.CREATE.RAW", func(ctx context.Context, c *secConn) error {
-			_, err := c.JS.CreateStream(ctx, jetstream.StreamConfig{Name: stream.Raw, Subjects: []string{"rf.raw.*"}})
+			_, err := c.JS.CreateStream(ctx, jetstream.StreamConfig{Name: wire.Raw, Subjects: []string{"rf.raw.*"}})
 			return err
 		}},
 		{"update RAW", "$JS.API.STREAM.UPDATE.RAW", func(ctx context.Context, c *secConn) error {
-			_, err := c.JS.UpdateStream(ctx, jetstream.StreamConfig{Name: stream.Raw, Subjects: []string{"rf.raw.*"}, MaxMsgs: 1})
+			_, err := c.JS.UpdateStream(ctx, jetstream.StreamConfig{Name: wire.Raw, Subjects: []string{"rf.raw.*"}, MaxMsgs: 1})
 			return err
 		}},
 		{"purge RAW", "$JS.API.STREAM.PURGE.RAW", apiRequest("$JS.API.STREAM.PURGE.RAW")},
-		{"delete RAW", "$JS.API.STREAM.DELETE.RAW", func(ctx context.Context, c *secConn) error { return c.JS.DeleteStream(ctx, stream.Raw) }},
-		{"delete VALID", "$JS.API.STREAM.DELETE.VALID", func(ctx context.Context, c *secConn) error { return c.JS.DeleteStream(ctx, stream.Valid) }},
-		{"look VALID up", "$JS.API.STREAM.INFO.VALID", func(ctx context.Context, c *secConn) error { _, err := c.JS.Stream(ctx, stream.Valid); return err }},
+		{"delete RAW", "$JS.API.STREAM.DELETE.RAW", func(ctx context.Context, c *secConn) error { return c.JS.DeleteStream(ctx, wire.Raw) }},
+		{"delete VALID", "$JS.API.STREAM.DELETE.VALID", func(ctx context.Context, c *secConn) error { return c.JS.DeleteStream(ctx, wire.Valid) }},
+		{"look VALID up", "$JS.API.STREAM.INFO.VALID", func(ctx context.Context, c *secConn) error { _, err := c.JS.Stream(ctx, wire.Valid); return err }},
 	} {
 		in.refused(t, c.what, c.subject, func(ctx context.Context) error { return c.op(ctx, in) })
 	}
@@ -269,8 +270,8 @@ func TestSecurityCLIIngestAsIngestUser(t *testing.T) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	if strings.Join(names, " ") != "CHANGES KV_receipts KV_receipts-1 LATE RAW REJECTED VALID" || got[stream.Raw] != 68 {
-		t.Fatalf("after the refusals the streams are %v (RAW %d messages), want the set-up job's with RAW at 68", names, got[stream.Raw])
+	if strings.Join(names, " ") != "CHANGES KV_receipts KV_receipts-1 LATE RAW REJECTED VALID" || got[wire.Raw] != 68 {
+		t.Fatalf("after the refusals the streams are %v (RAW %d messages), want the set-up job's with RAW at 68", names, got[wire.Raw])
 	}
 }
 
@@ -298,12 +299,12 @@ func TestSecurityCLIReplayAsOperator(t *testing.T) {
 		t.Fatalf("ingest as the ingest user: %s", res)
 	}
 	secWaitDrained(t, ctx, admin.JS, 8+8+1, 60*time.Second)
-	before, err := pipeline.ReadWindows(ctx, admin.JS, stream.For(""))
+	before, err := pipeline.ReadWindows(ctx, admin.JS, wire.For(""))
 	if err != nil || len(before) == 0 {
 		t.Fatalf("windows after ingest: %d, %v", len(before), err)
 	}
 	counts := secStreamMsgs(t, admin.JS)
-	raw, valid, rejected := counts[stream.Raw], counts[stream.Valid], counts[stream.Rejected]
+	raw, valid, rejected := counts[wire.Raw], counts[wire.Valid], counts[wire.Rejected]
 	if raw == 0 || valid == 0 || rejected == 0 {
 		t.Fatalf("streams after ingest: %v", counts)
 	}
@@ -326,7 +327,7 @@ func TestSecurityCLIReplayAsOperator(t *testing.T) {
 	secCLIFails(t, "replay of RAW as a Redis user without claims rights", secCLI(t, bin, nil,
 		replayArgs("RAW", append(asAdmin, "--redis-url", rs.url(), "--redis-user", "publisher", "--redis-password-file", secPasswordFile("redis", "publisher"))...)...),
 		"NOPERM")
-	if got := secStreamMsgs(t, admin.JS); got[stream.Valid] != valid || got[stream.Rejected] != rejected {
+	if got := secStreamMsgs(t, admin.JS); got[wire.Valid] != valid || got[wire.Rejected] != rejected {
 		t.Fatalf("refused replays changed the streams: %v, was VALID %d REJECTED %d", got, valid, rejected)
 	}
 
@@ -343,14 +344,14 @@ func TestSecurityCLIReplayAsOperator(t *testing.T) {
 	// not pass through replay's tagging publisher: inside JetStream's
 	// duplicate window they are dropped as duplicates, later stored again.
 	counts = secStreamMsgs(t, admin.JS)
-	validAfterRaw := counts[stream.Valid]
+	validAfterRaw := counts[wire.Valid]
 	// Replayed outputs carry tagged message ids: stored again, not
 	// dropped as duplicates, and changing nothing downstream.
-	if counts[stream.Rejected] != 2*rejected || counts[stream.Raw] != raw || validAfterRaw != 2*valid {
+	if counts[wire.Rejected] != 2*rejected || counts[wire.Raw] != raw || validAfterRaw != 2*valid {
 		t.Fatalf("after the RAW replay: %v, want REJECTED %d, RAW %d, VALID %d", counts, 2*rejected, raw, 2*valid)
 	}
 	secWaitDrained(t, ctx, admin.JS, 8+8+1, 60*time.Second)
-	after, err := pipeline.ReadWindows(ctx, admin.JS, stream.For(""))
+	after, err := pipeline.ReadWindows(ctx, admin.JS, wire.For(""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,11 +362,11 @@ func TestSecurityCLIReplayAsOperator(t *testing.T) {
 	if want := fmt.Sprintf("re-drove VALID 1..%d (%d messages)", valid, valid); res.code != 0 || !strings.Contains(res.stdout, want) {
 		t.Fatalf("replay VALID as admin: want %q, got %s", want, res)
 	}
-	if got := secStreamMsgs(t, admin.JS)[stream.Valid]; got != validAfterRaw+valid {
+	if got := secStreamMsgs(t, admin.JS)[wire.Valid]; got != validAfterRaw+valid {
 		t.Fatalf("VALID holds %d after the VALID replay, want %d", got, validAfterRaw+valid)
 	}
 	secWaitDrained(t, ctx, admin.JS, 8+8+1, 60*time.Second)
-	after, err = pipeline.ReadWindows(ctx, admin.JS, stream.For(""))
+	after, err = pipeline.ReadWindows(ctx, admin.JS, wire.For(""))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,10 +30,9 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/publisher"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
-	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/validator"
 	"github.com/receiptflow/receiptflow/pkg/windower"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // secNow is the ingest time of every run here, so that two runs of one
@@ -291,7 +290,7 @@ func secBacklog(ctx context.Context, js jetstream.JetStream) (map[string]uint64,
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	out := map[string]uint64{}
-	for _, name := range []string{stream.Raw, stream.Valid, stream.Changes} {
+	for _, name := range []string{wire.Raw, wire.Valid, wire.Changes} {
 		st, err := js.Stream(ctx, name)
 		if err != nil {
 			return nil, err
@@ -312,7 +311,7 @@ func secBacklog(ctx context.Context, js jetstream.JetStream) (map[string]uint64,
 
 // secCleanRun runs path through the embedded pipeline (no users, one
 // process) and returns its windows: the reference for the deployed runs.
-func secCleanRun(t testing.TB, path string) []snapshot.Window {
+func secCleanRun(t testing.TB, path string) []wire.Window {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -339,7 +338,7 @@ type secWindow struct {
 	Partials                          string
 }
 
-func secProject(ws []snapshot.Window) []secWindow {
+func secProject(ws []wire.Window) []secWindow {
 	out := make([]secWindow, len(ws))
 	for i, w := range ws {
 		var parts []string
@@ -352,7 +351,7 @@ func secProject(ws []snapshot.Window) []secWindow {
 }
 
 // secSameWindows fails the test unless got and want agree window by window.
-func secSameWindows(t testing.TB, got, want []snapshot.Window) {
+func secSameWindows(t testing.TB, got, want []wire.Window) {
 	t.Helper()
 	g, w := secProject(got), secProject(want)
 	if reflect.DeepEqual(g, w) {

@@ -27,7 +27,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/receiptflow/receiptflow/pkg/pipeline"
+	"github.com/receiptflow/receiptflow/pkg/connect"
 )
 
 const (
@@ -120,24 +120,24 @@ func secNATS(t testing.TB) (*server.Server, string) {
 // secConn is a NATS connection of one principal that records every
 // asynchronous error the server sends it (permissions violations).
 type secConn struct {
-	*pipeline.Conn
+	*connect.Conn
 	user string
 	mu   sync.Mutex
 	errs []error
 }
 
 // secConnect connects to url as user with the dev password, through
-// pipeline.NATSSecurity as the services do.
+// connect.NATSSecurity as the services do.
 func secConnect(t testing.TB, url, user string) *secConn {
 	t.Helper()
-	c, err := secTryConnect(t, url, user, pipeline.NATSSecurity{User: user, PasswordFile: secPasswordFile("nats", user)})
+	c, err := secTryConnect(t, url, user, connect.NATSSecurity{User: user, PasswordFile: secPasswordFile("nats", user)})
 	if err != nil {
 		t.Fatalf("connect as %s: %v", user, err)
 	}
 	return c
 }
 
-func secTryConnect(t testing.TB, url, user string, sec pipeline.NATSSecurity) (*secConn, error) {
+func secTryConnect(t testing.TB, url, user string, sec connect.NATSSecurity) (*secConn, error) {
 	t.Helper()
 	sc := &secConn{user: user}
 	opts, err := sec.Options()
@@ -149,7 +149,7 @@ func secTryConnect(t testing.TB, url, user string, sec pipeline.NATSSecurity) (*
 		sc.errs = append(sc.errs, err)
 		sc.mu.Unlock()
 	}))
-	c, err := pipeline.ConnectNATS(url, "rf-test-"+user, opts...)
+	c, err := connect.ConnectNATS(url, "rf-test-"+user, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -31,11 +31,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/daemon"
 	"github.com/receiptflow/receiptflow/pkg/dashboard"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
-	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // secSetup creates the streams and buckets the way the deployment's set-up
@@ -97,7 +98,7 @@ func TestSecurityPipelineRunsWithDeployedPermissions(t *testing.T) {
 	secWaitDrained(t, ctx, admin.JS, 8+8+1, 60*time.Second)
 
 	// The windows, read through the dashboard's user, equal the clean run.
-	got, err := pipeline.ReadWindows(ctx, dashConn.JS, stream.For(""))
+	got, err := pipeline.ReadWindows(ctx, dashConn.JS, wire.For(""))
 	if err != nil {
 		t.Fatalf("dashboard user reads the bucket: %v", err)
 	}
@@ -286,7 +287,7 @@ func TestSecurityNATSRefusesOutsideRights(t *testing.T) {
 	}
 
 	t.Run("no credentials", func(t *testing.T) {
-		for _, sec := range []pipeline.NATSSecurity{{}, {User: "validator", Password: "not-the-password"}, {User: "mallory", Password: "x"}} {
+		for _, sec := range []connect.NATSSecurity{{}, {User: "validator", Password: "not-the-password"}, {User: "mallory", Password: "x"}} {
 			_, err := secTryConnect(t, url, "anonymous", sec)
 			if err == nil || !strings.Contains(err.Error(), "Authorization Violation") {
 				t.Fatalf("connect as %q: %v, want an authorization violation", sec.User, err)

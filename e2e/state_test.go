@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/dashboard"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 )
 
@@ -59,7 +60,7 @@ func TestStateIsBoundedOverALongRun(t *testing.T) {
 	t.Logf("late rows %d (retired %d)", len(res.Late), retired)
 }
 
-func medianLedger(s []pipeline.Sample) int64 {
+func medianLedger(s []dashboard.Sample) int64 {
 	v := make([]int64, len(s))
 	for i, x := range s {
 		v[i] = x.LedgerEntries

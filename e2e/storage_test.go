@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
@@ -147,7 +148,7 @@ func TestCheckpointAheadOfTheStreamStopsLoudly(t *testing.T) {
 	if err := p.Redis.HSet(ctx, p.Store.Keys().Checkpoint(3), "seq", 1_000_000).Err(); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pipeline.ConnectNATS(natsURL, "windower-test")
+	conn, err := connect.ConnectNATS(natsURL, "windower-test")
 	if err != nil {
 		t.Fatal(err)
 	}

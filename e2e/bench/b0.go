@@ -15,8 +15,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/receiptflow/receiptflow/pkg/pipeline"
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // b0InFlight bounds B0's unacknowledged publishes, as ingest's default
@@ -71,18 +72,18 @@ func (b *bencher) runB0(ctx context.Context, ds *dataset, spec b0Spec) (b0Result
 		return res, err
 	}
 	defer stopNATS(ns, dir)
-	conn, err := pipeline.ConnectNATS(url, "bench-b0")
+	conn, err := connect.ConnectNATS(url, "bench-b0")
 	if err != nil {
 		return res, err
 	}
 	defer conn.Close()
-	names := stream.For("")
+	names := wire.For("")
 	if err := stream.Ensure(ctx, conn.JS, names, stream.Config{Partitions: b.o.Partitions}); err != nil {
 		return res, err
 	}
 	subjects := make([]string, b.o.Partitions)
 	for p := range subjects {
-		subjects[p] = names.Subject(stream.Raw, p)
+		subjects[p] = names.Subject(wire.Raw, p)
 	}
 
 	f, err := os.Open(ds.path)
@@ -148,7 +149,7 @@ func (b *bencher) runB0(ctx context.Context, ds *dataset, spec b0Spec) (b0Result
 	res.PublishCPU = meter.since(cpu0)["bench"]
 	res.Records = n
 
-	st, err := conn.JS.Stream(ctx, names.Stream(stream.Raw))
+	st, err := conn.JS.Stream(ctx, names.Stream(wire.Raw))
 	if err != nil {
 		return res, err
 	}
@@ -165,7 +166,7 @@ func (b *bencher) runB0(ctx context.Context, ds *dataset, spec b0Spec) (b0Result
 	}
 
 	cons, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable: "b0", FilterSubject: names.Wildcard(stream.Raw),
+		Durable: "b0", FilterSubject: names.Wildcard(wire.Raw),
 		AckPolicy: jetstream.AckAllPolicy, MaxAckPending: 20000,
 	})
 	if err != nil {

@@ -20,12 +20,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
-	"github.com/receiptflow/receiptflow/pkg/pipeline"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // e2eSpec is one end-to-end run.
@@ -121,12 +121,12 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 		return nil, err
 	}
 	defer stopNATS(ns, dir)
-	admin, err := pipeline.ConnectNATS(url, "bench-admin")
+	admin, err := connect.ConnectNATS(url, "bench-admin")
 	if err != nil {
 		return nil, err
 	}
 	defer admin.Close()
-	names := stream.For("")
+	names := wire.For("")
 	if err := stream.Ensure(ctx, admin.JS, names, stream.Config{Partitions: P}); err != nil {
 		return nil, err
 	}
@@ -176,7 +176,7 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 	}
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	watch, err := kv.Watch(wctx, stream.WindowKey("*"))
+	watch, err := kv.Watch(wctx, wire.WindowKey("*"))
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +212,7 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 				continue
 			}
 			now := time.Now().UnixNano()
-			var s snapshot.Window
+			var s wire.Window
 			if err := json.Unmarshal(e.Value(), &s); err != nil {
 				continue
 			}
@@ -262,7 +262,7 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 	}()
 
 	// Publish through the real ingest code path.
-	conn, err := pipeline.ConnectNATS(url, "bench-ingest")
+	conn, err := connect.ConnectNATS(url, "bench-ingest")
 	if err != nil {
 		return nil, err
 	}
@@ -431,11 +431,11 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 
 // waitConsumers waits until every service has opened its consumers, so
 // that start-up is not part of the measurement.
-func waitConsumers(ctx context.Context, js jetstream.JetStream, names stream.Names, P int, dep *deployment) error {
-	want := map[string][]string{names.Stream(stream.Changes): {"publisher"}}
+func waitConsumers(ctx context.Context, js jetstream.JetStream, names wire.Names, P int, dep *deployment) error {
+	want := map[string][]string{names.Stream(wire.Changes): {"publisher"}}
 	for p := 0; p < P; p++ {
-		want[names.Stream(stream.Raw)] = append(want[names.Stream(stream.Raw)], stream.Durable("validator", p))
-		want[names.Stream(stream.Valid)] = append(want[names.Stream(stream.Valid)], stream.Durable("windower", p))
+		want[names.Stream(wire.Raw)] = append(want[names.Stream(wire.Raw)], wire.Durable("validator", p))
+		want[names.Stream(wire.Valid)] = append(want[names.Stream(wire.Valid)], wire.Durable("windower", p))
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -483,7 +483,7 @@ func (b *bencher) sampleRedis(ctx context.Context) (redisSample, error) {
 	if s.used, err = usedMemory(ctx, b.rdb); err != nil {
 		return s, err
 	}
-	prefix := stream.For("").RedisPrefix()
+	prefix := wire.For("").RedisPrefix()
 	var cursor uint64
 	n := 0
 	for {

@@ -15,14 +15,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/receiptflow/receiptflow/pkg/config"
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
-	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/publisher"
-	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/validator"
 	"github.com/receiptflow/receiptflow/pkg/window"
 	"github.com/receiptflow/receiptflow/pkg/windower"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // Service modes.
@@ -138,17 +138,17 @@ func deploy(ctx context.Context, spec deploySpec) (*deployment, error) {
 
 // runInProcess runs one service instance with its own connections.
 func runInProcess(ctx context.Context, spec deploySpec, svc string, owned []int, v *contract.Validator, reg prometheus.Registerer) error {
-	conn, err := pipeline.ConnectNATS(spec.natsURL, "bench-"+svc)
+	conn, err := connect.ConnectNATS(spec.natsURL, "bench-"+svc)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	rdb, err := pipeline.ConnectRedis(spec.redisURL)
+	rdb, err := connect.ConnectRedis(spec.redisURL)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	names := stream.For("")
+	names := wire.For("")
 	store := ledger.NewStore(rdb, ledger.Keys{Prefix: names.RedisPrefix()}, 5*time.Minute, time.Hour, ledger.WithHorizon(24*time.Hour))
 	switch svc {
 	case "validator":

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // stage is one hop of the way from ingest to a dashboard, with the
@@ -34,11 +35,11 @@ var stageNames = []string{
 
 // stages splits every counted event's latency by hop, reading the RAW,
 // VALID and CHANGES streams after the run.
-func (b *bencher) stages(ctx context.Context, js jetstream.JetStream, names stream.Names, spec e2eSpec, n int,
+func (b *bencher) stages(ctx context.Context, js jetstream.JetStream, names wire.Names, spec e2eSpec, n int,
 	pubNs []atomic.Int64, rawSeq []uint64, seenNs, kvNs []int64) ([]stage, error) {
 	P := b.o.Partitions
 	rawTs := map[uint64]int64{}
-	if err := stream.ReadAll(ctx, js, names.Stream(stream.Raw), func(m jetstream.Msg) error {
+	if err := stream.ReadAll(ctx, js, names.Stream(wire.Raw), func(m jetstream.Msg) error {
 		md, err := m.Metadata()
 		if err != nil {
 			return err
@@ -53,12 +54,12 @@ func (b *bencher) stages(ctx context.Context, js jetstream.JetStream, names stre
 		ts  int64
 	}
 	byRaw := map[uint64]valid{}
-	if err := stream.ReadAll(ctx, js, names.Stream(stream.Valid), func(m jetstream.Msg) error {
+	if err := stream.ReadAll(ctx, js, names.Stream(wire.Valid), func(m jetstream.Msg) error {
 		md, err := m.Metadata()
 		if err != nil {
 			return err
 		}
-		rs, _ := strconv.ParseUint(m.Headers().Get(stream.HdrRawSeq), 10, 64)
+		rs, _ := strconv.ParseUint(m.Headers().Get(wire.HdrRawSeq), 10, 64)
 		byRaw[rs] = valid{md.Sequence.Stream, md.Timestamp.UnixNano()}
 		return nil
 	}); err != nil {
@@ -70,7 +71,7 @@ func (b *bencher) stages(ctx context.Context, js jetstream.JetStream, names stre
 		ts  int64
 	}
 	changes := make([][]notice, P)
-	if err := stream.ReadAll(ctx, js, names.Stream(stream.Changes), func(m jetstream.Msg) error {
+	if err := stream.ReadAll(ctx, js, names.Stream(wire.Changes), func(m jetstream.Msg) error {
 		var c struct {
 			Partition int    `json:"partition"`
 			Seq       uint64 `json:"seq"`

@@ -19,9 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
-	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // brokerEvents is the size of the broker tests' input: large enough for
@@ -286,10 +287,10 @@ func (ip *ingestProc) wait() {
 
 // rawStored returns the number of messages RAW holds, asking once with a
 // short deadline (the server may be down or restarting).
-func rawStored(ctx context.Context, admin *pipeline.Conn) (uint64, error) {
+func rawStored(ctx context.Context, admin *connect.Conn) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	st, err := admin.JS.Stream(ctx, stream.For("").Stream(stream.Raw))
+	st, err := admin.JS.Stream(ctx, wire.For("").Stream(wire.Raw))
 	if err != nil {
 		return 0, err
 	}
@@ -298,10 +299,10 @@ func rawStored(ctx context.Context, admin *pipeline.Conn) (uint64, error) {
 
 // pending returns the messages the services still have to process, with
 // ok false while it cannot be told (server down, consumers not created).
-func pending(ctx context.Context, admin *pipeline.Conn) (n uint64, ok bool) {
+func pending(ctx context.Context, admin *connect.Conn) (n uint64, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	b, complete, err := pipeline.Backlog(ctx, admin.JS, stream.For(""), []string{pipeline.Validator, pipeline.Windower, pipeline.Publisher}, 8)
+	b, complete, err := pipeline.Backlog(ctx, admin.JS, wire.For(""), []string{pipeline.Validator, pipeline.Windower, pipeline.Publisher}, 8)
 	if err != nil || !complete {
 		return 0, false
 	}
@@ -316,7 +317,7 @@ const probeEvery = 10 * time.Millisecond
 
 // untilRAW waits until RAW holds at least n messages or ingest has
 // finished; it reports whether the threshold was reached.
-func untilRAW(ctx context.Context, admin *pipeline.Conn, ip *ingestProc, n uint64) bool {
+func untilRAW(ctx context.Context, admin *connect.Conn, ip *ingestProc, n uint64) bool {
 	for ctx.Err() == nil {
 		if got, err := rawStored(ctx, admin); err == nil && got >= n {
 			return !ip.finished()
@@ -333,7 +334,7 @@ func untilRAW(ctx context.Context, admin *pipeline.Conn, ip *ingestProc, n uint6
 // messages of their backlog since it was last measured as from, and
 // returns the new backlog; ok is false when the backlog is empty (nothing
 // left to interrupt) or ctx ended.
-func untilProgress(ctx context.Context, admin *pipeline.Conn, from, step uint64) (now uint64, ok bool) {
+func untilProgress(ctx context.Context, admin *connect.Conn, from, step uint64) (now uint64, ok bool) {
 	for ctx.Err() == nil {
 		if n, known := pending(ctx, admin); known {
 			if n == 0 {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 )
 
@@ -25,7 +26,7 @@ const brokerTimeout = 4 * time.Minute
 // fractions of the input, each moved by up to ±4% at random, and calls
 // kill when RAW reaches each one. It returns how many kills happened while
 // ingest was still running.
-func ingestKills(ctx context.Context, r *rand.Rand, admin *pipeline.Conn, ip *ingestProc, k int, kill func(i int)) int {
+func ingestKills(ctx context.Context, r *rand.Rand, admin *connect.Conn, ip *ingestProc, k int, kill func(i int)) int {
 	done := 0
 	for i := range k {
 		f := float64(i+1)/float64(k+1) + (r.Float64()-0.5)*0.08
@@ -43,7 +44,7 @@ func ingestKills(ctx context.Context, r *rand.Rand, admin *pipeline.Conn, ip *in
 // what was pending at the start (so they are mid-batch, not reconnecting)
 // and a random moment more. It returns how many kills it made before the
 // backlog was empty.
-func deliveryKills(ctx context.Context, r *rand.Rand, admin *pipeline.Conn, k int, kill func(i int)) int {
+func deliveryKills(ctx context.Context, r *rand.Rand, admin *connect.Conn, k int, kill func(i int)) int {
 	start, ok := untilProgress(ctx, admin, 0, 0)
 	if !ok {
 		return 0

@@ -22,9 +22,9 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/e2e/faults/natsproc"
-	"github.com/receiptflow/receiptflow/pkg/pipeline"
-	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // clusterTimeout bounds one cluster test from deployment to verdict.
@@ -71,15 +71,15 @@ func deployCluster(t *testing.T, ctx context.Context, extra ...string) *clusterD
 // clusterAdmin connects the test's own client to all three nodes. Unlike
 // deployment.admin it ensures nothing (that would be at R1): it checks
 // that the set-up job made RAW and VALID at R3.
-func (c *clusterDeployment) clusterAdmin(ctx context.Context) *pipeline.Conn {
+func (c *clusterDeployment) clusterAdmin(ctx context.Context) *connect.Conn {
 	t := c.t
 	t.Helper()
-	admin, err := pipeline.ConnectNATS(c.natsURL, "faults-admin")
+	admin, err := connect.ConnectNATS(c.natsURL, "faults-admin")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(admin.Close)
-	for _, base := range []string{stream.Raw, stream.Valid} {
+	for _, base := range []string{wire.Raw, wire.Valid} {
 		// Each request gets its own deadline: one sent while the cluster
 		// is still settling may never be answered (a chaos round waited
 		// its whole 10 minutes on one).
@@ -87,7 +87,7 @@ func (c *clusterDeployment) clusterAdmin(ctx context.Context) *pipeline.Conn {
 		testenv.CheckFor(t, currentTimeout, 100*time.Millisecond, func() error {
 			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
-			s, err := admin.JS.Stream(rctx, stream.For("").Stream(base))
+			s, err := admin.JS.Stream(rctx, wire.For("").Stream(base))
 			if err != nil {
 				return fmt.Errorf("stream %s: %w", base, err)
 			}
@@ -103,10 +103,10 @@ func (c *clusterDeployment) clusterAdmin(ctx context.Context) *pipeline.Conn {
 
 // leaderOf returns the node that leads the stream base now, or nil when
 // stream info does not name one (an election, or no quorum).
-func (c *clusterDeployment) leaderOf(ctx context.Context, admin *pipeline.Conn, base string) *natsproc.Server {
+func (c *clusterDeployment) leaderOf(ctx context.Context, admin *connect.Conn, base string) *natsproc.Server {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	s, err := admin.JS.Stream(ctx, stream.For("").Stream(base))
+	s, err := admin.JS.Stream(ctx, wire.For("").Stream(base))
 	if err != nil {
 		return nil
 	}
@@ -130,9 +130,9 @@ func targets(r *rand.Rand, k int) []string {
 	for i := range plan {
 		switch {
 		case i < 2:
-			plan[i] = stream.Raw
+			plan[i] = wire.Raw
 		case i < 4:
-			plan[i] = stream.Valid
+			plan[i] = wire.Valid
 		}
 	}
 	r.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
@@ -141,7 +141,7 @@ func targets(r *rand.Rand, k int) []string {
 
 // victim picks the node a fault hits (target from targets) and counts
 // whether it leads RAW and VALID at that moment.
-func (c *clusterDeployment) victim(ctx context.Context, r *rand.Rand, admin *pipeline.Conn, target string) *natsproc.Server {
+func (c *clusterDeployment) victim(ctx context.Context, r *rand.Rand, admin *connect.Conn, target string) *natsproc.Server {
 	var n *natsproc.Server
 	for try := 0; n == nil && try < 50 && target != ""; try++ {
 		if n = c.leaderOf(ctx, admin, target); n == nil {
@@ -151,10 +151,10 @@ func (c *clusterDeployment) victim(ctx context.Context, r *rand.Rand, admin *pip
 	if n == nil {
 		n = c.nodes[r.IntN(len(c.nodes))]
 	}
-	if c.leaderOf(ctx, admin, stream.Raw) == n {
+	if c.leaderOf(ctx, admin, wire.Raw) == n {
 		c.rawHits++
 	}
-	if c.leaderOf(ctx, admin, stream.Valid) == n {
+	if c.leaderOf(ctx, admin, wire.Valid) == n {
 		c.validHits++
 	}
 	return n
@@ -163,7 +163,7 @@ func (c *clusterDeployment) victim(ctx context.Context, r *rand.Rand, admin *pip
 // killNode SIGKILLs a node, leaves it down 0.5–1 s and starts it again on
 // its store; then waits until every replica of RAW and VALID is current,
 // so that the next fault again takes one node of three.
-func (c *clusterDeployment) killNode(ctx context.Context, r *rand.Rand, admin *pipeline.Conn, n *natsproc.Server) {
+func (c *clusterDeployment) killNode(ctx context.Context, r *rand.Rand, admin *connect.Conn, n *natsproc.Server) {
 	t := c.t
 	t.Helper()
 	n.Kill()
@@ -174,7 +174,7 @@ func (c *clusterDeployment) killNode(ctx context.Context, r *rand.Rand, admin *p
 
 // stallNode stops a node (SIGSTOP) for 6 s and continues it (SIGCONT),
 // then waits as killNode does.
-func (c *clusterDeployment) stallNode(ctx context.Context, admin *pipeline.Conn, n *natsproc.Server) {
+func (c *clusterDeployment) stallNode(ctx context.Context, admin *connect.Conn, n *natsproc.Server) {
 	t := c.t
 	t.Helper()
 	if err := n.Pause(); err != nil {
@@ -192,13 +192,13 @@ const currentTimeout = 60 * time.Second
 
 // waitCurrent waits until RAW and VALID each have a leader and every
 // replica reports current.
-func (c *clusterDeployment) waitCurrent(ctx context.Context, admin *pipeline.Conn) {
+func (c *clusterDeployment) waitCurrent(ctx context.Context, admin *connect.Conn) {
 	t := c.t
 	t.Helper()
 	testenv.CheckFor(t, currentTimeout, 50*time.Millisecond, func() error {
-		for _, base := range []string{stream.Raw, stream.Valid} {
+		for _, base := range []string{wire.Raw, wire.Valid} {
 			ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			s, err := admin.JS.Stream(ictx, stream.For("").Stream(base))
+			s, err := admin.JS.Stream(ictx, wire.For("").Stream(base))
 			cancel()
 			if err != nil {
 				return fmt.Errorf("%s: %w", base, err)
@@ -265,7 +265,7 @@ func (d *deployment) startIngestArgs(ctx context.Context, args ...string) *inges
 // --end-of-stream. Before the chunks named by faultAt it waits until RAW
 // has grown by a quarter of the chunk (a publish is in flight) and calls
 // fault. It returns how many faults happened with ingest running.
-func (c *clusterDeployment) chunkedIngest(ctx context.Context, admin *pipeline.Conn, path string, chunks int, faultAt map[int]bool, fault func()) int {
+func (c *clusterDeployment) chunkedIngest(ctx context.Context, admin *connect.Conn, path string, chunks int, faultAt map[int]bool, fault func()) int {
 	t := c.t
 	t.Helper()
 	paths, counts := splitFixture(t, path, chunks)
@@ -292,7 +292,7 @@ func (c *clusterDeployment) chunkedIngest(ctx context.Context, admin *pipeline.C
 // verdict ends a fault test: it logs the restarts and the faults'
 // victims, requires the outcome to equal the clean run, that all k faults
 // happened (while: when they had to) and that each leader was hit twice.
-func (c *clusterDeployment) verdict(ctx context.Context, admin *pipeline.Conn, kind string, faults, k int, while string) {
+func (c *clusterDeployment) verdict(ctx context.Context, admin *connect.Conn, kind string, faults, k int, while string) {
 	t := c.t
 	t.Helper()
 	c.logRestarts()

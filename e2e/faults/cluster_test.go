@@ -26,9 +26,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/receiptflow/receiptflow/pkg/pipeline"
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // clusterChunks is how many receiptctl ingest runs publish the input in
@@ -38,7 +39,7 @@ const clusterChunks = 20
 
 // clusterIngestFaults runs k faults while the fixture is ingested in
 // chunks, then starts the services and checks the outcome.
-func clusterIngestFaults(t *testing.T, k int, kind string, fault func(c *clusterDeployment, ctx context.Context, r *rand.Rand, admin *pipeline.Conn, target string)) {
+func clusterIngestFaults(t *testing.T, k int, kind string, fault func(c *clusterDeployment, ctx context.Context, r *rand.Rand, admin *connect.Conn, target string)) {
 	r := chaosRand(t)
 	brokerSet.cleanRun(t)
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
@@ -68,7 +69,7 @@ func clusterIngestFaults(t *testing.T, k int, kind string, fault func(c *cluster
 // has recovered. (A backlog ingested first drains before nine faults and
 // their recoveries are over; without the hold, a small chunk can be
 // delivered before its fault.)
-func clusterDeliveryFaults(t *testing.T, k int, kind string, fault func(c *clusterDeployment, ctx context.Context, r *rand.Rand, admin *pipeline.Conn, target string)) {
+func clusterDeliveryFaults(t *testing.T, k int, kind string, fault func(c *clusterDeployment, ctx context.Context, r *rand.Rand, admin *connect.Conn, target string)) {
 	r := chaosRand(t)
 	brokerSet.cleanRun(t)
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
@@ -99,11 +100,11 @@ func clusterDeliveryFaults(t *testing.T, k int, kind string, fault func(c *clust
 	c.verdict(ctx, admin, kind+" during delivery", faults, k, "while the services delivered")
 }
 
-func sigkill(c *clusterDeployment, ctx context.Context, r *rand.Rand, admin *pipeline.Conn, target string) {
+func sigkill(c *clusterDeployment, ctx context.Context, r *rand.Rand, admin *connect.Conn, target string) {
 	c.killNode(ctx, r, admin, c.victim(ctx, r, admin, target))
 }
 
-func sigstop(c *clusterDeployment, ctx context.Context, r *rand.Rand, admin *pipeline.Conn, target string) {
+func sigstop(c *clusterDeployment, ctx context.Context, r *rand.Rand, admin *connect.Conn, target string) {
 	c.stallNode(ctx, admin, c.victim(ctx, r, admin, target))
 }
 
@@ -203,7 +204,7 @@ func TestClusterIngestQuorumLost(t *testing.T) {
 	var held map[string]bool
 	testenv.CheckFor(t, currentTimeout, 200*time.Millisecond, func() error {
 		held = map[string]bool{}
-		return stream.ReadAll(ctx, admin.JS, stream.For("").Stream(stream.Raw), func(m jetstream.Msg) error {
+		return stream.ReadAll(ctx, admin.JS, wire.For("").Stream(wire.Raw), func(m jetstream.Msg) error {
 			var ev struct {
 				EventID string `json:"event_id"`
 			}

@@ -26,14 +26,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/e2e/faults/natsproc"
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // events is the size of the generated stream of every fault test.
@@ -336,15 +337,15 @@ func (d *deployment) startServices() {
 
 // admin connects the test's own client (reconnecting forever) and makes
 // sure the streams exist.
-func (d *deployment) admin(ctx context.Context) *pipeline.Conn {
+func (d *deployment) admin(ctx context.Context) *connect.Conn {
 	t := d.t
 	t.Helper()
-	admin, err := pipeline.ConnectNATS(d.natsURL, "faults-admin")
+	admin, err := connect.ConnectNATS(d.natsURL, "faults-admin")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(admin.Close)
-	if err := stream.Ensure(ctx, admin.JS, stream.For(""), stream.Config{Partitions: 8}); err != nil {
+	if err := stream.Ensure(ctx, admin.JS, wire.For(""), stream.Config{Partitions: 8}); err != nil {
 		t.Fatal(err)
 	}
 	return admin
@@ -426,11 +427,11 @@ func (p *proc) lastErrors(n int) string {
 // outcome waits for the pipeline to drain and compares what it published
 // with the dataset's clean run and with the batch pass over its fixture.
 // It fails the test only for errors that leave nothing to compare.
-func (d *deployment) outcome(ctx context.Context, admin *pipeline.Conn, ds *dataset) *outcome {
+func (d *deployment) outcome(ctx context.Context, admin *connect.Conn, ds *dataset) *outcome {
 	t := d.t
 	t.Helper()
 	want := ds.cleanRun(t)
-	names := stream.For("")
+	names := wire.For("")
 	services := []string{pipeline.Validator, pipeline.Windower, pipeline.Publisher}
 	if err := pipeline.WaitDrained(ctx, admin.JS, names, services, 8); err != nil {
 		b, _, berr := pipeline.Backlog(context.Background(), admin.JS, names, services, 8)
@@ -438,7 +439,7 @@ func (d *deployment) outcome(ctx context.Context, admin *pipeline.Conn, ds *data
 	}
 	// Right after a fault the first reads may find no responder yet (a
 	// cluster still settling): those are read again; anything else fails.
-	var windows []snapshot.Window
+	var windows []wire.Window
 	var late []reconcile.LateRow
 	readAgain(t, "KV windows", func() (err error) { windows, err = pipeline.ReadWindows(ctx, admin.JS, names); return err })
 	readAgain(t, "LATE", func() (err error) { late, err = pipeline.ReadLate(ctx, admin.JS, names); return err })
@@ -464,13 +465,13 @@ func (d *deployment) outcome(ctx context.Context, admin *pipeline.Conn, ds *data
 		o.dropped += w.LateDropped
 	}
 	o.batchCounted = int64(batch.Counted)
-	o.missingRaw = d.missingFrom(ctx, admin, stream.Raw, batch, o)
-	o.missing = d.missingFrom(ctx, admin, stream.Valid, batch, o)
+	o.missingRaw = d.missingFrom(ctx, admin, wire.Raw, batch, o)
+	o.missing = d.missingFrom(ctx, admin, wire.Valid, batch, o)
 	return o
 }
 
 // readAgain calls read until it succeeds, for up to a minute while its
-// error is transient (pipeline.Transient); it fails t otherwise.
+// error is transient (connect.Transient); it fails t otherwise.
 func readAgain(t *testing.T, what string, read func() error) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
@@ -479,7 +480,7 @@ func readAgain(t *testing.T, what string, read func() error) {
 		if err == nil {
 			return
 		}
-		if !pipeline.Transient(err) || time.Now().After(deadline) {
+		if !connect.Transient(err) || time.Now().After(deadline) {
 			t.Fatalf("reading %s: %v", what, err)
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -585,16 +586,16 @@ func (o *outcome) require(t *testing.T) {
 }
 
 // missingFrom lists the ids the batch pass counted that the stream base
-// (stream.Raw, stream.Valid) does not hold: missing from VALID, an event
+// (wire.Raw, wire.Valid) does not hold: missing from VALID, an event
 // was lost by the validator (acknowledged in RAW, never published to
 // VALID); missing from RAW, by the broker or ingest. It returns nil when
 // every window is equal or the stream cannot be read.
-func (d *deployment) missingFrom(ctx context.Context, admin *pipeline.Conn, base string, batch *reconcile.Batch, o *outcome) []string {
+func (d *deployment) missingFrom(ctx context.Context, admin *connect.Conn, base string, batch *reconcile.Batch, o *outcome) []string {
 	if len(o.diffs) == 0 {
 		return nil
 	}
 	held := map[string]bool{}
-	err := stream.ReadAll(ctx, admin.JS, stream.For("").Stream(base), func(m jetstream.Msg) error {
+	err := stream.ReadAll(ctx, admin.JS, wire.For("").Stream(base), func(m jetstream.Msg) error {
 		var ev struct {
 			EventID string `json:"event_id"`
 		}
@@ -625,7 +626,7 @@ type comparable struct {
 	Status, Digest                    string
 }
 
-func project(ws []snapshot.Window) []comparable {
+func project(ws []wire.Window) []comparable {
 	out := make([]comparable, len(ws))
 	for i, w := range ws {
 		out[i] = comparable{w.WindowID, w.Count, w.Version, w.Corrections, w.LateDropped, string(w.Status), w.Digest}
@@ -658,12 +659,12 @@ func every(ctx context.Context, min, max time.Duration, f func(r *rand.Rand)) {
 
 // backlog is the number of messages the services still have to process.
 func (d *deployment) backlog(ctx context.Context) uint64 {
-	admin, err := pipeline.ConnectNATS(d.natsURL, "faults-backlog")
+	admin, err := connect.ConnectNATS(d.natsURL, "faults-backlog")
 	if err != nil {
 		return 0
 	}
 	defer admin.Close()
-	b, _, err := pipeline.Backlog(ctx, admin.JS, stream.For(""), []string{pipeline.Validator, pipeline.Windower, pipeline.Publisher}, 8)
+	b, _, err := pipeline.Backlog(ctx, admin.JS, wire.For(""), []string{pipeline.Validator, pipeline.Windower, pipeline.Publisher}, 8)
 	if err != nil {
 		return 0
 	}

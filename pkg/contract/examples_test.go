@@ -13,8 +13,8 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/digest"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 	"github.com/receiptflow/receiptflow/schemas"
 )
 
@@ -212,11 +212,11 @@ func TestExamplesSnapshot(t *testing.T) {
 				t.Fatalf("snapshot schema: %v", err)
 			}
 			// The Go type reads every field and writes back a valid value.
-			var w snapshot.Window
+			var w wire.Window
 			dec := json.NewDecoder(bytes.NewReader(rec))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&w); err != nil {
-				t.Fatalf("decode into snapshot.Window: %v", err)
+				t.Fatalf("decode into wire.Window: %v", err)
 			}
 			checkSnapshot(t, snap, w)
 		})
@@ -224,13 +224,13 @@ func TestExamplesSnapshot(t *testing.T) {
 }
 
 // TestSnapshotSchemaMatchesType holds the snapshot schema against what
-// snapshot.Window encodes.
+// wire.Window encodes.
 func TestSnapshotSchemaMatchesType(t *testing.T) {
 	_, _, snap := compiled(t)
 	var d digest.Digest
 	d.Add("evt-1")
 	start := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
-	w := snapshot.Window{
+	w := wire.Window{
 		WindowID:           window.ID(start.UnixMilli()),
 		Start:              start,
 		End:                start.Add(window.Width),
@@ -243,7 +243,7 @@ func TestSnapshotSchemaMatchesType(t *testing.T) {
 		Corrections:        1,
 		LateDropped:        0,
 		Digest:             d.String(),
-		Partitions:         []snapshot.Partial{{Partition: 1, Count: 3, Corrections: 1, Version: 3}},
+		Partitions:         []wire.Partial{{Partition: 1, Count: 3, Corrections: 1, Version: 3}},
 		Generation:         "g1",
 	}
 	checkSnapshot(t, snap, w)
@@ -256,7 +256,7 @@ func TestSnapshotSchemaMatchesType(t *testing.T) {
 	}
 }
 
-func checkSnapshot(t *testing.T, snap *jsonschema.Schema, w snapshot.Window) {
+func checkSnapshot(t *testing.T, snap *jsonschema.Schema, w wire.Window) {
 	t.Helper()
 	b, err := json.Marshal(w)
 	if err != nil {
@@ -267,6 +267,6 @@ func checkSnapshot(t *testing.T, snap *jsonschema.Schema, w snapshot.Window) {
 		t.Fatal(err)
 	}
 	if err := snap.Validate(doc); err != nil {
-		t.Errorf("snapshot.Window %s fails the schema: %v", b, err)
+		t.Errorf("wire.Window %s fails the schema: %v", b, err)
 	}
 }

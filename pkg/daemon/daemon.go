@@ -28,19 +28,20 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/receiptflow/receiptflow/pkg/config"
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
-	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // Deps is what a service needs, built by Main from the flags.
 type Deps struct {
 	Common config.Common
-	Names  stream.Names
+	Names  wire.Names
 	Owned  []int
-	NATS   *pipeline.Conn
+	NATS   *connect.Conn
 	// Redis is the client Store uses (a *redis.ClusterClient with
 	// --redis-cluster).
 	Redis      redis.UniversalClient
@@ -59,7 +60,7 @@ type Runner interface {
 // Main parses args, connects, builds the service with build and runs it
 // until ctx ends. It returns the process exit code: 0 also when ctx ends
 // while it waits for a server. An unreachable or loading NATS or Redis is
-// waited for (pipeline.WaitFor), never a reason to exit; only refusals
+// waited for (connect.WaitFor), never a reason to exit; only refusals
 // (credentials, certificates, permissions) and errors that are not about a
 // lost connection end it with 1. When the service's Run fails because a
 // connection was lost, Main waits for both servers and calls build again
@@ -80,8 +81,8 @@ func Main(ctx context.Context, name string, args []string, stderr io.Writer, bui
 
 // options are the process flags beyond config.Common.
 type options struct {
-	natsSec    pipeline.NATSSecurity
-	redisSec   pipeline.RedisSecurity
+	natsSec    connect.NATSSecurity
+	redisSec   connect.RedisSecurity
 	owned      string
 	instance   int
 	instances  int
@@ -134,7 +135,7 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 	if err != nil {
 		return err
 	}
-	d := &Deps{Common: c, Names: stream.For(c.Generation), Logger: log}
+	d := &Deps{Common: c, Names: wire.For(c.Generation), Logger: log}
 	topology := stream.Config{Partitions: c.Partitions, Replicas: o.replicas}
 	refused := newRefusals()
 	natsOpts = append(natsOpts, natsEvents(log, refused)...)
@@ -151,7 +152,7 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 			return err
 		}
 		log.Info("streams and buckets ensured", "generation", c.Generation, "partitions", c.Partitions, "replicas", o.replicas,
-			"nats", pipeline.RedactURL(c.NATSURL), "nats_auth", o.natsSec)
+			"nats", connect.RedactURL(c.NATSURL), "nats_auth", o.natsSec)
 		return nil
 	}
 
@@ -172,7 +173,7 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 	}
 
 	h := &health{}
-	h.wait("nats at " + pipeline.RedactURL(c.NATSURL))
+	h.wait("nats at " + connect.RedactURL(c.NATSURL))
 	ln, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", o.httpAddr, err)
@@ -181,8 +182,8 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 	go srv.Serve(ln)
 	defer srv.Close()
 	log.Info("http listening", "addr", ln.Addr().String())
-	log.Info("connecting", "nats", pipeline.RedactURL(c.NATSURL), "nats_auth", o.natsSec,
-		"redis", pipeline.RedactURL(c.RedisURL), "redis_auth", o.redisSec)
+	log.Info("connecting", "nats", connect.RedactURL(c.NATSURL), "nats_auth", o.natsSec,
+		"redis", connect.RedactURL(c.RedisURL), "redis_auth", o.redisSec)
 
 	// Wait for the servers (SPEC §4): an unreachable or loading server is
 	// waited for with backoff while /readyz says so; only a refusal
@@ -192,7 +193,7 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 		return stopped(ctx, log, err)
 	}
 	h.nc.Store(d.NATS.NC)
-	if d.Redis, err = pipeline.ConnectRedisSecure(c.RedisURL, o.redisSec); err != nil {
+	if d.Redis, err = connect.ConnectRedisSecure(c.RedisURL, o.redisSec); err != nil {
 		d.NATS.Close()
 		return err
 	}
@@ -208,10 +209,10 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 		d.Redis.Close()
 		srv.Shutdown(shutdownCtx)
 	}
-	redisAt := pipeline.RedactURL(c.RedisURL)
+	redisAt := connect.RedactURL(c.RedisURL)
 	if err := w.until(ctx, "redis", redisAt, func(ctx context.Context) error { return pingRedis(ctx, d.Redis) }); err != nil {
 		shutdown()
-		return stopped(ctx, log, fmt.Errorf("redis %s: %w", pipeline.RedactURL(c.RedisURL), err))
+		return stopped(ctx, log, fmt.Errorf("redis %s: %w", connect.RedactURL(c.RedisURL), err))
 	}
 	h.redisOK.Store(time.Now().UnixNano())
 	if o.ensure {
@@ -254,7 +255,7 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 	}()
 
 	var runErr error
-	restarts := pipeline.WaitBackOff()
+	restarts := connect.WaitBackOff()
 	for {
 		h.wait("")
 		h.ready.Store(true)
@@ -278,7 +279,7 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 		case <-ctx.Done():
 		case <-time.After(pause):
 		}
-		if err := w.until(ctx, "nats", pipeline.RedactURL(c.NATSURL), func(context.Context) error { return natsUp(d.NATS.NC) }); err != nil {
+		if err := w.until(ctx, "nats", connect.RedactURL(c.NATSURL), func(context.Context) error { return natsUp(d.NATS.NC) }); err != nil {
 			runErr = err
 			break
 		}
@@ -425,24 +426,24 @@ type role struct {
 
 // roleOf mirrors the durable names of pkg/validator, pkg/windower and
 // pkg/publisher ("<svc>[-g<gen>]-p<p>", "publisher[-g<gen>]").
-func roleOf(name string, n stream.Names, owned []int, partitions int) role {
+func roleOf(name string, n wire.Names, owned []int, partitions int) role {
 	base := name
-	if n.Generation != stream.DefaultGeneration {
+	if n.Generation != wire.DefaultGeneration {
 		base += "-g" + n.Generation
 	}
 	r := role{name: name}
 	switch name {
 	case "validator", "windower":
-		src := stream.Raw
+		src := wire.Raw
 		if name == "windower" {
-			src = stream.Valid
+			src = wire.Valid
 			r.state, r.perPartition = owned, true
 		}
 		for _, p := range owned {
-			r.consumers = append(r.consumers, consumerRef{n.Stream(src), stream.Durable(base, p)})
+			r.consumers = append(r.consumers, consumerRef{n.Stream(src), wire.Durable(base, p)})
 		}
 	case "publisher":
-		r.consumers = []consumerRef{{n.Stream(stream.Changes), stream.Durable(base, -1)}}
+		r.consumers = []consumerRef{{n.Stream(wire.Changes), wire.Durable(base, -1)}}
 		for p := 0; p < partitions; p++ {
 			r.state = append(r.state, p)
 		}
@@ -475,7 +476,7 @@ func (r role) waitTopology(ctx context.Context, js jetstream.JetStream, w waiter
 		case err == nil:
 			return nil
 		case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrBucketNotFound):
-			return fmt.Errorf("%w: %w", pipeline.ErrNotYet, err)
+			return fmt.Errorf("%w: %w", connect.ErrNotYet, err)
 		}
 		return refused.or(fmt.Errorf("look up %s/%s: %w", first.stream, first.durable, err))
 	})

@@ -11,10 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/receiptflow/receiptflow/pkg/pipeline"
+	"github.com/receiptflow/receiptflow/pkg/connect"
 )
 
-// waiter waits for a server (SPEC §4): it retries with pipeline.WaitFor's
+// waiter waits for a server (SPEC §4): it retries with connect.WaitFor's
 // capped, jittered backoff, logs every failed attempt with its error, and
 // tells /readyz what it waits for. h may be nil (the set-up job serves no
 // probes).
@@ -24,32 +24,32 @@ type waiter struct {
 }
 
 // until runs op until it succeeds, fails for good, or ctx ends (see
-// pipeline.WaitFor). what names the awaited thing in the log message and
+// connect.WaitFor). what names the awaited thing in the log message and
 // on /readyz; at says where it is (a redacted URL, a stream).
 func (w waiter) until(ctx context.Context, what, at string, op func(context.Context) error) error {
 	w.h.wait(what + " at " + at)
-	return pipeline.WaitFor(ctx, op, func(attempt int, err error, next time.Duration) {
+	return connect.WaitFor(ctx, op, func(attempt int, err error, next time.Duration) {
 		w.h.wait(what + " at " + at + ": " + err.Error())
 		w.log.Warn("waiting for "+what, "at", at, "attempt", attempt, "retry_in", next.Round(time.Millisecond).String(), "err", err)
 	})
 }
 
 // connectNATS connects to url as name, waiting while no server answers.
-func (w waiter) connectNATS(ctx context.Context, url, name string, opts []nats.Option) (*pipeline.Conn, error) {
-	var conn *pipeline.Conn
-	err := w.until(ctx, "nats", pipeline.RedactURL(url), func(context.Context) error {
+func (w waiter) connectNATS(ctx context.Context, url, name string, opts []nats.Option) (*connect.Conn, error) {
+	var conn *connect.Conn
+	err := w.until(ctx, "nats", connect.RedactURL(url), func(context.Context) error {
 		var err error
-		conn, err = pipeline.ConnectNATS(url, name, opts...)
+		conn, err = connect.ConnectNATS(url, name, opts...)
 		return err
 	})
 	return conn, err
 }
 
 // connectionLost reports whether the service's error came from a lost
-// server: the error says so (pipeline.Transient), or a server does not
+// server: the error says so (connect.Transient), or a server does not
 // answer now.
 func (w waiter) connectionLost(ctx context.Context, err error, d *Deps) bool {
-	if pipeline.Transient(err) {
+	if connect.Transient(err) {
 		return true
 	}
 	return natsUp(d.NATS.NC) != nil || pingRedis(ctx, d.Redis) != nil
@@ -83,9 +83,9 @@ func pingRedis(ctx context.Context, rc redis.UniversalClient) error {
 // refusals records the permissions violations NATS reports (they arrive
 // asynchronously: the refused request only times out), so that a wait
 // ends at the first one instead of retrying the timeout forever.
-type refusals struct{ r *pipeline.Refusals }
+type refusals struct{ r *connect.Refusals }
 
-func newRefusals() *refusals { return &refusals{r: pipeline.NewRefusals()} }
+func newRefusals() *refusals { return &refusals{r: connect.NewRefusals()} }
 
 func (r *refusals) note(err error) { r.r.Note(err) }
 

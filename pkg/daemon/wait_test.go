@@ -20,8 +20,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/embedded"
-	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
 )
 
@@ -350,7 +350,7 @@ func TestTransient(t *testing.T) {
 		// too, the publisher exited on it.
 		{"jetstream: no response from stream", fmt.Errorf("publisher: put window.x: %w", jetstream.ErrNoStreamResponse), true},
 		{"redis: connection refused", dial, true},
-		{"not there yet", fmt.Errorf("%w: stream not found", pipeline.ErrNotYet), true},
+		{"not there yet", fmt.Errorf("%w: stream not found", connect.ErrNotYet), true},
 		{"deadline", context.DeadlineExceeded, true},
 		{"nats: authorization violation", fmt.Errorf("connect: %w", nats.ErrAuthorization), false},
 		{"nats: permissions violation", nats.ErrPermissionViolation, false},
@@ -363,7 +363,7 @@ func TestTransient(t *testing.T) {
 		if c.err == nil {
 			t.Fatalf("%s: no error produced", c.name)
 		}
-		if got := pipeline.Transient(c.err); got != c.want {
+		if got := connect.Transient(c.err); got != c.want {
 			t.Errorf("Transient(%s: %v) = %v, want %v", c.name, c.err, got, c.want)
 		}
 	}

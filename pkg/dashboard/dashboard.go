@@ -36,7 +36,7 @@ import (
 // Config configures a dashboard.
 type Config struct {
 	// Generation pins the generation to show; empty follows the
-	// active-generation pointer (stream.ControlBucket, stream.ActiveKey).
+	// active-generation pointer (wire.ControlBucket, wire.ActiveKey).
 	Generation string
 	// StaleAfter: with no source message (or no publisher report) for this
 	// long, readers are told the data is stale (default 2m).

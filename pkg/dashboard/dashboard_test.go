@@ -16,11 +16,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/receiptflow/receiptflow/pkg/publisher"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // fixture is a nats-server with generation buckets and a running
@@ -74,10 +73,10 @@ func start(t *testing.T, url string, cfg Config) *fixture {
 
 func (f *fixture) bucket(gen string) jetstream.KeyValue {
 	f.t.Helper()
-	if err := stream.Ensure(f.ctx, f.js, stream.For(gen), stream.Config{Partitions: 2}); err != nil {
+	if err := stream.Ensure(f.ctx, f.js, wire.For(gen), stream.Config{Partitions: 2}); err != nil {
 		f.t.Fatal(err)
 	}
-	kv, err := f.js.KeyValue(f.ctx, stream.For(gen).Bucket())
+	kv, err := f.js.KeyValue(f.ctx, wire.For(gen).Bucket())
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -95,12 +94,12 @@ func (f *fixture) put(kv jetstream.KeyValue, key string, v any) {
 	}
 }
 
-func (f *fixture) putWindow(kv jetstream.KeyValue, w snapshot.Window) {
-	f.put(kv, stream.WindowKey(w.WindowID), w)
+func (f *fixture) putWindow(kv jetstream.KeyValue, w wire.Window) {
+	f.put(kv, wire.WindowKey(w.WindowID), w)
 }
 
 func (f *fixture) putHealth(kv jetstream.KeyValue, now time.Time) {
-	f.put(kv, healthKey, publisher.Health{UpdatedAt: now, SourceLastSeen: now, StaleAfter: "2m0s", Grace: "1h0m0s",
+	f.put(kv, wire.HealthKey, wire.Health{UpdatedAt: now, SourceLastSeen: now, StaleAfter: "2m0s", Grace: "1h0m0s",
 		GlobalWatermark: now.Add(-5 * time.Minute), Watermarks: []time.Time{now, now}})
 }
 
@@ -165,11 +164,11 @@ func TestServesBucketAndFollowsThePointer(t *testing.T) {
 	w2 := snap(w.WindowID, 9, 3, window.StatusOpen)
 	w2.Generation = "2"
 	f.putWindow(kv2, w2)
-	ctrl, err := f.js.KeyValue(f.ctx, stream.ControlBucket)
+	ctrl, err := f.js.KeyValue(f.ctx, wire.ControlBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.put(ctrl, stream.ActiveKey, map[string]string{"generation": "2"})
+	f.put(ctrl, wire.ActiveKey, map[string]string{"generation": "2"})
 	testenv.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if v := f.windows(); v.Generation != "2" {
 			return fmt.Errorf("generation %q, want 2", v.Generation)
@@ -209,7 +208,7 @@ func TestRewatchesAfterServerRestart(t *testing.T) {
 		b, _ := json.Marshal(w)
 		pctx, cancel := context.WithTimeout(f.ctx, 2*time.Second)
 		defer cancel()
-		if _, err := kv.Put(pctx, stream.WindowKey(w.WindowID), b); err != nil {
+		if _, err := kv.Put(pctx, wire.WindowKey(w.WindowID), b); err != nil {
 			return err
 		}
 		if n := counterValue(t, reg, "receiptflow_dashboard_rewatches_total", reasonReconnected); n == 0 {

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // Reasons a watch session ends and the bucket is loaded again; they are
@@ -70,20 +70,20 @@ func (s *Service) resolve(ctx context.Context, ctrl jetstream.KeyValue) (string,
 		return s.cfg.Generation, nil
 	}
 	if ctrl == nil {
-		return stream.DefaultGeneration, nil
+		return wire.DefaultGeneration, nil
 	}
-	e, err := ctrl.Get(ctx, stream.ActiveKey)
+	e, err := ctrl.Get(ctx, wire.ActiveKey)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
-		return stream.DefaultGeneration, nil
+		return wire.DefaultGeneration, nil
 	case err != nil:
-		return "", fmt.Errorf("dashboard: read %s: %w", stream.ActiveKey, err)
+		return "", fmt.Errorf("dashboard: read %s: %w", wire.ActiveKey, err)
 	}
 	var ptr struct {
 		Generation string `json:"generation"`
 	}
 	if err := json.Unmarshal(e.Value(), &ptr); err != nil || ptr.Generation == "" {
-		return "", fmt.Errorf("dashboard: %s holds %q, not {\"generation\":\"G\"}", stream.ActiveKey, e.Value())
+		return "", fmt.Errorf("dashboard: %s holds %q, not {\"generation\":\"G\"}", wire.ActiveKey, e.Value())
 	}
 	return ptr.Generation, nil
 }
@@ -94,7 +94,7 @@ func (s *Service) controlBucket(ctx context.Context) (jetstream.KeyValue, error)
 	if s.cfg.Generation != "" {
 		return nil, nil
 	}
-	kv, err := s.js.KeyValue(ctx, stream.ControlBucket)
+	kv, err := s.js.KeyValue(ctx, wire.ControlBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, nil
 	}
@@ -145,13 +145,13 @@ func (s *Service) session(ctx context.Context, silence time.Duration) (string, e
 	if err != nil {
 		return reasonError, err
 	}
-	kv, err := s.js.KeyValue(wctx, stream.For(gen).Bucket())
+	kv, err := s.js.KeyValue(wctx, wire.For(gen).Bucket())
 	if err != nil {
-		return reasonError, fmt.Errorf("dashboard: bucket %s: %w", stream.For(gen).Bucket(), err)
+		return reasonError, fmt.Errorf("dashboard: bucket %s: %w", wire.For(gen).Bucket(), err)
 	}
 	w, err := kv.WatchAll(wctx)
 	if err != nil {
-		return reasonError, fmt.Errorf("dashboard: watch %s: %w", stream.For(gen).Bucket(), err)
+		return reasonError, fmt.Errorf("dashboard: watch %s: %w", wire.For(gen).Bucket(), err)
 	}
 	defer func() { go stopWatch(w) }()
 

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/receiptflow/receiptflow/pkg/publisher"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 //go:embed web
@@ -82,7 +82,7 @@ type HealthView struct {
 	StaleAfter  string    `json:"stale_after"`
 	Watch       WatchInfo `json:"watch"`
 	// Health is the publisher's report (meta.health), nil before the first.
-	Health *publisher.Health `json:"health"`
+	Health *wire.Health `json:"health"`
 }
 
 func (s *Service) serveHealth(w http.ResponseWriter, r *http.Request) {

@@ -8,36 +8,31 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/receiptflow/receiptflow/pkg/publisher"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
-	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
-
-// healthKey is the KV key of the publisher's health report.
-const healthKey = "meta.health"
 
 // contents is what one bucket holds that the dashboard shows.
 type contents struct {
-	windows map[string]snapshot.Window
-	health  *publisher.Health
+	windows map[string]wire.Window
+	health  *wire.Health
 }
 
-func newContents() *contents { return &contents{windows: map[string]snapshot.Window{}} }
+func newContents() *contents { return &contents{windows: map[string]wire.Window{}} }
 
 // apply records one KV entry. It reports whether the entry mattered and,
 // for a window, the snapshot stored.
-func (c *contents) apply(e jetstream.KeyValueEntry) (changed bool, w *snapshot.Window, err error) {
+func (c *contents) apply(e jetstream.KeyValueEntry) (changed bool, w *wire.Window, err error) {
 	key := e.Key()
 	deleted := e.Operation() == jetstream.KeyValueDelete || e.Operation() == jetstream.KeyValuePurge
 	switch {
-	case strings.HasPrefix(key, stream.WindowKey("")):
-		id := strings.TrimPrefix(key, stream.WindowKey(""))
+	case strings.HasPrefix(key, wire.WindowKey("")):
+		id := strings.TrimPrefix(key, wire.WindowKey(""))
 		if deleted {
 			_, had := c.windows[id]
 			delete(c.windows, id)
 			return had, nil, nil
 		}
-		var s snapshot.Window
+		var s wire.Window
 		if err := json.Unmarshal(e.Value(), &s); err != nil {
 			return false, nil, err
 		}
@@ -49,12 +44,12 @@ func (c *contents) apply(e jetstream.KeyValueEntry) (changed bool, w *snapshot.W
 		}
 		c.windows[id] = s
 		return true, &s, nil
-	case key == healthKey:
+	case key == wire.HealthKey:
 		if deleted {
 			c.health = nil
 			return true, nil, nil
 		}
-		var h publisher.Health
+		var h wire.Health
 		if err := json.Unmarshal(e.Value(), &h); err != nil {
 			return false, nil, err
 		}
@@ -85,7 +80,7 @@ func newState() *state {
 }
 
 // noteFirst remembers the count of a window's first output revision.
-func (st *state) noteFirst(w *snapshot.Window) {
+func (st *state) noteFirst(w *wire.Window) {
 	if w != nil && w.FirstOutputVersion > 0 && w.Version == w.FirstOutputVersion {
 		st.firstCount[w.WindowID] = w.Count
 	}

@@ -5,9 +5,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/receiptflow/receiptflow/pkg/publisher"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // ChartHours is how many hourly bars the page's chart shows.
@@ -37,11 +36,11 @@ type View struct {
 	Connected bool `json:"connected"`
 	Loaded    bool `json:"loaded"`
 	// Stale is the reader's verdict (see judgeStale); StaleReason says why.
-	Stale       bool              `json:"stale"`
-	StaleReason string            `json:"stale_reason,omitempty"`
-	StaleAfter  string            `json:"stale_after"`
-	Watch       WatchInfo         `json:"watch"`
-	Health      *publisher.Health `json:"health"`
+	Stale       bool         `json:"stale"`
+	StaleReason string       `json:"stale_reason,omitempty"`
+	StaleAfter  string       `json:"stale_after"`
+	Watch       WatchInfo    `json:"watch"`
+	Health      *wire.Health `json:"health"`
 	// Windows are the newest windows first (all of them from
 	// /api/windows, Config.Recent on the page).
 	Windows      []WindowView `json:"windows"`
@@ -84,8 +83,8 @@ type WindowView struct {
 	// saw that revision, else the corrections counted.
 	CorrectedBy int64 `json:"corrected_by"`
 	// FirstOutputCount is the count at the first hourly output, if known.
-	FirstOutputCount *int64             `json:"first_output_count,omitempty"`
-	Partitions       []snapshot.Partial `json:"partitions,omitempty"`
+	FirstOutputCount *int64         `json:"first_output_count,omitempty"`
+	Partitions       []wire.Partial `json:"partitions,omitempty"`
 }
 
 // HourView is one bar of the chart.
@@ -105,7 +104,7 @@ type HourView struct {
 // publisher has not reported for staleAfter (or ever), when it says the
 // source is stale, or when the source's last message is older than
 // staleAfter.
-func judgeStale(h *publisher.Health, now time.Time, staleAfter time.Duration) (bool, string) {
+func judgeStale(h *wire.Health, now time.Time, staleAfter time.Duration) (bool, string) {
 	switch {
 	case h == nil:
 		return true, "no health report from the publisher yet"
@@ -122,7 +121,7 @@ func judgeStale(h *publisher.Health, now time.Time, staleAfter time.Duration) (b
 	return false, ""
 }
 
-func sourceSince(h *publisher.Health) string {
+func sourceSince(h *wire.Health) string {
 	if h.SourceLastSeen.IsZero() {
 		return "the start (no message yet)"
 	}
@@ -167,7 +166,7 @@ func (s *Service) buildView(recent int, partitions bool) View {
 	return v
 }
 
-func windowView(w snapshot.Window, staleNow bool, first map[string]int64) WindowView {
+func windowView(w wire.Window, staleNow bool, first map[string]int64) WindowView {
 	final := w.Status == window.StatusFinal
 	wv := WindowView{
 		WindowID: w.WindowID, Start: w.Start, End: w.End, Count: w.Count, Version: w.Version, Status: w.Status,
@@ -187,7 +186,7 @@ func windowView(w snapshot.Window, staleNow bool, first map[string]int64) Window
 // empty hour is a confirmed zero only when it is final and not before the
 // first hour with data (see firstData); idsDesc are the windows' ids,
 // newest first.
-func hours(byID map[string]WindowView, idsDesc []string, h *publisher.Health, staleNow bool, now time.Time) []HourView {
+func hours(byID map[string]WindowView, idsDesc []string, h *wire.Health, staleNow bool, now time.Time) []HourView {
 	last := now.Truncate(time.Hour)
 	var newest time.Time
 	if len(idsDesc) > 0 {

@@ -5,28 +5,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/receiptflow/receiptflow/pkg/publisher"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 var t0 = time.Date(2026, 12, 2, 10, 30, 0, 0, time.UTC)
 
 func TestJudgeStale(t *testing.T) {
-	fresh := &publisher.Health{UpdatedAt: t0.Add(-time.Second), SourceLastSeen: t0.Add(-10 * time.Second), StaleAfter: "2m0s"}
+	fresh := &wire.Health{UpdatedAt: t0.Add(-time.Second), SourceLastSeen: t0.Add(-10 * time.Second), StaleAfter: "2m0s"}
 	cases := []struct {
 		name   string
-		h      *publisher.Health
+		h      *wire.Health
 		stale  bool
 		reason string
 	}{
 		{"no report", nil, true, "no health report"},
 		{"fresh", fresh, false, ""},
-		{"publisher silent", &publisher.Health{UpdatedAt: t0.Add(-3 * time.Minute), SourceLastSeen: t0.Add(-3 * time.Minute)}, true, "publisher has not reported since 2026-12-02T10:27:00Z"},
-		{"publisher says stale", &publisher.Health{UpdatedAt: t0, Stale: true, StaleAfter: "2m0s", SourceLastSeen: t0.Add(-5 * time.Minute)}, true, "source has sent nothing since 2026-12-02T10:25:00Z (stale after 2m0s)"},
-		{"reader's own threshold", &publisher.Health{UpdatedAt: t0, SourceLastSeen: t0.Add(-150 * time.Second)}, true, "stale after 2m0s"},
-		{"nothing ever sent, publisher not yet stale", &publisher.Health{UpdatedAt: t0}, false, ""},
-		{"nothing ever sent, publisher stale", &publisher.Health{UpdatedAt: t0, Stale: true, StaleAfter: "2m0s"}, true, "since the start (no message yet)"},
+		{"publisher silent", &wire.Health{UpdatedAt: t0.Add(-3 * time.Minute), SourceLastSeen: t0.Add(-3 * time.Minute)}, true, "publisher has not reported since 2026-12-02T10:27:00Z"},
+		{"publisher says stale", &wire.Health{UpdatedAt: t0, Stale: true, StaleAfter: "2m0s", SourceLastSeen: t0.Add(-5 * time.Minute)}, true, "source has sent nothing since 2026-12-02T10:25:00Z (stale after 2m0s)"},
+		{"reader's own threshold", &wire.Health{UpdatedAt: t0, SourceLastSeen: t0.Add(-150 * time.Second)}, true, "stale after 2m0s"},
+		{"nothing ever sent, publisher not yet stale", &wire.Health{UpdatedAt: t0}, false, ""},
+		{"nothing ever sent, publisher stale", &wire.Health{UpdatedAt: t0, Stale: true, StaleAfter: "2m0s"}, true, "since the start (no message yet)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -38,18 +37,18 @@ func TestJudgeStale(t *testing.T) {
 	}
 }
 
-func snap(id string, count, version int64, status window.Status) snapshot.Window {
+func snap(id string, count, version int64, status window.Status) wire.Window {
 	start, _ := window.ParseID(id)
-	return snapshot.Window{WindowID: id, Start: window.Time(start), End: window.Time(start + window.WidthMs),
+	return wire.Window{WindowID: id, Start: window.Time(start), End: window.Time(start + window.WidthMs),
 		Count: count, Version: version, Status: status}
 }
 
 func TestHoursNeverShowAZeroThatIsNotFinal(t *testing.T) {
 	// Global watermark 10:25 with 1h grace: hours ending at or before
 	// 09:25 are final (08:00 and earlier), 09:00 is in grace, 10:00 open.
-	h := &publisher.Health{GlobalWatermark: t0.Add(-5 * time.Minute), Grace: "1h0m0s", UpdatedAt: t0}
+	h := &wire.Health{GlobalWatermark: t0.Add(-5 * time.Minute), Grace: "1h0m0s", UpdatedAt: t0}
 	windows := map[string]WindowView{}
-	for _, w := range []snapshot.Window{
+	for _, w := range []wire.Window{
 		snap("2026-12-02T07", 5, 3, window.StatusFinal),
 		snap("2026-12-02T09", 2, 2, window.StatusInGrace),
 	} {
@@ -102,7 +101,7 @@ func TestHoursFollowOldData(t *testing.T) {
 	firstW := snap("2025-02-28T10", 2, 3, window.StatusFinal)
 	byID := map[string]WindowView{w.WindowID: windowView(w, false, nil), firstW.WindowID: windowView(firstW, false, nil)}
 	got := hours(byID, []string{w.WindowID, firstW.WindowID},
-		&publisher.Health{GlobalWatermark: window.Time(window.EndOfStream), Grace: "1h0m0s"}, false, t0)
+		&wire.Health{GlobalWatermark: window.Time(window.EndOfStream), Grace: "1h0m0s"}, false, t0)
 	if last := got[len(got)-1]; last.WindowID != w.WindowID || last.State != HourFinal {
 		t.Fatalf("last bar %+v, want %s final", last, w.WindowID)
 	}
@@ -121,7 +120,7 @@ func TestWindowView(t *testing.T) {
 	corrected.Corrections, corrected.FirstOutputVersion = 2, 4
 	cases := []struct {
 		name      string
-		w         snapshot.Window
+		w         wire.Window
 		staleNow  bool
 		first     map[string]int64
 		final     bool
@@ -131,7 +130,7 @@ func TestWindowView(t *testing.T) {
 		{"open fresh", snap("2026-12-02T10", 3, 1, window.StatusOpen), false, nil, false, false, 0},
 		{"open, stale now", snap("2026-12-02T10", 3, 1, window.StatusOpen), true, nil, false, true, 0},
 		{"final is never stale", snap("2026-12-02T07", 3, 3, window.StatusFinal), true, nil, true, false, 0},
-		{"published stale", func() snapshot.Window { w := snap("2026-12-02T10", 3, 1, window.StatusOpen); w.Stale = true; return w }(), false, nil, false, true, 0},
+		{"published stale", func() wire.Window { w := snap("2026-12-02T10", 3, 1, window.StatusOpen); w.Stale = true; return w }(), false, nil, false, true, 0},
 		{"corrected, first output unseen", corrected, false, nil, false, false, 2},
 		{"corrected, first output seen", corrected, false, map[string]int64{"2026-12-02T08": 11}, false, false, 1},
 	}
@@ -151,7 +150,7 @@ func TestWindowView(t *testing.T) {
 // heartbeats so far) every hour is "no data", however final.
 func TestHoursBeforeTheFirstEventAreNoData(t *testing.T) {
 	// Global watermark 10:25, grace 1h: every hour up to 08:00 is final.
-	h := &publisher.Health{GlobalWatermark: t0.Add(-5 * time.Minute), Grace: "1h0m0s", UpdatedAt: t0}
+	h := &wire.Health{GlobalWatermark: t0.Add(-5 * time.Minute), Grace: "1h0m0s", UpdatedAt: t0}
 	first := snap("2026-12-02T05", 4, 3, window.StatusFinal)
 	byID := map[string]WindowView{first.WindowID: windowView(first, false, nil)}
 	got := hours(byID, []string{first.WindowID}, h, false, t0)

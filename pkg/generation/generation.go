@@ -14,11 +14,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
-	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // Pointer is the value of the active-generation pointer
-// (stream.ControlBucket, key stream.ActiveKey).
+// (wire.ControlBucket, key wire.ActiveKey).
 type Pointer struct {
 	Generation string    `json:"generation"`
 	Previous   string    `json:"previous,omitempty"`
@@ -44,7 +44,7 @@ func ParityKey(gen string) string { return "parity." + gen }
 var ErrNoParity = errors.New("generation: no passing parity record")
 
 func control(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, stream.ControlBucket)
+	kv, err := js.KeyValue(ctx, wire.ControlBucket)
 	if err != nil {
 		return nil, fmt.Errorf("generation: control bucket: %w", err)
 	}
@@ -58,9 +58,9 @@ func Active(ctx context.Context, js jetstream.JetStream) (Pointer, uint64, error
 	if err != nil {
 		return Pointer{}, 0, err
 	}
-	e, err := kv.Get(ctx, stream.ActiveKey)
+	e, err := kv.Get(ctx, wire.ActiveKey)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return Pointer{Generation: stream.DefaultGeneration}, 0, nil
+		return Pointer{Generation: wire.DefaultGeneration}, 0, nil
 	}
 	if err != nil {
 		return Pointer{}, 0, fmt.Errorf("generation: read pointer: %w", err)
@@ -114,7 +114,7 @@ func ParityOf(ctx context.Context, js jetstream.JetStream, gen string) (Parity, 
 // previous generation is left as it is, so a switch can be rolled back by
 // switching to it again.
 func Switch(ctx context.Context, js jetstream.JetStream, gen string, force bool) (Pointer, error) {
-	if _, err := js.KeyValue(ctx, stream.For(gen).Bucket()); err != nil {
+	if _, err := js.KeyValue(ctx, wire.For(gen).Bucket()); err != nil {
 		return Pointer{}, fmt.Errorf("generation: generation %s has no snapshot bucket: %w", gen, err)
 	}
 	if !force {
@@ -138,9 +138,9 @@ func Switch(ctx context.Context, js jetstream.JetStream, gen string, force bool)
 		return Pointer{}, err
 	}
 	if rev == 0 {
-		_, err = kv.Create(ctx, stream.ActiveKey, b)
+		_, err = kv.Create(ctx, wire.ActiveKey, b)
 	} else {
-		_, err = kv.Update(ctx, stream.ActiveKey, b, rev)
+		_, err = kv.Update(ctx, wire.ActiveKey, b, rev)
 	}
 	if err != nil {
 		return Pointer{}, fmt.Errorf("generation: switch to %s (another switch raced?): %w", gen, err)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
-	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // RebuildConfig configures a rebuild.
@@ -45,8 +45,8 @@ func Rebuild(ctx context.Context, rc RebuildConfig) (*RebuildResult, error) {
 	if rc.NATSURL == "" || rc.RedisURL == "" {
 		return nil, errors.New("generation: rebuild needs --nats-url and --redis-url of the running deployment")
 	}
-	gen := stream.For(rc.Generation).Generation
-	if gen == stream.DefaultGeneration && rc.Generation == "" {
+	gen := wire.For(rc.Generation).Generation
+	if gen == wire.DefaultGeneration && rc.Generation == "" {
 		return nil, errors.New("generation: rebuild needs a target --generation")
 	}
 	p, err := pipeline.Start(ctx, rc.Config)
@@ -103,8 +103,8 @@ func Rebuild(ctx context.Context, rc RebuildConfig) (*RebuildResult, error) {
 // and late rows. It returns the report and the last RAW sequence the pass
 // read. opts must carry the pipeline's partitioning, lateness, grace and
 // replay horizon.
-func Reconcile(ctx context.Context, js jetstream.JetStream, n stream.Names, opts reconcile.Options) (*reconcile.Report, uint64, error) {
-	b, last, err := reconcile.CountRaw(ctx, js, stream.Raw, opts)
+func Reconcile(ctx context.Context, js jetstream.JetStream, n wire.Names, opts reconcile.Options) (*reconcile.Report, uint64, error) {
+	b, last, err := reconcile.CountRaw(ctx, js, wire.Raw, opts)
 	if err != nil {
 		return nil, 0, err
 	}

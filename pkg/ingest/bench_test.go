@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // BenchmarkFile ingests a generated file of 20,000 records into a fresh
@@ -24,7 +24,7 @@ func BenchmarkFile(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		if err := js.DeleteStream(ctx, stream.Raw); err != nil && i > 0 {
+		if err := js.DeleteStream(ctx, wire.Raw); err != nil && i > 0 {
 			b.Fatal(err)
 		}
 		ensure(b, ctx, js)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // cluster is three in-process nats-servers routed on loopback, each with
@@ -27,7 +28,7 @@ func (c *cluster) leader(ctx context.Context, js jetstream.JetStream) (int, erro
 	// A request sent just before a node goes may never be answered.
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	st, err := js.Stream(ctx, stream.Raw)
+	st, err := js.Stream(ctx, wire.Raw)
 	if err != nil {
 		return 0, err
 	}
@@ -61,7 +62,7 @@ func TestOrderThroughLeaderLoss(t *testing.T) {
 	c := newCluster(t)
 	_, js := connect(t, c.URLs(), 0)
 	testenv.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
-		return stream.Ensure(ctx, js, stream.For(""), stream.Config{Partitions: testPartitions, Replicas: 3})
+		return stream.Ensure(ctx, js, wire.For(""), stream.Config{Partitions: testPartitions, Replicas: 3})
 	})
 	const losses = 2
 	step := int64(20000 / (losses + 1))
@@ -149,7 +150,7 @@ func TestTwoNodesLostNamesFirstUnconfirmed(t *testing.T) {
 	c := newCluster(t)
 	_, js := connect(t, c.URLs(), 0)
 	testenv.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
-		return stream.Ensure(ctx, js, stream.For(""), stream.Config{Partitions: testPartitions, Replicas: 3})
+		return stream.Ensure(ctx, js, wire.For(""), stream.Config{Partitions: testPartitions, Replicas: 3})
 	})
 	var acks atomic.Int64
 	// Unbuffered, and the ack callback waits for the test to take each

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // item is one message of the single ordered sequence an Ingester writes
@@ -30,14 +31,6 @@ type result struct {
 	seq uint64
 	dup bool
 }
-
-// Atomic batch headers (ADR-50, nats-server 2.12 and later; nats.go has no
-// client for them).
-const (
-	hdrBatchID     = "Nats-Batch-Id"
-	hdrBatchSeq    = "Nats-Batch-Sequence"
-	hdrBatchCommit = "Nats-Batch-Commit"
-)
 
 // recentMax bounds the message ids a committer remembers.
 const recentMax = 1 << 17
@@ -247,10 +240,10 @@ func (c *committer) commit(ctx context.Context, items []item, part []int) (uint6
 		for key, v := range m.Header {
 			b.Header[key] = v
 		}
-		b.Header.Set(hdrBatchID, id)
-		b.Header.Set(hdrBatchSeq, strconv.Itoa(k+1))
+		b.Header.Set(wire.HdrBatchID, id)
+		b.Header.Set(wire.HdrBatchSeq, strconv.Itoa(k+1))
 		if k == last {
-			b.Header.Set(hdrBatchCommit, "1")
+			b.Header.Set(wire.HdrBatchCommit, "1")
 		}
 		var err error
 		if f, err = c.js.PublishMsgAsync(b, jetstream.WithRetryAttempts(0)); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // testNow stamps ingested_at in every test, so that the message ids (which
@@ -65,7 +66,7 @@ func connect(t testing.TB, url string, bufSize int) (*nats.Conn, jetstream.JetSt
 // ensure creates the deployment's streams.
 func ensure(t testing.TB, ctx context.Context, js jetstream.JetStream) {
 	t.Helper()
-	if err := stream.Ensure(ctx, js, stream.For(""), stream.Config{Partitions: testPartitions}); err != nil {
+	if err := stream.Ensure(ctx, js, wire.For(""), stream.Config{Partitions: testPartitions}); err != nil {
 		t.Fatalf("ensure: %v", err)
 	}
 }
@@ -97,7 +98,7 @@ func rawOrder(t testing.TB, ctx context.Context, js jetstream.JetStream) (map[st
 		// sent before the client noticed may never be answered.
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		return stream.ReadAll(actx, js, stream.Raw, func(m jetstream.Msg) error {
+		return stream.ReadAll(actx, js, wire.Raw, func(m jetstream.Msg) error {
 			meta, err := m.Metadata()
 			if err != nil {
 				return err

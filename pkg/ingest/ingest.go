@@ -23,26 +23,8 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
-
-// HdrOrigSize is set on a message whose record was cut to a bounded prefix
-// (KeepBytes): the record's full size in bytes. Only records that are
-// too_large anyway are cut; the validator reports them with this size.
-const HdrOrigSize = "Rf-Orig-Size"
-
-// KeepBytes is the longest record ingest publishes whole, and the most of a
-// record the validator copies to REJECTED: four times the contract's
-// maxSize, and never so much that the message (with room for its headers)
-// could exceed the server's maxPayload (when known, > 0). A longer record is
-// too_large anyway; publishing it whole would fail on a line of megabytes
-// (or on its REJECTED copy) and stop the whole ingest or its partition.
-func KeepBytes(maxSize int, maxPayload int64) int {
-	keep := 4 * maxSize
-	if room := int(maxPayload) - 8<<10; maxPayload > 0 && room > maxSize && room < keep {
-		keep = room
-	}
-	return keep
-}
 
 // Options configure an Ingester.
 type Options struct {
@@ -150,7 +132,7 @@ func New(js jetstream.JetStream, opts Options) *Ingester {
 	if nc := js.Conn(); nc != nil {
 		maxPayload = nc.MaxPayload()
 	}
-	in := &Ingester{js: js, opts: opts, keep: KeepBytes(opts.Validator.Options().MaxSize, maxPayload),
+	in := &Ingester{js: js, opts: opts, keep: wire.KeepBytes(opts.Validator.Options().MaxSize, maxPayload),
 		kick: make(chan struct{}, 1), space: make(chan struct{}, 1), failed: make(chan struct{}), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	in.stop = cancel
@@ -307,7 +289,7 @@ func (in *Ingester) beatLoop(ctx context.Context) {
 // included) is skipped, as the batch pass skips it, but counts as a line;
 // otherwise only JSON white space is trimmed, so that the record the
 // validator judges is the one the batch pass judges. A record longer than
-// KeepBytes is published as its first KeepBytes bytes with HdrOrigSize.
+// wire.KeepBytes is published as its first wire.KeepBytes bytes with wire.HdrOrigSize.
 func (in *Ingester) Publish(ctx context.Context, line []byte) error {
 	if len(bytes.TrimSpace(line)) == 0 {
 		in.mu.Lock()
@@ -396,16 +378,16 @@ func (in *Ingester) build(line []byte) (it item, ev contract.Event, valid bool) 
 		valid = err == nil
 	}
 	if valid {
-		subject = stream.For("").Subject(stream.Raw, window.Route(ev.PartitionKey, ev.EventID, in.opts.Partitions, in.opts.HotKeys))
+		subject = wire.For("").Subject(wire.Raw, window.Route(ev.PartitionKey, ev.EventID, in.opts.Partitions, in.opts.HotKeys))
 		msgID = ev.EventID + ":" + strconv.FormatUint(ev.Fingerprint, 16)
 	} else {
 		sum := sha256.Sum256(line)
 		msgID = "x:" + hex.EncodeToString(sum[:12])
-		subject = stream.For("").Subject(stream.Raw, int(sum[0])%in.opts.Partitions)
+		subject = wire.For("").Subject(wire.Raw, int(sum[0])%in.opts.Partitions)
 	}
 	m := stream.NewMsg(subject, msgID, rec)
 	if cut {
-		m.Header.Set(HdrOrigSize, strconv.Itoa(len(line)))
+		m.Header.Set(wire.HdrOrigSize, strconv.Itoa(len(line)))
 	}
 	return item{msg: m, id: msgID}, ev, valid
 }
@@ -423,8 +405,8 @@ func (in *Ingester) heartbeatLocked(progress int64, tag string) {
 		// '/' is outside the event id alphabet: no record's id (event_id:
 		// fingerprint) can equal a heartbeat's.
 		id := "hb/" + strconv.FormatInt(progress, 10) + "/" + tag + "/" + strconv.Itoa(p)
-		m := stream.NewMsg(stream.For("").Subject(stream.Raw, p), id, nil)
-		m.Header.Set(stream.HdrHeartbeat, strconv.FormatInt(progress, 10))
+		m := stream.NewMsg(wire.For("").Subject(wire.Raw, p), id, nil)
+		m.Header.Set(wire.HdrHeartbeat, strconv.FormatInt(progress, 10))
 		in.queue = append(in.queue, item{msg: m, id: id})
 	}
 	in.statsMu.Lock()

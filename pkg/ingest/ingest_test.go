@@ -14,6 +14,7 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // lines splits data into its lines, without newlines.
@@ -186,7 +187,7 @@ func TestBOMSkipped(t *testing.T) {
 	}
 	first := lines(data)[0]
 	var firstMsg jetstream.Msg
-	if err := stream.ReadAll(ctx, js, stream.Raw, func(m jetstream.Msg) error {
+	if err := stream.ReadAll(ctx, js, wire.Raw, func(m jetstream.Msg) error {
 		if firstMsg == nil {
 			firstMsg = m
 		}

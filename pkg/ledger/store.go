@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/receiptflow/receiptflow/pkg/digest"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 var (
@@ -356,7 +356,7 @@ type PartitionView struct {
 	Seq       uint64
 	Retired   int64
 	// Partials by window id; a window the partition never touched is absent.
-	Partials map[string]snapshot.Partial
+	Partials map[string]wire.Partial
 }
 
 // Read reads partition p's watermark and its partials of the windows ids
@@ -421,7 +421,7 @@ func parseView(p int, ids []string, raw []any) (*PartitionView, error) {
 	if len(raw) != 3+len(ids) {
 		return nil, fmt.Errorf("ledger: read partition %d: %d replies for %d windows", p, len(raw), len(ids))
 	}
-	v := &PartitionView{Partition: p, Partials: make(map[string]snapshot.Partial, len(ids))}
+	v := &PartitionView{Partition: p, Partials: make(map[string]wire.Partial, len(ids))}
 	v.Watermark, _ = strconv.ParseInt(str(raw[0]), 10, 64)
 	v.Seq, _ = strconv.ParseUint(str(raw[1]), 10, 64)
 	v.Retired, _ = strconv.ParseInt(str(raw[2]), 10, 64)
@@ -431,7 +431,7 @@ func parseView(p int, ids []string, raw []any) (*PartitionView, error) {
 			continue
 		}
 		n := func(k int) int64 { x, _ := strconv.ParseInt(str(f[k]), 10, 64); return x }
-		v.Partials[id] = snapshot.Partial{
+		v.Partials[id] = wire.Partial{
 			Partition: p, Count: n(0), Corrections: n(1), LateDropped: n(2), Version: n(3),
 			OnTimeVersion: n(4), Digest: digest.Digest{Hi: uint32(n(5)), Lo: uint32(n(6))}, Watermark: v.Watermark,
 		}

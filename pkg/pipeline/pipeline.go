@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/embedded"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
@@ -31,6 +32,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/validator"
 	"github.com/receiptflow/receiptflow/pkg/window"
 	"github.com/receiptflow/receiptflow/pkg/windower"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // Config configures a pipeline.
@@ -79,10 +81,10 @@ const (
 // Pipeline is a running in-process pipeline.
 type Pipeline struct {
 	cfg       Config
-	Names     stream.Names
+	Names     wire.Names
 	NATSURL   string
 	RedisURL  string
-	Admin     *Conn
+	Admin     *connect.Conn
 	Redis     *redis.Client
 	Store     *ledger.Store
 	Validator *contract.Validator
@@ -119,7 +121,7 @@ func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 		cfg.Services = []string{Validator, Windower, Publisher}
 	}
 	cfg.Stream.Partitions = cfg.Partitions
-	p = &Pipeline{cfg: cfg, Names: stream.For(cfg.Generation), NATSURL: cfg.NATSURL, RedisURL: cfg.RedisURL, crashes: map[string]int{}}
+	p = &Pipeline{cfg: cfg, Names: wire.For(cfg.Generation), NATSURL: cfg.NATSURL, RedisURL: cfg.RedisURL, crashes: map[string]int{}}
 	defer func() {
 		if err != nil {
 			p.Close()
@@ -147,10 +149,10 @@ func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 		}
 		p.RedisURL = "redis://" + p.mr.Addr()
 	}
-	if p.Admin, err = ConnectNATS(p.NATSURL, "receiptflow-admin"); err != nil {
+	if p.Admin, err = connect.ConnectNATS(p.NATSURL, "receiptflow-admin"); err != nil {
 		return nil, err
 	}
-	if p.Redis, err = ConnectRedis(p.RedisURL); err != nil {
+	if p.Redis, err = connect.ConnectRedis(p.RedisURL); err != nil {
 		return nil, err
 	}
 	if err := p.Redis.Ping(ctx).Err(); err != nil {
@@ -216,12 +218,12 @@ func (p *Pipeline) supervise(ctx context.Context, svc string) {
 }
 
 func (p *Pipeline) runOnce(ctx context.Context, svc string) error {
-	conn, err := ConnectNATS(p.NATSURL, "receiptflow-"+svc)
+	conn, err := connect.ConnectNATS(p.NATSURL, "receiptflow-"+svc)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	rdb, err := ConnectRedis(p.RedisURL)
+	rdb, err := connect.ConnectRedis(p.RedisURL)
 	if err != nil {
 		return err
 	}
@@ -258,9 +260,9 @@ func (p *Pipeline) Backlog(ctx context.Context) (map[string]uint64, bool, error)
 // Backlog returns the unprocessed messages of every consumer that services
 // of generation n run (validator and windower: one per partition;
 // publisher: one), and whether all of them exist yet.
-func Backlog(ctx context.Context, js jetstream.JetStream, n stream.Names, services []string, partitions int) (map[string]uint64, bool, error) {
+func Backlog(ctx context.Context, js jetstream.JetStream, n wire.Names, services []string, partitions int) (map[string]uint64, bool, error) {
 	out := map[string]uint64{}
-	for _, base := range []string{stream.Raw, stream.Valid, stream.Changes} {
+	for _, base := range []string{wire.Raw, wire.Valid, wire.Changes} {
 		st, err := js.Stream(ctx, n.Stream(base))
 		if err != nil {
 			return nil, false, err
@@ -289,7 +291,7 @@ func Backlog(ctx context.Context, js jetstream.JetStream, n stream.Names, servic
 
 // WaitDrained waits until every consumer of generation n's services has
 // processed everything (checked three times in a row).
-func WaitDrained(ctx context.Context, js jetstream.JetStream, n stream.Names, services []string, partitions int) error {
+func WaitDrained(ctx context.Context, js jetstream.JetStream, n wire.Names, services []string, partitions int) error {
 	quiet := 0
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
@@ -320,10 +322,10 @@ func WaitDrained(ctx context.Context, js jetstream.JetStream, n stream.Names, se
 
 // ownsConsumer reports whether a durable consumer belongs to
 // generation n (names from the services' durable()).
-func ownsConsumer(n stream.Names, name string) bool {
+func ownsConsumer(n wire.Names, name string) bool {
 	for _, svc := range []string{Validator, Windower, Publisher} {
 		base := svc
-		if n.Generation != stream.DefaultGeneration {
+		if n.Generation != wire.DefaultGeneration {
 			base += "-g" + n.Generation
 		}
 		if name == base || strings.HasPrefix(name, base+"-p") {

@@ -17,13 +17,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
+	"github.com/receiptflow/receiptflow/pkg/dashboard"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
 	"github.com/receiptflow/receiptflow/pkg/stream"
-	"github.com/receiptflow/receiptflow/pkg/validator"
 	"github.com/receiptflow/receiptflow/pkg/windower"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // RunConfig configures a bounded run (receiptctl run).
@@ -71,24 +71,13 @@ type TraceRow struct {
 	ValidSeq uint64 `json:"valid_seq,omitempty"`
 }
 
-// Sample is one point of metrics.json.
-type Sample struct {
-	T             float64 `json:"t"`
-	Backlog       uint64  `json:"backlog"`
-	LedgerEntries int64   `json:"ledger_entries"`
-	Windows       int64   `json:"windows"`
-	Corrections   int64   `json:"corrections"`
-	Late          int64   `json:"late"`
-	RedisBytes    int64   `json:"redis_bytes,omitempty"`
-}
-
 // RunResult is what a bounded run produced.
 type RunResult struct {
-	Windows  []snapshot.Window
+	Windows  []wire.Window
 	Late     []reconcile.LateRow
 	Rejected []reconcile.RejectedRow
 	Trace    []TraceRow
-	Metrics  []Sample
+	Metrics  []dashboard.Sample
 	Report   *reconcile.Report
 	Ingest   ingest.Stats
 	Crashes  map[string]int
@@ -115,7 +104,7 @@ func (t *tracer) windower(_ int, recs []windower.Trace) {
 			row.Decision, row.Version, row.Correction = "counted", r.Decision.Version, true
 			t.corrections++
 		case ledger.Late:
-			row.Decision, row.Version, row.Reason = "late", r.Decision.Version, windower.ReasonAfterGrace
+			row.Decision, row.Version, row.Reason = "late", r.Decision.Version, wire.ReasonAfterGrace
 			t.late++
 		case ledger.Duplicate:
 			row.Decision, row.Layer = "duplicate", "ledger"
@@ -203,7 +192,7 @@ func Run(ctx context.Context, rc RunConfig) (*RunResult, error) {
 	// The referee (SPEC section 8) reads the fixed raw snapshot the stream
 	// read: RAW as stored, in order, heartbeats and broker timestamps
 	// included, and judges every event itself.
-	batch, _, err := reconcile.CountRaw(ctx, p.Admin.JS, stream.Raw, reconcile.Options{
+	batch, _, err := reconcile.CountRaw(ctx, p.Admin.JS, wire.Raw, reconcile.Options{
 		Validator: p.Validator, DefaultIngestedAt: rc.Now, Partitions: p.cfg.Partitions, HotKeys: p.cfg.HotKeys,
 		Lateness: p.cfg.Lateness, Grace: p.cfg.Grace, Horizon: p.cfg.ReplayHorizon,
 	})
@@ -223,7 +212,7 @@ func Run(ctx context.Context, rc RunConfig) (*RunResult, error) {
 // requireEmpty refuses to run against streams that already hold data: a
 // bounded run's artifacts must describe exactly its own input.
 func (p *Pipeline) requireEmpty(ctx context.Context) error {
-	st, err := p.Admin.JS.Stream(ctx, stream.Raw)
+	st, err := p.Admin.JS.Stream(ctx, wire.Raw)
 	if err != nil {
 		return err
 	}
@@ -253,28 +242,28 @@ func (t *tracer) finish(rejected []reconcile.RejectedRow) []TraceRow {
 }
 
 // Windows reads every window snapshot from the KV bucket, sorted by start.
-func (p *Pipeline) Windows(ctx context.Context) ([]snapshot.Window, error) {
+func (p *Pipeline) Windows(ctx context.Context) ([]wire.Window, error) {
 	return ReadWindows(ctx, p.Admin.JS, p.Names)
 }
 
 // ReadWindows reads every window snapshot of generation n from its KV
 // bucket, sorted by start.
-func ReadWindows(ctx context.Context, js jetstream.JetStream, n stream.Names) ([]snapshot.Window, error) {
+func ReadWindows(ctx context.Context, js jetstream.JetStream, n wire.Names) ([]wire.Window, error) {
 	kv, err := js.KeyValue(ctx, n.Bucket())
 	if err != nil {
 		return nil, err
 	}
-	w, err := kv.Watch(ctx, stream.WindowKey("*"), jetstream.IgnoreDeletes())
+	w, err := kv.Watch(ctx, wire.WindowKey("*"), jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("run: watch windows: %w", err)
 	}
 	defer w.Stop()
-	var out []snapshot.Window
+	var out []wire.Window
 	for e := range w.Updates() {
 		if e == nil {
 			break
 		}
-		var s snapshot.Window
+		var s wire.Window
 		if err := json.Unmarshal(e.Value(), &s); err != nil {
 			return nil, fmt.Errorf("run: %s: %w", e.Key(), err)
 		}
@@ -291,11 +280,11 @@ func (p *Pipeline) LateRows(ctx context.Context) ([]reconcile.LateRow, error) {
 
 // ReadLate reads generation n's LATE stream, one row per distinct event id
 // (first occurrence).
-func ReadLate(ctx context.Context, js jetstream.JetStream, n stream.Names) ([]reconcile.LateRow, error) {
+func ReadLate(ctx context.Context, js jetstream.JetStream, n wire.Names) ([]reconcile.LateRow, error) {
 	seen := map[string]bool{}
 	var out []reconcile.LateRow
-	err := stream.ReadAll(ctx, js, n.Stream(stream.Late), func(m jetstream.Msg) error {
-		var le windower.LateEvent
+	err := stream.ReadAll(ctx, js, n.Stream(wire.Late), func(m jetstream.Msg) error {
+		var le wire.LateEvent
 		if err := json.Unmarshal(m.Data(), &le); err != nil {
 			return fmt.Errorf("run: LATE message: %w", err)
 		}
@@ -314,15 +303,15 @@ func ReadLate(ctx context.Context, js jetstream.JetStream, n stream.Names) ([]re
 func (p *Pipeline) RejectedRows(ctx context.Context) ([]reconcile.RejectedRow, error) {
 	seen := map[uint64]bool{}
 	var out []reconcile.RejectedRow
-	err := stream.ReadAll(ctx, p.Admin.JS, p.Names.Stream(stream.Rejected), func(m jetstream.Msg) error {
+	err := stream.ReadAll(ctx, p.Admin.JS, p.Names.Stream(wire.Rejected), func(m jetstream.Msg) error {
 		h := m.Headers()
-		seq, _ := strconv.ParseUint(h.Get(stream.HdrRawSeq), 10, 64)
+		seq, _ := strconv.ParseUint(h.Get(wire.HdrRawSeq), 10, 64)
 		if seen[seq] {
 			return nil
 		}
 		seen[seq] = true
-		out = append(out, reconcile.RejectedRow{EventID: h.Get(validator.HdrEventID),
-			Reason: contract.Reason(h.Get(stream.HdrReason)), Detail: h.Get(validator.HdrDetail), Seq: seq})
+		out = append(out, reconcile.RejectedRow{EventID: h.Get(wire.HdrEventID),
+			Reason: contract.Reason(h.Get(wire.HdrReason)), Detail: h.Get(wire.HdrDetail), Seq: seq})
 		return nil
 	})
 	return out, err
@@ -330,11 +319,11 @@ func (p *Pipeline) RejectedRows(ctx context.Context) ([]reconcile.RejectedRow, e
 
 // sample records metrics.json points every 200ms until the returned stop
 // function is called.
-func (p *Pipeline) sample(ctx context.Context, began time.Time, tr *tracer, out *[]Sample) (stop func()) {
+func (p *Pipeline) sample(ctx context.Context, began time.Time, tr *tracer, out *[]dashboard.Sample) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	take := func() {
-		s := Sample{T: time.Since(began).Seconds()}
+		s := dashboard.Sample{T: time.Since(began).Seconds()}
 		if b, _, err := p.Backlog(ctx); err == nil {
 			for _, v := range b {
 				s.Backlog += v
@@ -409,7 +398,7 @@ func (p *Pipeline) progress(ctx context.Context, w io.Writer, began time.Time, t
 				for _, v := range b {
 					backlog += v
 				}
-				raw, _ := p.Admin.JS.Stream(ctx, stream.Raw)
+				raw, _ := p.Admin.JS.Stream(ctx, wire.Raw)
 				var stored uint64
 				if raw != nil {
 					if info, err := raw.Info(ctx); err == nil {
@@ -454,7 +443,7 @@ func (r *RunResult) write(dir string) error {
 	}
 	windows := r.Windows
 	if windows == nil {
-		windows = []snapshot.Window{}
+		windows = []wire.Window{}
 	}
 	var errs []error
 	errs = append(errs,
@@ -463,7 +452,7 @@ func (r *RunResult) write(dir string) error {
 		writeNDJSON("rejected.ndjson", len(r.Rejected), func(i int) any { return r.Rejected[i] }),
 		writeNDJSON("trace.ndjson", len(r.Trace), func(i int) any { return r.Trace[i] }),
 		writeJSON("metrics.json", map[string]any{"samples": r.Metrics, "crashes": r.Crashes, "ingest": r.Ingest, "elapsed_seconds": r.Elapsed.Seconds()}),
-		WriteChartFile(dir, r.Metrics),
+		dashboard.WriteChartFile(dir, r.Metrics),
 	)
 	pj, err := os.Create(filepath.Join(dir, "parity.json"))
 	if err == nil {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // DefaultStallTimeout is RunConfig.StallTimeout when it is zero: a run
@@ -87,7 +87,7 @@ func serviceOf(key string) string {
 // consumers reads the state of every consumer of the pipeline's services.
 func (p *Pipeline) consumers(ctx context.Context) (map[string]consumerState, error) {
 	out := map[string]consumerState{}
-	for _, base := range []string{stream.Raw, stream.Valid, stream.Changes} {
+	for _, base := range []string{wire.Raw, wire.Valid, wire.Changes} {
 		st, err := p.Admin.JS.Stream(ctx, p.Names.Stream(base))
 		if err != nil {
 			return nil, err

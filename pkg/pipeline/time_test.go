@@ -14,7 +14,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
 	"github.com/receiptflow/receiptflow/pkg/gen"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // farFuture are records whose producer wrote a far-future occurred_at and
@@ -100,14 +100,14 @@ func runFile(t *testing.T, name string, data []byte) *RunResult {
 
 // sameWindows holds got to want window by window: id, count, status,
 // corrections and late_dropped.
-func sameWindows(t *testing.T, want, got []snapshot.Window) {
+func sameWindows(t *testing.T, want, got []wire.Window) {
 	t.Helper()
 	type key struct {
 		id                       string
 		count, corrections, late int64
 		status                   string
 	}
-	of := func(ws []snapshot.Window) map[string]key {
+	of := func(ws []wire.Window) map[string]key {
 		m := map[string]key{}
 		for _, w := range ws {
 			m[w.WindowID] = key{w.WindowID, w.Count, w.Corrections, w.LateDropped, string(w.Status)}

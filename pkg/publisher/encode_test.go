@@ -7,15 +7,15 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
-	"github.com/receiptflow/receiptflow/pkg/publisher"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // FuzzHealthOfAcceptedTime: the meta.health value the publisher writes to
 // the KV bucket encodes and decodes unchanged for any watermark an
 // accepted event time can produce (the event time − lateness, EndOfStream,
 // EndOfStream − lateness, none yet), with source_last_seen at the event
-// time. (The window snapshot itself is fuzzed in pkg/snapshot.)
+// time. (The window snapshot itself is fuzzed in pkg/wire.)
 func FuzzHealthOfAcceptedTime(f *testing.F) {
 	for _, s := range [][2]int64{
 		{contract.MinEventUnix, 0},
@@ -43,13 +43,13 @@ func FuzzHealthOfAcceptedTime(f *testing.F) {
 		ms := window.Ms(ev.OccurredAt)
 		wms := []time.Time{window.Time(window.Advance(window.NoWatermark, ms, latenessMs)), window.Time(window.EndOfStream),
 			window.Time(window.EndOfStream - latenessMs), window.Time(window.NoWatermark)}
-		h := publisher.Health{UpdatedAt: ev.OccurredAt, GlobalWatermark: wms[0], Watermarks: wms,
+		h := wire.Health{UpdatedAt: ev.OccurredAt, GlobalWatermark: wms[0], Watermarks: wms,
 			Backlog: map[string]uint64{}, SourceLastSeen: ev.OccurredAt, StaleAfter: "2m0s", Grace: "1h0m0s"}
 		body, err := json.Marshal(&h)
 		if err != nil {
 			t.Fatalf("health with watermarks %v does not encode: %v", wms, err)
 		}
-		var back publisher.Health
+		var back wire.Health
 		if err := json.Unmarshal(body, &back); err != nil {
 			t.Fatalf("%s does not decode: %v", body, err)
 		}

@@ -13,59 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
-
-// Health is the pipeline health the publisher writes under meta.* keys.
-type Health struct {
-	UpdatedAt time.Time `json:"updated_at"`
-	// GlobalWatermark is the minimum of the partition watermarks.
-	GlobalWatermark time.Time `json:"global_watermark"`
-	// Watermarks by partition.
-	Watermarks []time.Time `json:"watermarks"`
-	// Backlog is each consumer's unprocessed messages (pending + unacked).
-	Backlog map[string]uint64 `json:"backlog"`
-	// LedgerEntries and Windows are the state size held in Redis.
-	LedgerEntries int64 `json:"ledger_entries"`
-	Windows       int   `json:"windows"`
-	// LateTotal is the number of messages in LATE; Corrections the sum of
-	// corrections over the windows published.
-	LateTotal   uint64 `json:"late_total"`
-	Corrections int64  `json:"corrections"`
-	// SourceLastSeen is the time of the newest RAW message; Stale is true
-	// when it is older than StaleAfter.
-	SourceLastSeen time.Time `json:"source_last_seen"`
-	Stale          bool      `json:"stale"`
-	StaleAfter     string    `json:"stale_after"`
-	Generation     string    `json:"generation"`
-
-	// Grace is the grace period the window statuses are judged with, so a
-	// reader can tell which empty hours are final (confirmed zeros).
-	Grace string `json:"grace"`
-	// LateLastMinute is the late-event rate: messages routed to LATE in
-	// the last minute (since the publisher started, during its first one).
-	LateLastMinute uint64 `json:"late_per_minute"`
-	// CorrectionsLastMinute is the correction volume of the last minute:
-	// submissions counted as corrections, over the windows published.
-	CorrectionsLastMinute int64 `json:"corrections_per_minute"`
-	// CorrectionBacklog is the number of LATE messages awaiting offline
-	// recomputation: the largest backlog of a durable consumer of LATE,
-	// or every LATE message when no such consumer exists.
-	CorrectionBacklog uint64 `json:"correction_backlog"`
-	// PartitionRecent is, by partition, the submissions counted in the
-	// last minute (over the windows published).
-	PartitionRecent []int64 `json:"partition_recent"`
-	// Hottest lists up to three partitions with the most submissions
-	// counted in the last minute, busiest first (none when all are idle).
-	Hottest []PartitionHeat `json:"hottest_partitions"`
-}
-
-// PartitionHeat is one partition's recent traffic.
-type PartitionHeat struct {
-	Partition int   `json:"partition"`
-	Recent    int64 `json:"recent"`
-}
 
 // recentWindow is the span of the per-minute health figures.
 const recentWindow = time.Minute
@@ -114,7 +64,7 @@ func (r *recentTotals) add(cur healthSample) healthSample {
 }
 
 // recentFigures fills the per-minute fields of h from cur and its baseline.
-func recentFigures(h *Health, cur, base healthSample) {
+func recentFigures(h *wire.Health, cur, base healthSample) {
 	if cur.late > base.late {
 		h.LateLastMinute = cur.late - base.late
 	}
@@ -126,10 +76,10 @@ func recentFigures(h *Health, cur, base healthSample) {
 		}
 		h.PartitionRecent[p] = max(n, 0)
 	}
-	h.Hottest = []PartitionHeat{}
+	h.Hottest = []wire.PartitionHeat{}
 	for p, n := range h.PartitionRecent {
 		if n > 0 {
-			h.Hottest = append(h.Hottest, PartitionHeat{Partition: p, Recent: n})
+			h.Hottest = append(h.Hottest, wire.PartitionHeat{Partition: p, Recent: n})
 		}
 	}
 	sort.SliceStable(h.Hottest, func(i, j int) bool { return h.Hottest[i].Recent > h.Hottest[j].Recent })
@@ -177,9 +127,9 @@ func (s *Service) tick(ctx context.Context) error {
 
 // health gathers the pipeline health (watermarks, backlog, state size,
 // source freshness).
-func (s *Service) health(ctx context.Context) (*Health, error) {
+func (s *Service) health(ctx context.Context) (*wire.Health, error) {
 	now := s.cfg.Now().UTC()
-	h := &Health{UpdatedAt: now, Backlog: map[string]uint64{}, StaleAfter: s.cfg.StaleAfter.String(), Generation: s.cfg.Names.Generation,
+	h := &wire.Health{UpdatedAt: now, Backlog: map[string]uint64{}, StaleAfter: s.cfg.StaleAfter.String(), Generation: s.cfg.Names.Generation,
 		Grace: s.cfg.Grace.String()}
 	global := int64(-1)
 	for p := 0; p < s.cfg.Partitions; p++ {
@@ -199,7 +149,7 @@ func (s *Service) health(ctx context.Context) (*Health, error) {
 		h.Windows += len(ids)
 	}
 	h.GlobalWatermark = window.Time(max(global, 0))
-	raw, err := s.js.Stream(ctx, stream.Raw)
+	raw, err := s.js.Stream(ctx, wire.Raw)
 	if err != nil {
 		return nil, fmt.Errorf("publisher: stream RAW: %w", err)
 	}
@@ -213,7 +163,7 @@ func (s *Service) health(ctx context.Context) (*Health, error) {
 		last = s.started // nothing sent yet: judge from our own start
 	}
 	h.Stale = now.Sub(last) > s.cfg.StaleAfter
-	for _, base := range []string{stream.Raw, stream.Valid, stream.Changes} {
+	for _, base := range []string{wire.Raw, wire.Valid, wire.Changes} {
 		st, err := s.js.Stream(ctx, s.cfg.Names.Stream(base))
 		if err != nil {
 			return nil, err
@@ -226,7 +176,7 @@ func (s *Service) health(ctx context.Context) (*Health, error) {
 			return nil, fmt.Errorf("publisher: list consumers of %s: %w", base, err)
 		}
 	}
-	late, err := s.js.Stream(ctx, s.cfg.Names.Stream(stream.Late))
+	late, err := s.js.Stream(ctx, s.cfg.Names.Stream(wire.Late))
 	if err == nil {
 		if li, err := late.Info(ctx); err == nil {
 			h.LateTotal = li.State.Msgs
@@ -256,7 +206,7 @@ func correctionBacklog(ctx context.Context, late jetstream.Stream, total uint64)
 	return worst
 }
 
-func (s *Service) writeHealth(ctx context.Context, h *Health) error {
+func (s *Service) writeHealth(ctx context.Context, h *wire.Health) error {
 	put := func(key string, v any) error {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -272,7 +222,7 @@ func (s *Service) writeHealth(ctx context.Context, h *Health) error {
 		wm["partitions"].(map[string]time.Time)[strconv.Itoa(p)] = w
 	}
 	for key, v := range map[string]any{
-		"meta.health":      h,
+		wire.HealthKey:     h,
 		"meta.watermark":   wm,
 		"meta.backlog":     h.Backlog,
 		"meta.state":       map[string]any{"ledger_entries": h.LedgerEntries, "windows": h.Windows},

@@ -25,15 +25,14 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/digest"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/window"
-	"github.com/receiptflow/receiptflow/pkg/windower"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // Config configures a publisher instance.
 type Config struct {
-	Names      stream.Names
+	Names      wire.Names
 	Partitions int
 	Grace      time.Duration
 	// StaleAfter: with no source message for this long, non-final windows
@@ -69,7 +68,7 @@ type Service struct {
 
 type stored struct {
 	rev  uint64
-	snap snapshot.Window
+	snap wire.Window
 }
 
 // New returns a publisher reading store and writing js's KV bucket.
@@ -97,7 +96,7 @@ func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
 
 func (s *Service) durable() string {
 	name := "publisher"
-	if s.cfg.Names.Generation != stream.DefaultGeneration {
+	if s.cfg.Names.Generation != wire.DefaultGeneration {
 		name += "-g" + s.cfg.Names.Generation
 	}
 	return name
@@ -112,9 +111,9 @@ func (s *Service) Run(ctx context.Context) error {
 	s.kv = kv
 	s.started = s.cfg.Now()
 	spec := stream.ConsumerSpec{
-		Stream:  s.cfg.Names.Stream(stream.Changes),
+		Stream:  s.cfg.Names.Stream(wire.Changes),
 		Durable: s.durable(),
-		Filter:  s.cfg.Names.Wildcard(stream.Changes),
+		Filter:  s.cfg.Names.Wildcard(wire.Changes),
 	}
 	if _, err := stream.Open(ctx, s.js, spec); err != nil {
 		return err
@@ -162,7 +161,7 @@ func (s *Service) handle(ctx context.Context, batch []jetstream.Msg) (stream.Out
 	wmMoved := false
 	out := stream.Outcome{TermReason: "bad change notice"}
 	for i, m := range batch {
-		var c windower.Change
+		var c wire.Change
 		if err := json.Unmarshal(m.Data(), &c); err != nil || c.Partition < 0 || c.Partition >= s.cfg.Partitions {
 			// A notice is only a wake-up; a bad one is logged and dropped
 			// for good (the periodic resync covers what it may have meant).
@@ -239,7 +238,7 @@ func (s *Service) publishLocked(ctx context.Context, ids []string) error {
 	global := globalWatermark(views)
 	now := s.cfg.Now().UTC()
 	type inFlight struct {
-		snap snapshot.Window
+		snap wire.Window
 		f    jetstream.PubAckFuture
 	}
 	var sent []inFlight
@@ -264,16 +263,16 @@ func (s *Service) publishLocked(ctx context.Context, ids []string) error {
 		if err != nil {
 			return err
 		}
-		msg := nats.NewMsg(s.kvPrefix + stream.WindowKey(id))
+		msg := nats.NewMsg(s.kvPrefix + wire.WindowKey(id))
 		msg.Data = body
 		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(cur.rev, 10))
 		f, err := s.js.PublishMsgAsync(msg)
 		if err != nil {
-			return fmt.Errorf("publisher: put %s: %w", stream.WindowKey(id), err)
+			return fmt.Errorf("publisher: put %s: %w", wire.WindowKey(id), err)
 		}
 		sent = append(sent, inFlight{snap: snap, f: f})
 	}
-	var retry []snapshot.Window
+	var retry []wire.Window
 	for _, w := range sent {
 		select {
 		case ack := <-w.f.Ok():
@@ -281,7 +280,7 @@ func (s *Service) publishLocked(ctx context.Context, ids []string) error {
 			s.m.writes.Inc()
 		case err := <-w.f.Err():
 			if !revisionConflict(err) {
-				return fmt.Errorf("publisher: put %s: %w", stream.WindowKey(w.snap.WindowID), err)
+				return fmt.Errorf("publisher: put %s: %w", wire.WindowKey(w.snap.WindowID), err)
 			}
 			// Another writer got there first: decide again from what it
 			// stored.
@@ -314,7 +313,7 @@ func revisionConflict(err error) bool {
 // returns snap as it must be stored (its first output version carried
 // over) and whether it must be written: only a newer version, or the same
 // version with another staleness (a final snapshot is never made stale).
-func (s *Service) decide(snap snapshot.Window, cur stored, ok bool) (snapshot.Window, bool) {
+func (s *Service) decide(snap wire.Window, cur stored, ok bool) (wire.Window, bool) {
 	if ok {
 		if snap.Version < cur.snap.Version {
 			s.m.skipped.Inc()
@@ -347,16 +346,16 @@ func globalWatermark(views []*ledger.PartitionView) int64 {
 }
 
 // merge builds the snapshot of window id from the partition views.
-func (s *Service) merge(id string, views []*ledger.PartitionView, global int64, now time.Time) (snapshot.Window, error) {
+func (s *Service) merge(id string, views []*ledger.PartitionView, global int64, now time.Time) (wire.Window, error) {
 	start, err := window.ParseID(id)
 	if err != nil {
-		return snapshot.Window{}, err
+		return wire.Window{}, err
 	}
 	end := start + window.WidthMs
-	w := snapshot.Window{
+	w := wire.Window{
 		WindowID: id, Start: window.Time(start), End: window.Time(end),
 		Watermark: window.Time(global), UpdatedAt: now, Generation: s.cfg.Names.Generation,
-		Partitions: []snapshot.Partial{},
+		Partitions: []wire.Partial{},
 	}
 	var d digest.Digest
 	for _, v := range views {
@@ -382,8 +381,8 @@ func (s *Service) merge(id string, views []*ledger.PartitionView, global int64, 
 
 // writeLocked stores snap if it is newer than what the bucket holds, by a
 // revision compare-and-set; a lost race re-reads and decides again.
-func (s *Service) writeLocked(ctx context.Context, snap snapshot.Window) error {
-	key := stream.WindowKey(snap.WindowID)
+func (s *Service) writeLocked(ctx context.Context, snap wire.Window) error {
+	key := wire.WindowKey(snap.WindowID)
 	for attempt := 0; attempt < 5; attempt++ {
 		cur, ok := s.stored[snap.WindowID]
 		if !ok {

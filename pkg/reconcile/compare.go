@@ -8,8 +8,8 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/digest"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // Verdict is the outcome of comparing one window.
@@ -188,8 +188,8 @@ type Report struct {
 // when one event accounts for it. Non-final stream windows are listed as
 // provisional and not compared. Compare does not modify its arguments and
 // is safe to call concurrently on the same batch.
-func Compare(b *Batch, windows []snapshot.Window, late []LateRow) *Report {
-	stream := make(map[string]*snapshot.Window, len(windows))
+func Compare(b *Batch, windows []wire.Window, late []LateRow) *Report {
+	stream := make(map[string]*wire.Window, len(windows))
 	ids := make(map[string]bool)
 	for i := range windows {
 		stream[windows[i].WindowID] = &windows[i]
@@ -270,7 +270,7 @@ type comparison struct {
 	b         *Batch
 	id        string
 	bw        *WindowCount
-	sw        *snapshot.Window
+	sw        *wire.Window
 	late      map[string]LateRow
 	lateOrder []string
 	// batchLate are the batch's too-late verdicts of the window.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/digest"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
@@ -37,7 +37,7 @@ func addID(s, id string) string {
 }
 
 // editWindow applies f to the stream window id.
-func editWindow(ws []snapshot.Window, id string, f func(*snapshot.Window)) []snapshot.Window {
+func editWindow(ws []wire.Window, id string, f func(*wire.Window)) []wire.Window {
 	ws = slices.Clone(ws)
 	for i := range ws {
 		if ws[i].WindowID == id {
@@ -47,8 +47,8 @@ func editWindow(ws []snapshot.Window, id string, f func(*snapshot.Window)) []sna
 	return ws
 }
 
-func dropWindow(ws []snapshot.Window, id string) []snapshot.Window {
-	return slices.DeleteFunc(slices.Clone(ws), func(w snapshot.Window) bool { return w.WindowID == id })
+func dropWindow(ws []wire.Window, id string) []wire.Window {
+	return slices.DeleteFunc(slices.Clone(ws), func(w wire.Window) bool { return w.WindowID == id })
 }
 
 // lateOnly is a small input where window 09 holds only an event that is too
@@ -62,7 +62,7 @@ func TestCompare(t *testing.T) {
 	const (
 		w10, w11, w12, w13 = "2026-12-02T10", "2026-12-02T11", "2026-12-02T12", "2026-12-02T13"
 	)
-	type edit func(ws []snapshot.Window, late []reconcile.LateRow) ([]snapshot.Window, []reconcile.LateRow)
+	type edit func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow)
 	tests := []struct {
 		name  string
 		input string
@@ -81,7 +81,7 @@ func TestCompare(t *testing.T) {
 		},
 		{
 			name: "a LATE row is missing",
-			edit: func(ws []snapshot.Window, late []reconcile.LateRow) ([]snapshot.Window, []reconcile.LateRow) {
+			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
 				return ws, late[1:]
 			},
 			verdicts: []reconcile.Verdict{"unexplained", "explained", "match", "match"},
@@ -90,16 +90,16 @@ func TestCompare(t *testing.T) {
 		},
 		{
 			name: "the stream lost an event",
-			edit: func(ws []snapshot.Window, late []reconcile.LateRow) ([]snapshot.Window, []reconcile.LateRow) {
-				return editWindow(ws, w12, func(w *snapshot.Window) { *w = withoutID(*w, "evt-seed-17", "store-b") }), late
+			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
+				return editWindow(ws, w12, func(w *wire.Window) { *w = withoutID(*w, "evt-seed-17", "store-b") }), late
 			},
 			verdicts:    []reconcile.Verdict{"explained", "explained", "unexplained", "match"},
 			unexplained: []string{w12 + " count_mismatch evt-seed-17", w12 + " digest_mismatch evt-seed-17", w12 + " partition_mismatch "},
 		},
 		{
 			name: "the stream counted an event twice",
-			edit: func(ws []snapshot.Window, late []reconcile.LateRow) ([]snapshot.Window, []reconcile.LateRow) {
-				return editWindow(ws, w13, func(w *snapshot.Window) {
+			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
+				return editWindow(ws, w13, func(w *wire.Window) {
 					w.Count++
 					w.Digest = addID(w.Digest, "evt-seed-30")
 				}), late
@@ -109,8 +109,8 @@ func TestCompare(t *testing.T) {
 		},
 		{
 			name: "two wrong ids cancel out in the count but not in the digest",
-			edit: func(ws []snapshot.Window, late []reconcile.LateRow) ([]snapshot.Window, []reconcile.LateRow) {
-				return editWindow(ws, w13, func(w *snapshot.Window) {
+			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
+				return editWindow(ws, w13, func(w *wire.Window) {
 					// Lost evt-seed-21, counted a foreign id of the same partition instead.
 					w.Digest = addID(removeID(w.Digest, "evt-seed-21"), "evt-foreign-1")
 				}), late
@@ -120,8 +120,8 @@ func TestCompare(t *testing.T) {
 		},
 		{
 			name: "a LATE row for an event the batch never counted",
-			edit: func(ws []snapshot.Window, late []reconcile.LateRow) ([]snapshot.Window, []reconcile.LateRow) {
-				ws = editWindow(ws, w13, func(w *snapshot.Window) { w.LateDropped++; w.Version++ })
+			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
+				ws = editWindow(ws, w13, func(w *wire.Window) { w.LateDropped++; w.Version++ })
 				return ws, append(slices.Clone(late), reconcile.LateRow{
 					EventID: "evt-seed-26", WindowID: w13, Reason: reconcile.ReasonAfterGrace,
 					Watermark: time.Date(2026, 12, 2, 15, 0, 0, 0, time.UTC), Partition: 0, Seq: 29,
@@ -132,11 +132,11 @@ func TestCompare(t *testing.T) {
 		},
 		{
 			name: "a LATE row names the wrong window",
-			edit: func(ws []snapshot.Window, late []reconcile.LateRow) ([]snapshot.Window, []reconcile.LateRow) {
+			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
 				late = slices.Clone(late)
 				late[1].WindowID = w12 // evt-seed-25 belongs to 11
-				ws = editWindow(ws, w12, func(w *snapshot.Window) { w.LateDropped++ })
-				ws = editWindow(ws, w11, func(w *snapshot.Window) { w.LateDropped-- })
+				ws = editWindow(ws, w12, func(w *wire.Window) { w.LateDropped++ })
+				ws = editWindow(ws, w11, func(w *wire.Window) { w.LateDropped-- })
 				return ws, late
 			},
 			verdicts: []reconcile.Verdict{"explained", "unexplained", "unexplained", "match"},
@@ -147,16 +147,16 @@ func TestCompare(t *testing.T) {
 		},
 		{
 			name: "late_dropped off by one",
-			edit: func(ws []snapshot.Window, late []reconcile.LateRow) ([]snapshot.Window, []reconcile.LateRow) {
-				return editWindow(ws, w11, func(w *snapshot.Window) { w.LateDropped = 2 }), late
+			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
+				return editWindow(ws, w11, func(w *wire.Window) { w.LateDropped = 2 }), late
 			},
 			verdicts:    []reconcile.Verdict{"explained", "unexplained", "match", "match"},
 			unexplained: []string{w11 + " late_dropped_mismatch "},
 		},
 		{
 			name: "partials moved between partitions",
-			edit: func(ws []snapshot.Window, late []reconcile.LateRow) ([]snapshot.Window, []reconcile.LateRow) {
-				return editWindow(ws, w12, func(w *snapshot.Window) {
+			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
+				return editWindow(ws, w12, func(w *wire.Window) {
 					w.Partitions = slices.Clone(w.Partitions)
 					w.Partitions[0].Count++
 					w.Partitions[1].Count--
@@ -167,7 +167,7 @@ func TestCompare(t *testing.T) {
 		},
 		{
 			name: "the stream never published a window",
-			edit: func(ws []snapshot.Window, late []reconcile.LateRow) ([]snapshot.Window, []reconcile.LateRow) {
+			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
 				return dropWindow(ws, w13), late
 			},
 			verdicts: []reconcile.Verdict{"explained", "explained", "match", "unexplained"},
@@ -178,18 +178,18 @@ func TestCompare(t *testing.T) {
 		},
 		{
 			name: "a final window the batch does not know: a confirmed zero holds",
-			edit: func(ws []snapshot.Window, late []reconcile.LateRow) ([]snapshot.Window, []reconcile.LateRow) {
-				return append(slices.Clone(ws), snapshot.Window{WindowID: "2026-12-02T14", Status: window.StatusFinal, Version: 2}), late
+			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
+				return append(slices.Clone(ws), wire.Window{WindowID: "2026-12-02T14", Status: window.StatusFinal, Version: 2}), late
 			},
 			holds:    true,
 			verdicts: []reconcile.Verdict{"explained", "explained", "match", "match", "match"},
 		},
 		{
 			name: "a final window the batch does not know, with counts",
-			edit: func(ws []snapshot.Window, late []reconcile.LateRow) ([]snapshot.Window, []reconcile.LateRow) {
+			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
 				var d digest.Digest
 				d.Add("evt-ghost")
-				return append(slices.Clone(ws), snapshot.Window{WindowID: "2026-12-02T14", Status: window.StatusFinal,
+				return append(slices.Clone(ws), wire.Window{WindowID: "2026-12-02T14", Status: window.StatusFinal,
 					Count: 1, Version: 3, Digest: d.String()}), late
 			},
 			verdicts:    []reconcile.Verdict{"explained", "explained", "match", "match", "unexplained"},
@@ -197,8 +197,8 @@ func TestCompare(t *testing.T) {
 		},
 		{
 			name: "a provisional window is not compared",
-			edit: func(ws []snapshot.Window, late []reconcile.LateRow) ([]snapshot.Window, []reconcile.LateRow) {
-				return editWindow(ws, w13, func(w *snapshot.Window) {
+			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
+				return editWindow(ws, w13, func(w *wire.Window) {
 					w.Status = window.StatusInGrace
 					w.Count = 1
 				}), late
@@ -216,7 +216,7 @@ func TestCompare(t *testing.T) {
 		{
 			name:  "a window only late events fell into, never published",
 			input: lateOnly,
-			edit: func(ws []snapshot.Window, late []reconcile.LateRow) ([]snapshot.Window, []reconcile.LateRow) {
+			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
 				return dropWindow(ws, "2026-12-02T09"), late
 			},
 			// SPEC section 8: a window the stream never published is an
@@ -227,7 +227,7 @@ func TestCompare(t *testing.T) {
 		{
 			name:  "a window only late events fell into, never published and without LATE rows",
 			input: lateOnly,
-			edit: func(ws []snapshot.Window, late []reconcile.LateRow) ([]snapshot.Window, []reconcile.LateRow) {
+			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
 				return dropWindow(ws, "2026-12-02T09"), nil
 			},
 			verdicts:    []reconcile.Verdict{"unexplained", "match"},

@@ -11,8 +11,8 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/digest"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // This file is a reference model of the streaming side, for tests only: it
@@ -30,11 +30,11 @@ const (
 type modelWindow struct {
 	count, corrections, late int64
 	digest                   digest.Digest
-	partials                 map[int]*snapshot.Partial
+	partials                 map[int]*wire.Partial
 }
 
 type streamResult struct {
-	windows  []snapshot.Window
+	windows  []wire.Window
 	late     []reconcile.LateRow
 	rejected []reconcile.RejectedRow
 }
@@ -105,12 +105,12 @@ func runStreamEvery(t *testing.T, data []byte, partitions int, ingestedAt time.T
 			b := window.Of(ms)
 			w := windows[b.ID]
 			if w == nil {
-				w = &modelWindow{partials: map[int]*snapshot.Partial{}}
+				w = &modelWindow{partials: map[int]*wire.Partial{}}
 				windows[b.ID] = w
 			}
 			part := w.partials[p]
 			if part == nil {
-				part = &snapshot.Partial{Partition: p}
+				part = &wire.Partial{Partition: p}
 				w.partials[p] = part
 			}
 			switch window.Classify(wp[p], b.End, modelGrace) {
@@ -155,7 +155,7 @@ func runStreamEvery(t *testing.T, data []byte, partitions int, ingestedAt time.T
 	for _, id := range slices.Sorted(maps.Keys(windows)) {
 		w := windows[id]
 		start, _ := window.ParseID(id)
-		sw := snapshot.Window{
+		sw := wire.Window{
 			WindowID:    id,
 			Start:       window.Time(start),
 			End:         window.Time(start + window.WidthMs),

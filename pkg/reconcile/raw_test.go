@@ -16,6 +16,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // verdicts renders what a batch decided, independent of where its records
@@ -70,7 +71,7 @@ func TestCountRawEqualsCountOfTheFile(t *testing.T) {
 	js := testenv.JetStream(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := stream.Ensure(ctx, js, stream.For(""), stream.Config{Partitions: partitions}); err != nil {
+	if err := stream.Ensure(ctx, js, wire.For(""), stream.Config{Partitions: partitions}); err != nil {
 		t.Fatal(err)
 	}
 	in := ingest.New(js, ingest.Options{Partitions: partitions, Validator: v, HeartbeatEvery: 7,
@@ -83,7 +84,7 @@ func TestCountRawEqualsCountOfTheFile(t *testing.T) {
 		t.Fatalf("only %d heartbeats", st.Heartbeats)
 	}
 
-	fromRaw, last, err := reconcile.CountRaw(ctx, js, stream.Raw, reconcile.Options{Validator: v, DefaultIngestedAt: now, Partitions: partitions})
+	fromRaw, last, err := reconcile.CountRaw(ctx, js, wire.Raw, reconcile.Options{Validator: v, DefaultIngestedAt: now, Partitions: partitions})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // This file holds the referee to SPEC section 8: parity must FAIL, naming
@@ -60,7 +60,7 @@ func partitionOf(t *testing.T, data []byte, id string) int {
 // onTime picks a final stream window with at least two counted events and
 // one event id counted in it on time or as a correction, that the stream
 // has no LATE row for.
-func onTime(t *testing.T, b *reconcile.Batch, ws []snapshot.Window, late []reconcile.LateRow) (string, string) {
+func onTime(t *testing.T, b *reconcile.Batch, ws []wire.Window, late []reconcile.LateRow) (string, string) {
 	t.Helper()
 	isLate := map[string]bool{}
 	for _, r := range late {
@@ -82,7 +82,7 @@ func onTime(t *testing.T, b *reconcile.Batch, ws []snapshot.Window, late []recon
 }
 
 // addToPartition changes the partial count of partition p of w by n.
-func addToPartition(w *snapshot.Window, p int, n int64) {
+func addToPartition(w *wire.Window, p int, n int64) {
 	w.Partitions = slices.Clone(w.Partitions)
 	for i := range w.Partitions {
 		if w.Partitions[i].Partition == p {
@@ -90,7 +90,7 @@ func addToPartition(w *snapshot.Window, p int, n int64) {
 			return
 		}
 	}
-	w.Partitions = append(w.Partitions, snapshot.Partial{Partition: p, Count: n})
+	w.Partitions = append(w.Partitions, wire.Partial{Partition: p, Count: n})
 }
 
 // mustFailNaming asserts that parity fails and that an unexplained
@@ -138,7 +138,7 @@ func TestParityFailsOnACorruptStream(t *testing.T) {
 			p := partitionOf(t, in.data, id)
 
 			t.Run("drop one counted event", func(t *testing.T) {
-				ws := editWindow(res.windows, wid, func(w *snapshot.Window) {
+				ws := editWindow(res.windows, wid, func(w *wire.Window) {
 					w.Count--
 					w.Version++
 					w.Digest = removeID(w.Digest, id)
@@ -147,7 +147,7 @@ func TestParityFailsOnACorruptStream(t *testing.T) {
 				mustFailNaming(t, reconcile.Compare(b, ws, res.late), id, nil)
 			})
 			t.Run("count one twice", func(t *testing.T) {
-				ws := editWindow(res.windows, wid, func(w *snapshot.Window) {
+				ws := editWindow(res.windows, wid, func(w *wire.Window) {
 					w.Count++
 					w.Version++
 					w.Digest = addID(w.Digest, id)
@@ -158,7 +158,7 @@ func TestParityFailsOnACorruptStream(t *testing.T) {
 			t.Run("route one on-time event to LATE", func(t *testing.T) {
 				// Consistent in itself: the count, digest, partial and
 				// late_dropped all say the stream judged it late.
-				ws := editWindow(res.windows, wid, func(w *snapshot.Window) {
+				ws := editWindow(res.windows, wid, func(w *wire.Window) {
 					w.Count--
 					w.LateDropped++
 					w.Version++

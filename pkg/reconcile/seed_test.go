@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -186,7 +186,7 @@ func TestSeedParityGolden(t *testing.T) {
 
 // withoutID returns w as if the stream had not counted event id of
 // partition key.
-func withoutID(w snapshot.Window, id, key string) snapshot.Window {
+func withoutID(w wire.Window, id, key string) wire.Window {
 	w.Count--
 	w.Version--
 	w.Digest = removeID(w.Digest, id)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // Record is one message of a raw snapshot as the batch pass reads it, in
@@ -50,7 +50,7 @@ func RecordOf(m jetstream.Msg) (Record, error) {
 	}
 	r.Partition = p
 	h := m.Headers()
-	if hb := h.Get(stream.HdrHeartbeat); hb != "" {
+	if hb := h.Get(wire.HdrHeartbeat); hb != "" {
 		v, err := strconv.ParseInt(hb, 10, 64)
 		if err != nil {
 			// The validator rejects it (invalid_field); it moves nothing.
@@ -59,7 +59,7 @@ func RecordOf(m jetstream.Msg) (Record, error) {
 		r.Heartbeat, r.Progress = true, v
 		return r, nil
 	}
-	if s := h.Get(ingest.HdrOrigSize); s != "" {
+	if s := h.Get(wire.HdrOrigSize); s != "" {
 		if n, err := strconv.Atoi(s); err == nil && n > len(r.Data) {
 			r.Size = n
 		}

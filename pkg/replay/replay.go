@@ -18,6 +18,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/validator"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // Range is an inclusive range of stream sequences; To 0 means the stream's
@@ -139,7 +140,7 @@ func Raw(ctx context.Context, js jetstream.JetStream, store *ledger.Store, cfg v
 	var st Stats
 	tag := Tag()
 	v := validator.New(taggedJS{js, tag}, store, cfg)
-	to, err := read(ctx, js, stream.Raw, r, func(batch []jetstream.Msg) error {
+	to, err := read(ctx, js, wire.Raw, r, func(batch []jetstream.Msg) error {
 		st.Read += len(batch)
 		// Group by partition, keeping stream order inside each.
 		byP := map[int][]jetstream.Msg{}
@@ -169,10 +170,10 @@ func Raw(ctx context.Context, js jetstream.JetStream, store *ledger.Store, cfg v
 // Valid re-drives VALID messages in r: they are published again to their
 // subjects with their headers and tagged message ids, and the live
 // windower applies them (its ledger finds every one a duplicate).
-func Valid(ctx context.Context, js jetstream.JetStream, names stream.Names, r Range) (Stats, error) {
+func Valid(ctx context.Context, js jetstream.JetStream, names wire.Names, r Range) (Stats, error) {
 	var st Stats
 	tag := Tag()
-	to, err := read(ctx, js, names.Stream(stream.Valid), r, func(batch []jetstream.Msg) error {
+	to, err := read(ctx, js, names.Stream(wire.Valid), r, func(batch []jetstream.Msg) error {
 		st.Read += len(batch)
 		out := make([]*nats.Msg, 0, len(batch))
 		for _, m := range batch {

@@ -14,19 +14,20 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // orderedMsg is message n of partition p: id "p<p>-<n>", header Rf-Raw-Seq n.
-func orderedMsg(n Names, p, seq int) *nats.Msg {
-	m := NewMsg(n.Subject(Valid, p), fmt.Sprintf("p%d-%d", p, seq), []byte(strconv.Itoa(seq)))
-	m.Header.Set(HdrRawSeq, strconv.Itoa(seq))
+func orderedMsg(n wire.Names, p, seq int) *nats.Msg {
+	m := NewMsg(n.Subject(wire.Valid, p), fmt.Sprintf("p%d-%d", p, seq), []byte(strconv.Itoa(seq)))
+	m.Header.Set(wire.HdrRawSeq, strconv.Itoa(seq))
 	return m
 }
 
 // orderedBatches is the input of one partition: batches of size messages
 // 1..total, each batch also repeating a few ids of the batch before it and
 // one of its own (duplicates the stream must drop).
-func orderedBatches(n Names, p, total, size int) [][]*nats.Msg {
+func orderedBatches(n wire.Names, p, total, size int) [][]*nats.Msg {
 	var out [][]*nats.Msg
 	for first := 1; first <= total; first += size {
 		var b []*nats.Msg
@@ -43,20 +44,20 @@ func orderedBatches(n Names, p, total, size int) [][]*nats.Msg {
 
 // checkOrdered reads stream VALID and fails unless each partition holds
 // exactly 1..total, in that order.
-func checkOrdered(t *testing.T, ctx context.Context, js jetstream.JetStream, n Names, partitions, total int) {
+func checkOrdered(t *testing.T, ctx context.Context, js jetstream.JetStream, n wire.Names, partitions, total int) {
 	t.Helper()
 	var got map[string][]int
 	// After a node loss the stream may still be electing its leader.
 	testenv.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
 		got = map[string][]int{}
-		return ReadAll(ctx, js, n.Stream(Valid), func(m jetstream.Msg) error {
-			seq, err := strconv.Atoi(m.Headers().Get(HdrRawSeq))
+		return ReadAll(ctx, js, n.Stream(wire.Valid), func(m jetstream.Msg) error {
+			seq, err := strconv.Atoi(m.Headers().Get(wire.HdrRawSeq))
 			got[m.Subject()] = append(got[m.Subject()], seq)
 			return err
 		})
 	})
 	for p := 0; p < partitions; p++ {
-		seqs := got[n.Subject(Valid, p)]
+		seqs := got[n.Subject(wire.Valid, p)]
 		breaks, dups, seen := 0, 0, map[int]bool{}
 		for i, s := range seqs {
 			if seen[s] {
@@ -130,8 +131,8 @@ func TestPublishOrderedNeedsEnsure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := For("")
-	old := streamConfig(n, Valid, Config{}.withDefaults())
+	n := wire.For("")
+	old := streamConfig(n, wire.Valid, Config{}.withDefaults())
 	old.AllowAtomicPublish = false
 	if _, err := js.CreateStream(ctx, old); err != nil {
 		t.Fatal(err)
@@ -153,8 +154,8 @@ func TestPublishOrderedNeedsEnsure(t *testing.T) {
 	// Copies read back carry the batch headers; published again (a
 	// replay) they are plain messages.
 	var copies []*nats.Msg
-	if err := ReadAll(ctx, js, n.Stream(Valid), func(m jetstream.Msg) error {
-		c := NewMsg(n.Subject(Valid, 1), "copy-"+m.Headers().Get(jetstream.MsgIDHeader), m.Data())
+	if err := ReadAll(ctx, js, n.Stream(wire.Valid), func(m jetstream.Msg) error {
+		c := NewMsg(n.Subject(wire.Valid, 1), "copy-"+m.Headers().Get(jetstream.MsgIDHeader), m.Data())
 		for k, v := range m.Headers() {
 			if k != jetstream.MsgIDHeader {
 				c.Header[k] = v
@@ -165,7 +166,7 @@ func TestPublishOrderedNeedsEnsure(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if copies[1].Header.Get(hdrBatchCommit) == "" {
+	if copies[1].Header.Get(wire.HdrBatchCommit) == "" {
 		t.Fatalf("stored batch message without its headers: %v", copies[1].Header)
 	}
 	if _, err := PublishAll(ctx, js, copies); err != nil {
@@ -236,8 +237,8 @@ func testOrderedLeaderLoss(t *testing.T, newPublish func(jetstream.JetStream) pu
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := For("")
-	cfg := streamConfig(n, Valid, Config{Replicas: 3}.withDefaults())
+	n := wire.For("")
+	cfg := streamConfig(n, wire.Valid, Config{Replicas: 3}.withDefaults())
 	testenv.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
 		_, err := js.CreateStream(ctx, cfg)
 		return err
@@ -454,14 +455,14 @@ func TestPublishInOrderOnOneServer(t *testing.T) {
 // validOnOneServer starts a nats-server with a single-replica VALID stream
 // and returns a context bounded to a minute, a JetStream client and the
 // stream names.
-func validOnOneServer(t *testing.T) (context.Context, jetstream.JetStream, Names) {
+func validOnOneServer(t *testing.T) (context.Context, jetstream.JetStream, wire.Names) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	_, url := testenv.NATS(t)
 	js := testenv.JetStream(t, url)
-	n := For("")
-	if _, err := js.CreateStream(ctx, streamConfig(n, Valid, Config{}.withDefaults())); err != nil {
+	n := wire.For("")
+	if _, err := js.CreateStream(ctx, streamConfig(n, wire.Valid, Config{}.withDefaults())); err != nil {
 		t.Fatal(err)
 	}
 	return ctx, js, n

@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // PublishWindow bounds the asynchronous publishes PublishAll keeps in
@@ -62,16 +64,16 @@ func PublishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) (
 // atomic batches (VALID) keeps them, and the server would take a copy
 // published again (a replay) for part of a batch.
 func withoutBatchHeaders(m *nats.Msg) *nats.Msg {
-	if m.Header == nil || (m.Header.Get(hdrBatchID) == "" && m.Header.Get(hdrBatchSeq) == "" && m.Header.Get(hdrBatchCommit) == "") {
+	if m.Header == nil || (m.Header.Get(wire.HdrBatchID) == "" && m.Header.Get(wire.HdrBatchSeq) == "" && m.Header.Get(wire.HdrBatchCommit) == "") {
 		return m
 	}
 	c := &nats.Msg{Subject: m.Subject, Reply: m.Reply, Data: m.Data, Header: make(nats.Header, len(m.Header))}
 	for k, v := range m.Header {
 		c.Header[k] = v
 	}
-	c.Header.Del(hdrBatchID)
-	c.Header.Del(hdrBatchSeq)
-	c.Header.Del(hdrBatchCommit)
+	c.Header.Del(wire.HdrBatchID)
+	c.Header.Del(wire.HdrBatchSeq)
+	c.Header.Del(wire.HdrBatchCommit)
 	return c
 }
 
@@ -88,14 +90,6 @@ func NewMsg(subject, msgID string, data []byte) *nats.Msg {
 // } }, 1000). A server configured lower answers "batch is too large" and
 // the batch is split.
 const AtomicBatchMax = 1000
-
-// Atomic batch headers (ADR-50, nats-server 2.12 and later; nats.go has
-// no client for them).
-const (
-	hdrBatchID     = "Nats-Batch-Id"
-	hdrBatchSeq    = "Nats-Batch-Sequence"
-	hdrBatchCommit = "Nats-Batch-Commit"
-)
 
 // JetStream error codes of atomic batch publishes that PublishOrdered and
 // ingest's committer act on (nats-server jetstream_errors_generated.go).
@@ -374,11 +368,11 @@ func (o *OrderedPublisher) commit(ctx context.Context, msgs []*nats.Msg) error {
 		for k, v := range m.Header {
 			c.Header[k] = append([]string(nil), v...)
 		}
-		c.Header.Set(hdrBatchID, id)
-		c.Header.Set(hdrBatchSeq, strconv.Itoa(i+1))
-		c.Header.Del(hdrBatchCommit)
+		c.Header.Set(wire.HdrBatchID, id)
+		c.Header.Set(wire.HdrBatchSeq, strconv.Itoa(i+1))
+		c.Header.Del(wire.HdrBatchCommit)
 		if i == last {
-			c.Header.Set(hdrBatchCommit, "1")
+			c.Header.Set(wire.HdrBatchCommit, "1")
 		}
 		var err error
 		if f, err = o.js.PublishMsgAsync(c, jetstream.WithRetryAttempts(0)); err != nil {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // Config is the shape of a deployment's streams.
@@ -39,15 +41,15 @@ func (c Config) withDefaults() Config {
 // Ensure creates or updates RAW, this generation's derived streams, its
 // snapshot bucket and the control bucket. It is safe to call repeatedly and
 // concurrently from several services.
-func Ensure(ctx context.Context, js jetstream.JetStream, n Names, c Config) error {
+func Ensure(ctx context.Context, js jetstream.JetStream, n wire.Names, c Config) error {
 	c = c.withDefaults()
-	for _, base := range []string{Raw, Valid, Rejected, Late, Changes} {
+	for _, base := range []string{wire.Raw, wire.Valid, wire.Rejected, wire.Late, wire.Changes} {
 		cfg := streamConfig(n, base, c)
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("stream: ensure %s: %w", cfg.Name, err)
 		}
 	}
-	for _, b := range []string{n.Bucket(), ControlBucket} {
+	for _, b := range []string{n.Bucket(), wire.ControlBucket} {
 		if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:   b,
 			History:  1,
@@ -61,7 +63,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n Names, c Config) erro
 }
 
 // streamConfig is the configuration of stream base; c has its defaults.
-func streamConfig(n Names, base string, c Config) jetstream.StreamConfig {
+func streamConfig(n wire.Names, base string, c Config) jetstream.StreamConfig {
 	cfg := jetstream.StreamConfig{
 		Name:       n.Stream(base),
 		Subjects:   []string{n.Wildcard(base)},
@@ -72,19 +74,19 @@ func streamConfig(n Names, base string, c Config) jetstream.StreamConfig {
 		MaxAge:     c.MaxAge,
 	}
 	switch base {
-	case Raw:
+	case wire.Raw:
 		// Ingest writes RAW in atomic batches, so that the file's order
 		// per partition (heartbeats included) is kept across broker
 		// restarts and leader changes (SPEC section 4; ingest's
 		// committer). Ensure turns it on for an existing stream too.
 		cfg.AllowAtomicPublish = true
-	case Valid:
+	case wire.Valid:
 		// The validator writes VALID in atomic batches, so that each
 		// partition's messages are stored in RAW order whatever fails
 		// (OrderedPublisher). Ensure turns it on for an existing stream
 		// too (CreateOrUpdateStream updates it).
 		cfg.AllowAtomicPublish = true
-	case Changes:
+	case wire.Changes:
 		// Change notices are only a wake-up: the publisher rebuilds
 		// snapshots from Redis, so a bounded history is enough.
 		cfg.MaxAge = time.Hour

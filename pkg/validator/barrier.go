@@ -51,6 +51,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/telemetry"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 const (
@@ -255,7 +256,7 @@ func (s *Service) rawLast(ctx context.Context) (uint64, error) {
 		return s.bar.last, nil
 	}
 	s.bar.mu.Unlock()
-	st, err := s.js.Stream(ctx, s.cfg.Names.Stream(stream.Raw))
+	st, err := s.js.Stream(ctx, s.cfg.Names.Stream(wire.Raw))
 	if err != nil {
 		return 0, fmt.Errorf("validator: RAW info: %w", err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 const conflictParts = 4
@@ -41,7 +42,7 @@ type conflictEnv struct {
 	ctx   context.Context
 	js    jetstream.JetStream
 	rdb   *redis.Client
-	names stream.Names
+	names wire.Names
 	v     *contract.Validator
 }
 
@@ -59,7 +60,7 @@ func conflictBackends(t *testing.T, dupWindow time.Duration, f func(t *testing.T
 			t.Cleanup(cancel)
 			_, url := testenv.NATS(t)
 			js := testenv.JetStream(t, url)
-			names := stream.For("")
+			names := wire.For("")
 			if err := stream.Ensure(ctx, js, names, stream.Config{Partitions: conflictParts, DupWindow: dupWindow}); err != nil {
 				t.Fatal(err)
 			}
@@ -122,7 +123,7 @@ func event(t *testing.T, id string, p, v int) []byte {
 // sequence and whether JetStream dropped it as a duplicate.
 func (e *conflictEnv) publish(p int, msgID string, rec []byte) (uint64, bool) {
 	e.t.Helper()
-	ack, err := e.js.PublishMsg(e.ctx, stream.NewMsg(e.names.Subject(stream.Raw, p), msgID, rec))
+	ack, err := e.js.PublishMsg(e.ctx, stream.NewMsg(e.names.Subject(wire.Raw, p), msgID, rec))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -138,19 +139,19 @@ type outcome map[uint64]string
 func (e *conflictEnv) outcomes(n int) outcome {
 	e.t.Helper()
 	testenv.CheckFor(e.t, 30*time.Second, 20*time.Millisecond, func() error {
-		if got := e.count(stream.Valid) + e.count(stream.Rejected); got < uint64(n) {
+		if got := e.count(wire.Valid) + e.count(wire.Rejected); got < uint64(n) {
 			return fmt.Errorf("%d of %d records have an outcome", got, n)
 		}
 		return nil
 	})
 	got := outcome{}
-	for _, base := range []string{stream.Valid, stream.Rejected} {
+	for _, base := range []string{wire.Valid, wire.Rejected} {
 		if err := stream.ReadAll(e.ctx, e.js, e.names.Stream(base), func(m jetstream.Msg) error {
-			seq, _ := strconv.ParseUint(m.Headers().Get(stream.HdrRawSeq), 10, 64)
-			if base == stream.Valid {
+			seq, _ := strconv.ParseUint(m.Headers().Get(wire.HdrRawSeq), 10, 64)
+			if base == wire.Valid {
 				got[seq] = "valid"
 			} else {
-				got[seq] = m.Headers().Get(stream.HdrReason)
+				got[seq] = m.Headers().Get(wire.HdrReason)
 			}
 			return nil
 		}); err != nil {
@@ -165,7 +166,7 @@ func (e *conflictEnv) outcomes(n int) outcome {
 func (e *conflictEnv) acked(p int, seq uint64) {
 	e.t.Helper()
 	testenv.CheckFor(e.t, 30*time.Second, 20*time.Millisecond, func() error {
-		c, err := e.js.Consumer(e.ctx, e.names.Stream(stream.Raw), stream.Durable("validator", p))
+		c, err := e.js.Consumer(e.ctx, e.names.Stream(wire.Raw), wire.Durable("validator", p))
 		if err != nil {
 			return err
 		}
@@ -287,7 +288,7 @@ func TestConflictBarrierStallsWithoutOtherPartition(t *testing.T) {
 			return nil
 		})
 		// It waits after its claims, before publishing: nothing is in VALID.
-		if n := e.count(stream.Valid); n != 0 {
+		if n := e.count(wire.Valid); n != 0 {
 			t.Fatalf("VALID holds %d messages while partition 0 has not claimed", n)
 		}
 		e.start(0)
@@ -339,7 +340,7 @@ func TestConflictManyCopiesAnyOrder(t *testing.T) {
 				// Once, shortly before CheckFor gives up, say what is left.
 				start, told := time.Now(), false
 				testenv.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
-					v, r := e.count(stream.Valid), e.count(stream.Rejected)
+					v, r := e.count(wire.Valid), e.count(wire.Rejected)
 					if v >= uint64(len(lowest)) && r >= uint64(len(conflicting)) {
 						return nil
 					}
@@ -353,7 +354,7 @@ func TestConflictManyCopiesAnyOrder(t *testing.T) {
 				var rejected map[uint64]string
 				testenv.CheckFor(t, 10*time.Second, 200*time.Millisecond, func() error {
 					valid, rejected = map[string][2]int{}, map[uint64]string{}
-					if err := stream.ReadAll(e.ctx, e.js, e.names.Stream(stream.Valid), func(m jetstream.Msg) error {
+					if err := stream.ReadAll(e.ctx, e.js, e.names.Stream(wire.Valid), func(m jetstream.Msg) error {
 						var ev struct {
 							EventID      string `json:"event_id"`
 							PartitionKey string `json:"partition_key"`
@@ -372,9 +373,9 @@ func TestConflictManyCopiesAnyOrder(t *testing.T) {
 					}); err != nil {
 						return err
 					}
-					if err := stream.ReadAll(e.ctx, e.js, e.names.Stream(stream.Rejected), func(m jetstream.Msg) error {
-						seq, _ := strconv.ParseUint(m.Headers().Get(stream.HdrRawSeq), 10, 64)
-						rejected[seq] = m.Headers().Get(stream.HdrReason)
+					if err := stream.ReadAll(e.ctx, e.js, e.names.Stream(wire.Rejected), func(m jetstream.Msg) error {
+						seq, _ := strconv.ParseUint(m.Headers().Get(wire.HdrRawSeq), 10, 64)
+						rejected[seq] = m.Headers().Get(wire.HdrReason)
 						return nil
 					}); err != nil {
 						return err
@@ -408,7 +409,7 @@ func (e *conflictEnv) diagnose(conflicting map[uint64]bool) {
 	got := e.outcomes(0)
 	for seq := range conflicting {
 		if got[seq] != string(contract.ReasonConflictingDuplicate) {
-			m, _ := e.js.Stream(e.ctx, e.names.Stream(stream.Raw))
+			m, _ := e.js.Stream(e.ctx, e.names.Stream(wire.Raw))
 			raw, _ := m.GetMsg(e.ctx, seq)
 			body := ""
 			if raw != nil {
@@ -420,7 +421,7 @@ func (e *conflictEnv) diagnose(conflicting map[uint64]bool) {
 	pr, err := e.rdb.HGetAll(e.ctx, e.names.RedisPrefix()+"claims:progress").Result()
 	e.t.Logf("claim progress %v (%v)", pr, err)
 	for p := 0; p < conflictParts; p++ {
-		c, err := e.js.Consumer(e.ctx, e.names.Stream(stream.Raw), stream.Durable("validator", p))
+		c, err := e.js.Consumer(e.ctx, e.names.Stream(wire.Raw), wire.Durable("validator", p))
 		if err != nil {
 			e.t.Logf("partition %d consumer: %v", p, err)
 			continue

@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
-	"github.com/receiptflow/receiptflow/pkg/ingest"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // DefaultMaxDeliveries is Config.MaxDeliveries when it is zero.
@@ -45,7 +45,7 @@ func (s *Service) poison(meta *jetstream.MsgMetadata, raw []byte) *contract.Reje
 // record ends as its rejection, never as an error of the batch: a panic in
 // the validator or an error that is not a contract violation would otherwise
 // fail the batch on every delivery and block the partition. A record ingest
-// cut to a bounded prefix (ingest.HdrOrigSize) is too_large with its full
+// cut to a bounded prefix (wire.HdrOrigSize) is too_large with its full
 // size in the detail. The record's received time is the broker's: the RAW
 // message's JetStream timestamp (SPEC section 2), so neither a producer's
 // ingested_at nor this process's clock can move a watermark ahead of it.
@@ -59,11 +59,11 @@ func (s *Service) validateOne(m jetstream.Msg) (ev contract.Event, rej *contract
 			s.cfg.Logger.Error("validator panicked on one record; rejected it", "panic", fmt.Sprint(v))
 		}
 	}()
-	if orig := m.Headers().Get(ingest.HdrOrigSize); orig != "" {
+	if orig := m.Headers().Get(wire.HdrOrigSize); orig != "" {
 		size, err := strconv.ParseInt(orig, 10, 64)
 		if err != nil {
 			return contract.Event{}, contract.Reject(contract.ReasonInvalidField, contract.PeekEventID(raw),
-				"header %s %s is not a size", ingest.HdrOrigSize, sanitize(orig))
+				"header %s %s is not a size", wire.HdrOrigSize, sanitize(orig))
 		}
 		return contract.Event{}, contract.Reject(contract.ReasonTooLarge, contract.PeekEventID(raw),
 			"record is %d bytes, more than the limit of %d (ingest kept the first %d bytes)",
@@ -86,13 +86,13 @@ func (s *Service) validateOne(m jetstream.Msg) (ev contract.Event, rej *contract
 
 // keepBytes is how much of a record a REJECTED message carries: records
 // longer than that (too_large ones only) are cut, and the full size goes in
-// ingest.HdrOrigSize; the whole record stays in RAW at its sequence.
+// wire.HdrOrigSize; the whole record stays in RAW at its sequence.
 func (s *Service) keepBytes() int {
 	var maxPayload int64
 	if nc := s.js.Conn(); nc != nil {
 		maxPayload = nc.MaxPayload()
 	}
-	return ingest.KeepBytes(s.cfg.Validator.Options().MaxSize, maxPayload)
+	return wire.KeepBytes(s.cfg.Validator.Options().MaxSize, maxPayload)
 }
 
 // sanitize makes text safe for a header value and short: quoted, ASCII

@@ -20,10 +20,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
-	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // rig is a validator over a real nats-server and a miniredis, driven one
@@ -34,7 +34,7 @@ type rig struct {
 	js    jetstream.JetStream
 	mr    *miniredis.Miniredis
 	s     *Service
-	names stream.Names
+	names wire.Names
 	cons  jetstream.Consumer
 }
 
@@ -44,7 +44,7 @@ func newRig(t *testing.T, maxDeliveries int) *rig {
 	t.Cleanup(cancel)
 	_, url := testenv.NATS(t)
 	js := testenv.JetStream(t, url)
-	names := stream.For("")
+	names := wire.For("")
 	if err := stream.Ensure(ctx, js, names, stream.Config{Partitions: 8}); err != nil {
 		t.Fatal(err)
 	}
@@ -61,8 +61,8 @@ func newRig(t *testing.T, maxDeliveries int) *rig {
 	// The production consumer's shape (ack all, RAW partition 0), with a
 	// short ack wait so that an unacknowledged batch comes back quickly
 	// with its delivery count raised.
-	cons, err := js.CreateConsumer(ctx, names.Stream(stream.Raw), jetstream.ConsumerConfig{
-		Durable: "poison-test", FilterSubject: names.Subject(stream.Raw, 0),
+	cons, err := js.CreateConsumer(ctx, names.Stream(wire.Raw), jetstream.ConsumerConfig{
+		Durable: "poison-test", FilterSubject: names.Subject(wire.Raw, 0),
 		AckPolicy: jetstream.AckAllPolicy, AckWait: 200 * time.Millisecond,
 	})
 	if err != nil {
@@ -76,7 +76,7 @@ func (r *rig) publish(recs ...[]byte) {
 	r.t.Helper()
 	for i, rec := range recs {
 		id := fmt.Sprintf("raw-%d-%d", time.Now().UnixNano(), i)
-		if _, err := r.js.PublishMsg(r.ctx, stream.NewMsg(r.names.Subject(stream.Raw, 0), id, rec)); err != nil {
+		if _, err := r.js.PublishMsg(r.ctx, stream.NewMsg(r.names.Subject(wire.Raw, 0), id, rec)); err != nil {
 			r.t.Fatal(err)
 		}
 	}
@@ -159,21 +159,21 @@ func TestPoisonGoesToRejectedAfterMaxDeliveries(t *testing.T) {
 	}
 	r.mr.SetError("")
 
-	rej := r.read(stream.Rejected)
+	rej := r.read(wire.Rejected)
 	if len(rej) != 1 {
 		t.Fatalf("REJECTED holds %d messages, want 1", len(rej))
 	}
 	h := rej[0].Headers()
-	if h.Get(stream.HdrReason) != string(contract.ReasonInvalidField) || h.Get(HdrEventID) != "poison-1" || h.Get(stream.HdrRawSeq) != "1" {
+	if h.Get(wire.HdrReason) != string(contract.ReasonInvalidField) || h.Get(wire.HdrEventID) != "poison-1" || h.Get(wire.HdrRawSeq) != "1" {
 		t.Errorf("REJECTED headers %v", h)
 	}
-	if d := h.Get(HdrDetail); !strings.Contains(d, "poison message: not processed after 3 deliveries") {
+	if d := h.Get(wire.HdrDetail); !strings.Contains(d, "poison message: not processed after 3 deliveries") {
 		t.Errorf("detail %q", d)
 	}
 	if !bytes.Equal(rej[0].Data(), record("poison-1")) {
 		t.Errorf("REJECTED body %q is not the raw record", rej[0].Data())
 	}
-	if n := len(r.read(stream.Valid)); n != 0 {
+	if n := len(r.read(wire.Valid)); n != 0 {
 		t.Errorf("VALID holds %d messages", n)
 	}
 	if keys := r.mr.Keys(); len(keys) != 0 {
@@ -193,7 +193,7 @@ func TestPoisonGoesToRejectedAfterMaxDeliveries(t *testing.T) {
 	if err := r.s.handle(r.ctx, 0, r.fetch(1)); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(r.read(stream.Valid)); n != 1 {
+	if n := len(r.read(wire.Valid)); n != 1 {
 		t.Errorf("VALID holds %d messages after a clean delivery, want 1", n)
 	}
 }
@@ -236,10 +236,10 @@ func TestOneRecordFailingIsItsOwnRejection(t *testing.T) {
 		t.Fatalf("handle: %v", err)
 	}
 	var got []string
-	for _, m := range r.read(stream.Rejected) {
+	for _, m := range r.read(wire.Rejected) {
 		h := m.Headers()
-		got = append(got, h.Get(HdrEventID)+"/"+h.Get(stream.HdrReason)+"/"+h.Get(stream.HdrRawSeq))
-		d := h.Get(HdrDetail)
+		got = append(got, h.Get(wire.HdrEventID)+"/"+h.Get(wire.HdrReason)+"/"+h.Get(wire.HdrRawSeq))
+		d := h.Get(wire.HdrDetail)
 		if strings.ContainsAny(d, "\r\n") || len(h.Values("Rf-Kind")) != 0 {
 			t.Errorf("detail %q leaked into the headers %v", d, h)
 		}
@@ -251,8 +251,8 @@ func TestOneRecordFailingIsItsOwnRejection(t *testing.T) {
 		t.Errorf("REJECTED %v, want %s", got, want)
 	}
 	var valid []string
-	for _, m := range r.read(stream.Valid) {
-		valid = append(valid, m.Headers().Get(HdrEventID))
+	for _, m := range r.read(wire.Valid) {
+		valid = append(valid, m.Headers().Get(wire.HdrEventID))
 	}
 	if strings.Join(valid, " ") != "good-1 good-2" {
 		t.Errorf("VALID %v", valid)
@@ -263,7 +263,7 @@ func TestOneRecordFailingIsItsOwnRejection(t *testing.T) {
 // (published by something other than ingest, which cuts long records) used
 // to make its REJECTED copy, the record plus headers, exceed max_payload:
 // the publish failed on every delivery and the partition stopped for good.
-// The copy is now cut to ingest.KeepBytes with the full size in a header.
+// The copy is now cut to wire.KeepBytes with the full size in a header.
 func TestRejectedCopyIsBounded(t *testing.T) {
 	r := newRig(t, 0)
 	maxPayload := int(r.js.Conn().MaxPayload())
@@ -275,18 +275,18 @@ func TestRejectedCopyIsBounded(t *testing.T) {
 	if err := r.s.handle(r.ctx, 0, r.fetch(2)); err != nil {
 		t.Fatalf("handle: %v", err)
 	}
-	rej := r.read(stream.Rejected)
+	rej := r.read(wire.Rejected)
 	if len(rej) != 1 {
 		t.Fatalf("REJECTED holds %d messages", len(rej))
 	}
 	h := rej[0].Headers()
-	keep := ingest.KeepBytes(contract.DefaultMaxSize, int64(maxPayload))
-	if h.Get(stream.HdrReason) != "too_large" || h.Get(HdrEventID) != "huge-1" ||
-		h.Get(ingest.HdrOrigSize) != strconv.Itoa(len(big)) || len(rej[0].Data()) != keep ||
-		!strings.Contains(h.Get(HdrDetail), fmt.Sprintf("record is %d bytes", len(big))) {
+	keep := wire.KeepBytes(contract.DefaultMaxSize, int64(maxPayload))
+	if h.Get(wire.HdrReason) != "too_large" || h.Get(wire.HdrEventID) != "huge-1" ||
+		h.Get(wire.HdrOrigSize) != strconv.Itoa(len(big)) || len(rej[0].Data()) != keep ||
+		!strings.Contains(h.Get(wire.HdrDetail), fmt.Sprintf("record is %d bytes", len(big))) {
 		t.Errorf("REJECTED %v with %d bytes (keep %d)", h, len(rej[0].Data()), keep)
 	}
-	if n := len(r.read(stream.Valid)); n != 1 {
+	if n := len(r.read(wire.Valid)); n != 1 {
 		t.Errorf("VALID holds %d messages, want the record after the big one", n)
 	}
 }
@@ -297,8 +297,8 @@ func TestRejectedCopyIsBounded(t *testing.T) {
 // dropped by one.
 func TestValidHeartbeatIDsCannotCollide(t *testing.T) {
 	r := newRig(t, 0)
-	hb := stream.NewMsg(r.names.Subject(stream.Raw, 0), "hb-raw-1", nil)
-	hb.Header.Set(stream.HdrHeartbeat, "1764670000000")
+	hb := stream.NewMsg(r.names.Subject(wire.Raw, 0), "hb-raw-1", nil)
+	hb.Header.Set(wire.HdrHeartbeat, "1764670000000")
 	if _, err := r.js.PublishMsg(r.ctx, hb); err != nil {
 		t.Fatal(err)
 	}
@@ -307,13 +307,13 @@ func TestValidHeartbeatIDsCannotCollide(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ids []string
-	for _, m := range r.read(stream.Valid) {
+	for _, m := range r.read(wire.Valid) {
 		ids = append(ids, m.Headers().Get(jetstream.MsgIDHeader))
 	}
 	if strings.Join(ids, " ") != "hb/0/1 hb-0-1" {
 		t.Errorf("VALID message ids %v, want the heartbeat and the event", ids)
 	}
-	if rej := r.read(stream.Rejected); len(rej) != 1 || rej[0].Headers().Get(stream.HdrReason) != "invalid_field" {
+	if rej := r.read(wire.Rejected); len(rej) != 1 || rej[0].Headers().Get(wire.HdrReason) != "invalid_field" {
 		t.Errorf("an event id with '/' was not rejected: %d", len(rej))
 	}
 	if contract.PeekEventID(record("hb/0/1")) != "" {
@@ -363,8 +363,8 @@ func TestConflictSurvivesHostileIngestedAt(t *testing.T) {
 				}
 			}
 			var rejected []string
-			for _, m := range r.read(stream.Rejected) {
-				rejected = append(rejected, m.Headers().Get(HdrEventID)+"/"+m.Headers().Get(stream.HdrReason))
+			for _, m := range r.read(wire.Rejected) {
+				rejected = append(rejected, m.Headers().Get(wire.HdrEventID)+"/"+m.Headers().Get(wire.HdrReason))
 			}
 			if strings.Join(rejected, " ") != "x-1/conflicting_duplicate" {
 				t.Errorf("REJECTED %v, want x-1/conflicting_duplicate: the second version of x-1 went to VALID and counts in another window", rejected)

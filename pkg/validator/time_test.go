@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
-	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // timed is a v2 record of id with occurred_at and, unless empty,
@@ -45,11 +45,11 @@ func TestReceivedTimeIsTheBrokers(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[string]string{}
-	for _, m := range r.read(stream.Rejected) {
-		got[m.Headers().Get(HdrEventID)] = m.Headers().Get(stream.HdrReason) + ": " + m.Headers().Get(HdrDetail)
+	for _, m := range r.read(wire.Rejected) {
+		got[m.Headers().Get(wire.HdrEventID)] = m.Headers().Get(wire.HdrReason) + ": " + m.Headers().Get(wire.HdrDetail)
 	}
 	valid := map[string]bool{}
-	for _, m := range r.read(stream.Valid) {
+	for _, m := range r.read(wire.Valid) {
 		valid[contract.PeekEventID(m.Data())] = true
 	}
 	for _, tc := range recs {

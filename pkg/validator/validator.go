@@ -30,28 +30,15 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
-	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/window"
-)
-
-// Headers the validator puts on VALID messages so the windower never
-// decodes the body.
-const (
-	// HdrKind is "s" for a submission, "o" for another valid type.
-	HdrKind = "Rf-Kind"
-	// HdrTime is the event time in ms since the epoch.
-	HdrTime = "Rf-Time"
-	// HdrEventID is the event id.
-	HdrEventID = "Rf-Event-Id"
-	// HdrDetail is a rejection's human detail.
-	HdrDetail = "Rf-Detail"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // Config configures a validator instance.
 type Config struct {
-	Names      stream.Names
+	Names      wire.Names
 	Partitions int
 	// HotKeys spreads declared busy partition keys over several VALID
 	// partitions (window.Route). Ingest must route RAW the same way, so
@@ -108,7 +95,7 @@ func (s *Service) publishValid(ctx context.Context, msgs []*nats.Msg) error {
 	s.validOnce.Do(func() {
 		ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		name := s.cfg.Names.Stream(stream.Valid)
+		name := s.cfg.Names.Stream(wire.Valid)
 		replicas := 0
 		st, err := s.js.Stream(ictx, name)
 		if err == nil {
@@ -149,10 +136,10 @@ func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
 // Durable is the validator's consumer name for partition p.
 func (s *Service) durable(p int) string {
 	name := "validator"
-	if s.cfg.Names.Generation != stream.DefaultGeneration {
+	if s.cfg.Names.Generation != wire.DefaultGeneration {
 		name += "-g" + s.cfg.Names.Generation
 	}
-	return stream.Durable(name, p)
+	return wire.Durable(name, p)
 }
 
 // Run processes the owned partitions until ctx ends (nil) or one of them
@@ -188,9 +175,9 @@ func (s *Service) Run(ctx context.Context) error {
 // resumes after the last batch handled, whose outputs are stored.
 func (s *Service) runPartition(ctx context.Context, p int) error {
 	spec := stream.ConsumerSpec{
-		Stream:  s.cfg.Names.Stream(stream.Raw),
+		Stream:  s.cfg.Names.Stream(wire.Raw),
 		Durable: s.durable(p),
-		Filter:  s.cfg.Names.Subject(stream.Raw, p),
+		Filter:  s.cfg.Names.Subject(wire.Raw, p),
 		AckAll:  true,
 	}
 	defer s.trackIdle(ctx, p, spec)() // claim progress while idle (barrier.go)
@@ -219,14 +206,14 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 			return fmt.Errorf("validator: metadata: %w", err)
 		}
 		seq := meta.Sequence.Stream
-		if hb := m.Headers().Get(stream.HdrHeartbeat); hb != "" {
+		if hb := m.Headers().Get(wire.HdrHeartbeat); hb != "" {
 			if _, err := strconv.ParseInt(hb, 10, 64); err != nil {
 				out = append(out, s.rejectMsg(seq, m.Data(), contract.Reject(contract.ReasonInvalidField, "", "heartbeat progress %q is not an integer", hb)))
 				continue
 			}
-			msg := stream.NewMsg(s.cfg.Names.Subject(stream.Valid, p), heartbeatID(p, seq), nil)
-			msg.Header.Set(stream.HdrHeartbeat, hb)
-			msg.Header.Set(stream.HdrRawSeq, strconv.FormatUint(seq, 10))
+			msg := stream.NewMsg(s.cfg.Names.Subject(wire.Valid, p), heartbeatID(p, seq), nil)
+			msg.Header.Set(wire.HdrHeartbeat, hb)
+			msg.Header.Set(wire.HdrRawSeq, strconv.FormatUint(seq, 10))
 			out = append(out, msg)
 			s.m.in.WithLabelValues("heartbeat").Inc()
 			continue
@@ -277,7 +264,7 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 	// ordered atomic batches; REJECTED is not read in order and goes
 	// pipelined, alongside.
 	var validOut, rejected []*nats.Msg
-	rejSubject := s.cfg.Names.Subject(stream.Rejected, 0)
+	rejSubject := s.cfg.Names.Subject(wire.Rejected, 0)
 	for _, m := range out {
 		if m.Subject == rejSubject {
 			rejected = append(rejected, m)
@@ -314,15 +301,15 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 func (s *Service) validMsg(v pending) *nats.Msg {
 	p := window.Route(v.ev.PartitionKey, v.ev.EventID, s.cfg.Partitions, s.cfg.HotKeys)
 	body, _ := json.Marshal(&v.ev)
-	msg := stream.NewMsg(s.cfg.Names.Subject(stream.Valid, p), v.ev.EventID, body)
-	kind := "o"
+	msg := stream.NewMsg(s.cfg.Names.Subject(wire.Valid, p), v.ev.EventID, body)
+	kind := wire.KindOther
 	if v.ev.Counts() {
-		kind = "s"
+		kind = wire.KindSubmission
 	}
-	msg.Header.Set(HdrKind, kind)
-	msg.Header.Set(HdrTime, strconv.FormatInt(v.ev.OccurredAt.UnixMilli(), 10))
-	msg.Header.Set(HdrEventID, v.ev.EventID)
-	msg.Header.Set(stream.HdrRawSeq, strconv.FormatUint(v.seq, 10))
+	msg.Header.Set(wire.HdrKind, kind)
+	msg.Header.Set(wire.HdrTime, strconv.FormatInt(v.ev.OccurredAt.UnixMilli(), 10))
+	msg.Header.Set(wire.HdrEventID, v.ev.EventID)
+	msg.Header.Set(wire.HdrRawSeq, strconv.FormatUint(v.seq, 10))
 	s.m.out.WithLabelValues("valid").Inc()
 	return msg
 }
@@ -331,21 +318,21 @@ func (s *Service) validMsg(v pending) *nats.Msg {
 // the event id only when the rejection names one: the contract leaves it
 // empty on purpose when the record's id is ambiguous (a repeated or
 // case-variant event_id key). A record longer than keepBytes is cut there,
-// its full size in ingest.HdrOrigSize, so the message always fits.
+// its full size in wire.HdrOrigSize, so the message always fits.
 func (s *Service) rejectMsg(seq uint64, raw []byte, rej *contract.RejectError) *nats.Msg {
 	body, orig := raw, ""
 	if keep := s.keepBytes(); len(raw) > keep {
 		body, orig = raw[:keep], strconv.Itoa(len(raw))
 	}
-	msg := stream.NewMsg(s.cfg.Names.Subject(stream.Rejected, 0), "rej-"+strconv.FormatUint(seq, 10), body)
-	msg.Header.Set(stream.HdrReason, string(rej.Reason))
-	msg.Header.Set(HdrDetail, rej.Detail)
-	msg.Header.Set(stream.HdrRawSeq, strconv.FormatUint(seq, 10))
+	msg := stream.NewMsg(s.cfg.Names.Subject(wire.Rejected, 0), "rej-"+strconv.FormatUint(seq, 10), body)
+	msg.Header.Set(wire.HdrReason, string(rej.Reason))
+	msg.Header.Set(wire.HdrDetail, rej.Detail)
+	msg.Header.Set(wire.HdrRawSeq, strconv.FormatUint(seq, 10))
 	if orig != "" {
-		msg.Header.Set(ingest.HdrOrigSize, orig)
+		msg.Header.Set(wire.HdrOrigSize, orig)
 	}
 	if rej.EventID != "" {
-		msg.Header.Set(HdrEventID, rej.EventID)
+		msg.Header.Set(wire.HdrEventID, rej.EventID)
 	}
 	s.m.out.WithLabelValues("rejected_" + string(rej.Reason)).Inc()
 	return msg

@@ -8,7 +8,7 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/window"
-	"github.com/receiptflow/receiptflow/pkg/windower"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // Fuzzed times are folded into [foldFrom, foldTo), a year around each end
@@ -51,11 +51,11 @@ func FuzzLateEventAndChange(f *testing.F) {
 		}
 		ms := window.Ms(ev.OccurredAt)
 		wm := [...]int64{window.Advance(window.NoWatermark, ms, latenessMs), window.EndOfStream, window.EndOfStream - latenessMs}[kind%3]
-		le := windower.LateEvent{EventID: ev.EventID, WindowID: window.ID(ms), Reason: windower.ReasonAfterGrace,
+		le := wire.LateEvent{EventID: ev.EventID, WindowID: window.ID(ms), Reason: wire.ReasonAfterGrace,
 			Watermark: window.Time(wm), Partition: 3, Seq: 42, Event: raw}
-		roundTrip(t, &le, &windower.LateEvent{})
-		ch := windower.Change{Partition: 3, Seq: 42, Watermark: wm, Windows: []string{window.ID(ms)}}
-		roundTrip(t, &ch, &windower.Change{})
+		roundTrip(t, &le, &wire.LateEvent{})
+		ch := wire.Change{Partition: 3, Seq: 42, Watermark: wm, Windows: []string{window.ID(ms)}}
+		roundTrip(t, &ch, &wire.Change{})
 	})
 }
 

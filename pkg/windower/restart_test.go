@@ -17,8 +17,8 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/stream/streamtest"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
-	"github.com/receiptflow/receiptflow/pkg/validator"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // TestServerRestartsMidDeliveryLoseNoEvent: 3000 on-time submissions of
@@ -43,19 +43,19 @@ func TestServerRestartsMidDeliveryLoseNoEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := stream.For("")
-	durable := stream.Durable("windower", 0)
+	names := wire.For("")
+	durable := wire.Durable("windower", 0)
 	if err := stream.Ensure(ctx, direct, names, stream.Config{Partitions: 1}); err != nil {
 		t.Fatal(err)
 	}
 	base := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	for i := 0; i < n; i++ {
 		id := "ev-" + strconv.Itoa(i)
-		m := stream.NewMsg(names.Subject(stream.Valid, 0), id, []byte(`{}`))
-		m.Header.Set(validator.HdrKind, "s")
-		m.Header.Set(validator.HdrTime, strconv.FormatInt(base.Add(time.Duration(i)*100*time.Millisecond).UnixMilli(), 10))
-		m.Header.Set(validator.HdrEventID, id)
-		m.Header.Set(stream.HdrRawSeq, strconv.Itoa(i+1))
+		m := stream.NewMsg(names.Subject(wire.Valid, 0), id, []byte(`{}`))
+		m.Header.Set(wire.HdrKind, "s")
+		m.Header.Set(wire.HdrTime, strconv.FormatInt(base.Add(time.Duration(i)*100*time.Millisecond).UnixMilli(), 10))
+		m.Header.Set(wire.HdrEventID, id)
+		m.Header.Set(wire.HdrRawSeq, strconv.Itoa(i+1))
 		if _, err := direct.PublishMsgAsync(m); err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +89,7 @@ func TestServerRestartsMidDeliveryLoseNoEvent(t *testing.T) {
 		proxy.Freeze()
 		for i := 0; i < 100; i++ {
 			ictx, icancel := context.WithTimeout(ctx, time.Second)
-			c, err := direct.Consumer(ictx, names.Stream(stream.Valid), durable)
+			c, err := direct.Consumer(ictx, names.Stream(wire.Valid), durable)
 			icancel()
 			if err == nil && c.CachedInfo().Delivered.Stream > last+300 {
 				break
@@ -144,7 +144,7 @@ func TestServerRestartsMidDeliveryLoseNoEvent(t *testing.T) {
 		}
 		ictx, icancel := context.WithTimeout(ctx, time.Second)
 		defer icancel()
-		c, err := direct.Consumer(ictx, names.Stream(stream.Valid), durable)
+		c, err := direct.Consumer(ictx, names.Stream(wire.Valid), durable)
 		if err != nil {
 			return err
 		}

@@ -9,9 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
-	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // retire retires partition p's windows that are final and past the replay
@@ -97,14 +96,14 @@ func (s *Service) retire(ctx context.Context, p int) error {
 // partition's partial that Redis still holds at its current version: only
 // then has the publisher nothing left to read from the window's state.
 func publishedFinal(ctx context.Context, kv jetstream.KeyValue, id string, views []map[string]int64) (bool, error) {
-	e, err := kv.Get(ctx, stream.WindowKey(id))
+	e, err := kv.Get(ctx, wire.WindowKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("windower: read snapshot %s: %w", id, err)
 	}
-	var w snapshot.Window
+	var w wire.Window
 	if err := json.Unmarshal(e.Value(), &w); err != nil {
 		return false, fmt.Errorf("windower: snapshot %s: %w", id, err)
 	}

@@ -28,13 +28,13 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/stream"
-	"github.com/receiptflow/receiptflow/pkg/validator"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // Config configures a windower instance.
 type Config struct {
-	Names      stream.Names
+	Names      wire.Names
 	Partitions int
 	// Owned lists the partitions this instance processes (nil: all).
 	Owned      []int
@@ -61,37 +61,9 @@ type Trace struct {
 	Decision  ledger.Decision
 }
 
-// Change is the body of a CHANGES notice: partition p's checkpoint after a
-// batch and the windows whose partials it changed.
-type Change struct {
-	Partition int      `json:"partition"`
-	Seq       uint64   `json:"seq"`
-	Watermark int64    `json:"watermark"`
-	Windows   []string `json:"windows,omitempty"`
-}
-
-// LateEvent is the body of a LATE message.
-type LateEvent struct {
-	EventID   string          `json:"event_id"`
-	WindowID  string          `json:"window_id"`
-	Reason    string          `json:"reason"`
-	Watermark time.Time       `json:"watermark"`
-	Partition int             `json:"partition"`
-	Seq       uint64          `json:"seq"`
-	Event     json.RawMessage `json:"event,omitempty"`
-}
-
 // retireEventStep is the partition watermark progress (ms of event time)
 // after which a retirement pass runs even within RetireEvery.
 const retireEventStep = 10 * 60 * 1000
-
-// Reasons of LATE messages.
-const (
-	// ReasonAfterGrace: judged too late against the partition watermark.
-	ReasonAfterGrace = "after_grace"
-	// ReasonRetired: its window's state was already retired.
-	ReasonRetired = "retired"
-)
 
 // Service is one windower instance. Its store's replay horizon
 // (ledger.WithHorizon) decides retirement: a window's state (ledger,
@@ -122,10 +94,10 @@ func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
 
 func (s *Service) durable(p int) string {
 	name := "windower"
-	if s.cfg.Names.Generation != stream.DefaultGeneration {
+	if s.cfg.Names.Generation != wire.DefaultGeneration {
 		name += "-g" + s.cfg.Names.Generation
 	}
-	return stream.Durable(name, p)
+	return wire.Durable(name, p)
 }
 
 // Run processes the owned partitions until ctx ends (nil) or one fails.
@@ -205,7 +177,7 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 	if err != nil {
 		return err
 	}
-	streamName := s.cfg.Names.Stream(stream.Valid)
+	streamName := s.cfg.Names.Stream(wire.Valid)
 	st, err := s.js.Stream(ctx, streamName)
 	if err != nil {
 		return fmt.Errorf("windower: stream %s: %w", streamName, err)
@@ -227,7 +199,7 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 	spec := stream.ConsumerSpec{
 		Stream:   streamName,
 		Durable:  s.durable(p),
-		Filter:   s.cfg.Names.Subject(stream.Valid, p),
+		Filter:   s.cfg.Names.Subject(wire.Valid, p),
 		StartSeq: start,
 		AckAll:   true,
 	}
@@ -270,18 +242,18 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, last
 			return nil, 0, fmt.Errorf("windower: metadata: %w", err)
 		}
 		h := m.Headers()
-		rawSeqs[i], _ = strconv.ParseUint(h.Get(stream.HdrRawSeq), 10, 64)
+		rawSeqs[i], _ = strconv.ParseUint(h.Get(wire.HdrRawSeq), 10, 64)
 		r := ledger.Record{Seq: meta.Sequence.Stream}
-		if hb := h.Get(stream.HdrHeartbeat); hb != "" {
+		if hb := h.Get(wire.HdrHeartbeat); hb != "" {
 			r.Kind = ledger.Heartbeat
 			r.Time, err = strconv.ParseInt(hb, 10, 64)
 		} else {
 			r.Kind = ledger.Other
-			if h.Get(validator.HdrKind) == "s" {
+			if h.Get(wire.HdrKind) == wire.KindSubmission {
 				r.Kind = ledger.Submission
 			}
-			r.EventID = h.Get(validator.HdrEventID)
-			r.Time, err = strconv.ParseInt(h.Get(validator.HdrTime), 10, 64)
+			r.EventID = h.Get(wire.HdrEventID)
+			r.Time, err = strconv.ParseInt(h.Get(wire.HdrTime), 10, 64)
 			if r.EventID == "" {
 				err = errors.New("no event id header")
 			}
@@ -315,24 +287,24 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, last
 	var out []*nats.Msg
 	for i, d := range res.Decisions {
 		s.m.decisions.WithLabelValues(string(d.Code)).Inc()
-		reason := ReasonAfterGrace
+		reason := wire.ReasonAfterGrace
 		switch d.Code {
 		case ledger.Late, ledger.LateAgain:
 		case ledger.Retired:
-			reason = ReasonRetired
+			reason = wire.ReasonRetired
 		default:
 			continue
 		}
-		body, _ := json.Marshal(&LateEvent{
+		body, _ := json.Marshal(&wire.LateEvent{
 			EventID: recs[i].EventID, WindowID: d.WindowID, Reason: reason,
 			Watermark: window.Time(d.Watermark), Partition: p, Seq: rawSeqs[i], Event: batch[i].Data(),
 		})
-		out = append(out, stream.NewMsg(s.cfg.Names.Subject(stream.Late, p), "late-"+recs[i].EventID, body))
+		out = append(out, stream.NewMsg(s.cfg.Names.Subject(wire.Late, p), "late-"+recs[i].EventID, body))
 	}
 	if len(res.Changed) > 0 || res.Watermark != lastWM || anyReplayed(res) {
-		body, _ := json.Marshal(&Change{Partition: p, Seq: res.Seq, Watermark: res.Watermark, Windows: res.Changed})
+		body, _ := json.Marshal(&wire.Change{Partition: p, Seq: res.Seq, Watermark: res.Watermark, Windows: res.Changed})
 		id := "chg-" + strconv.Itoa(p) + "-" + strconv.FormatUint(recs[len(recs)-1].Seq, 10)
-		out = append(out, stream.NewMsg(s.cfg.Names.Subject(stream.Changes, p), id, body))
+		out = append(out, stream.NewMsg(s.cfg.Names.Subject(wire.Changes, p), id, body))
 	}
 	if _, err := stream.PublishAll(ctx, s.js, out); err != nil {
 		return nil, 0, stream.Retry(err)
@@ -379,7 +351,7 @@ func (s *Service) checkStream(ctx context.Context, owned []int) error {
 		}
 		cks[i] = ck.Seq
 	}
-	name := s.cfg.Names.Stream(stream.Valid)
+	name := s.cfg.Names.Stream(wire.Valid)
 	st, err := s.js.Stream(ctx, name)
 	if err != nil {
 		return err

@@ -14,7 +14,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
-	"github.com/receiptflow/receiptflow/pkg/validator"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // fixture is one partition's VALID stream on an in-process nats-server and
@@ -24,7 +24,7 @@ type fixture struct {
 	ctx   context.Context
 	js    jetstream.JetStream
 	store *ledger.Store
-	names stream.Names
+	names wire.Names
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -33,7 +33,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(cancel)
 	_, url := testenv.NATS(t)
 	js := testenv.JetStream(t, url)
-	names := stream.For("")
+	names := wire.For("")
 	if err := stream.Ensure(ctx, js, names, stream.Config{}); err != nil {
 		t.Fatal(err)
 	}
@@ -47,11 +47,11 @@ func newFixture(t *testing.T) *fixture {
 // submit publishes a validator-shaped submission to partition 0 of VALID.
 func (f *fixture) submit(id string, at time.Time, rawSeq int) {
 	f.t.Helper()
-	m := stream.NewMsg(f.names.Subject(stream.Valid, 0), id, []byte(`{}`))
-	m.Header.Set(validator.HdrKind, "s")
-	m.Header.Set(validator.HdrTime, strconv.FormatInt(at.UnixMilli(), 10))
-	m.Header.Set(validator.HdrEventID, id)
-	m.Header.Set(stream.HdrRawSeq, strconv.Itoa(rawSeq))
+	m := stream.NewMsg(f.names.Subject(wire.Valid, 0), id, []byte(`{}`))
+	m.Header.Set(wire.HdrKind, "s")
+	m.Header.Set(wire.HdrTime, strconv.FormatInt(at.UnixMilli(), 10))
+	m.Header.Set(wire.HdrEventID, id)
+	m.Header.Set(wire.HdrRawSeq, strconv.Itoa(rawSeq))
 	if _, err := f.js.PublishMsg(f.ctx, m); err != nil {
 		f.t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func (f *fixture) run(batch int, fps string, d time.Duration) error {
 // lateIDs reads the event ids of every LATE message of partition 0.
 func (f *fixture) lateIDs() map[string]bool {
 	f.t.Helper()
-	st, err := f.js.Stream(f.ctx, f.names.Stream(stream.Late))
+	st, err := f.js.Stream(f.ctx, f.names.Stream(wire.Late))
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -22,8 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/dashboard"
-	"github.com/receiptflow/receiptflow/pkg/pipeline"
 )
 
 func main() {
@@ -41,7 +41,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	listen := fs.String("listen", "127.0.0.1:8080", "address of the page, the API and the probes")
 	staleAfter := fs.Duration("stale-after", 2*time.Minute, "silence of the source (or the publisher) after which the data is shown as stale")
 	generation := fs.String("generation", "", "generation to show (default: follow the active-generation pointer)")
-	var sec pipeline.NATSSecurity
+	var sec connect.NATSSecurity
 	sec.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -56,7 +56,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	return 0
 }
 
-func serve(ctx context.Context, log *slog.Logger, natsURL string, sec pipeline.NATSSecurity, listen string, staleAfter time.Duration, gen string) error {
+func serve(ctx context.Context, log *slog.Logger, natsURL string, sec connect.NATSSecurity, listen string, staleAfter time.Duration, gen string) error {
 	if natsURL == "" {
 		return errors.New("--nats-url (or NATS_URL) is required")
 	}
@@ -73,7 +73,7 @@ func serve(ctx context.Context, log *slog.Logger, natsURL string, sec pipeline.N
 	}
 	// The probes answer from the start: alive, and not ready while NATS is
 	// waited for (SPEC §4); the page and the API come once connected.
-	at := pipeline.RedactURL(natsURL)
+	at := connect.RedactURL(natsURL)
 	g := &gate{}
 	g.wait("nats at " + at)
 	// No WriteTimeout: event streams are long-lived; each write has its
@@ -83,10 +83,10 @@ func serve(ctx context.Context, log *slog.Logger, natsURL string, sec pipeline.N
 	defer srv.Close()
 	log.Info("dashboard listening", "url", "http://"+ln.Addr().String())
 
-	var conn *pipeline.Conn
-	err = pipeline.WaitFor(ctx, func(context.Context) error {
+	var conn *connect.Conn
+	err = connect.WaitFor(ctx, func(context.Context) error {
 		var err error
-		conn, err = pipeline.ConnectNATS(natsURL, "receiptflow-dashboard", opts...)
+		conn, err = connect.ConnectNATS(natsURL, "receiptflow-dashboard", opts...)
 		return err
 	}, func(attempt int, err error, next time.Duration) {
 		g.wait("nats at " + at + ": " + err.Error())
@@ -99,7 +99,7 @@ func serve(ctx context.Context, log *slog.Logger, natsURL string, sec pipeline.N
 		}
 		return err
 	}
-	// From here on nats.go reconnects by itself (pipeline.ConnectNATS never
+	// From here on nats.go reconnects by itself (connect.ConnectNATS never
 	// gives up), and the page says when it is disconnected.
 	defer conn.Close()
 	reg := prometheus.NewRegistry()

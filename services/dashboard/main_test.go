@@ -16,6 +16,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/embedded"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 type syncBuf struct {
@@ -88,7 +89,7 @@ func TestWaitsForNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if err := stream.Ensure(ctx, testenv.JetStream(t, natsURL), stream.For(stream.DefaultGeneration), stream.Config{Partitions: 1}); err != nil {
+	if err := stream.Ensure(ctx, testenv.JetStream(t, natsURL), wire.For(wire.DefaultGeneration), stream.Config{Partitions: 1}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {

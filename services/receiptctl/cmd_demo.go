@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/config"
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/dashboard"
 	"github.com/receiptflow/receiptflow/pkg/demo"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
@@ -49,7 +50,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("dashboard: listen %s: %w", *listen, err)
 	}
-	dconn, err := pipeline.ConnectNATS(p.NATSURL, "receiptflow-dashboard")
+	dconn, err := connect.ConnectNATS(p.NATSURL, "receiptflow-dashboard")
 	if err != nil {
 		ln.Close()
 		return err

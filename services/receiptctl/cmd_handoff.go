@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
-	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 	"github.com/receiptflow/receiptflow/schemas"
 )
 
@@ -51,12 +51,12 @@ func cmdHandoff(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			}
 			deadline := time.Now().Add(5 * time.Second)
 			for {
-				if _, err := kv.Get(ctx, "meta.health"); err == nil || time.Now().After(deadline) {
+				if _, err := kv.Get(ctx, wire.HealthKey); err == nil || time.Now().After(deadline) {
 					break
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
-			dump, err = dumpKV(ctx, p.Admin.JS, []string{p.Names.Bucket(), stream.ControlBucket})
+			dump, err = dumpKV(ctx, p.Admin.JS, []string{p.Names.Bucket(), wire.ControlBucket})
 			return err
 		},
 	})

@@ -14,10 +14,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/config"
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
-	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -25,7 +26,7 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	var c config.Common
 	c.Register(fs)
-	var natsSec pipeline.NATSSecurity
+	var natsSec connect.NATSSecurity
 	natsSec.Register(fs)
 	events := fs.String("events", "", "NDJSON file of events (required; - for stdin)")
 	hbEvery := fs.Int("heartbeat-every", 1000, "send a progress heartbeat to every partition after this many records")
@@ -103,12 +104,12 @@ const setupHint = "run the set-up job first: a service binary with --ensure-only
 // or updates the streams and buckets (embedded and unsecured set-ups,
 // admin). A RAW that cannot be made ready is an error naming the set-up
 // job.
-func rawReady(ctx context.Context, js jetstream.JetStream, refusals *pipeline.Refusals, c config.Common, sec pipeline.NATSSecurity, ensure bool) error {
+func rawReady(ctx context.Context, js jetstream.JetStream, refusals *connect.Refusals, c config.Common, sec connect.NATSSecurity, ensure bool) error {
 	lookCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	lookCtx, stop := refusals.Context(lookCtx)
 	defer stop()
-	raw, err := js.Stream(lookCtx, stream.Raw)
+	raw, err := js.Stream(lookCtx, wire.Raw)
 	switch {
 	case err == nil && raw.CachedInfo().Config.AllowAtomicPublish:
 		return nil
@@ -116,24 +117,24 @@ func rawReady(ctx context.Context, js jetstream.JetStream, refusals *pipeline.Re
 		// RAW made by a version that published without atomic batches:
 		// ingest keeps the file's order with them (SPEC section 4).
 		if !ensure {
-			return fmt.Errorf("stream %s does not allow atomic batches, which ingest needs to keep the file's order (--ensure-streams=false): %s", stream.Raw, setupHint)
+			return fmt.Errorf("stream %s does not allow atomic batches, which ingest needs to keep the file's order (--ensure-streams=false): %s", wire.Raw, setupHint)
 		}
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		if !ensure {
-			return fmt.Errorf("stream %s does not exist (--ensure-streams=false): %s", stream.Raw, setupHint)
+			return fmt.Errorf("stream %s does not exist (--ensure-streams=false): %s", wire.Raw, setupHint)
 		}
 	default:
-		return explainRefusal(fmt.Errorf("look up stream %s: %w", stream.Raw, err), refusals, sec)
+		return explainRefusal(fmt.Errorf("look up stream %s: %w", wire.Raw, err), refusals, sec)
 	}
-	if err := stream.Ensure(lookCtx, js, stream.For(c.Generation), stream.Config{Partitions: c.Partitions}); err != nil {
+	if err := stream.Ensure(lookCtx, js, wire.For(c.Generation), stream.Config{Partitions: c.Partitions}); err != nil {
 		what, verb := "does not exist", "create it"
 		if raw != nil {
 			what, verb = "does not allow atomic batches", "update it"
 		}
 		if refused := refusals.Err(); refused != nil {
-			return fmt.Errorf("stream %s %s, and %s may not %s (%v): %s", stream.Raw, what, who(sec), verb, refused, setupHint)
+			return fmt.Errorf("stream %s %s, and %s may not %s (%v): %s", wire.Raw, what, who(sec), verb, refused, setupHint)
 		}
-		return fmt.Errorf("stream %s %s and making it ready failed: %w (%s)", stream.Raw, what, err, setupHint)
+		return fmt.Errorf("stream %s %s and making it ready failed: %w (%s)", wire.Raw, what, err, setupHint)
 	}
 	return nil
 }
@@ -142,13 +143,13 @@ func rawReady(ctx context.Context, js jetstream.JetStream, refusals *pipeline.Re
 // with the credentials and TLS settings of sec (the services' flags), and
 // records the server's refusals. A refused login says which flags supply
 // the credentials.
-func connectOperator(url, name string, sec pipeline.NATSSecurity) (*pipeline.Conn, *pipeline.Refusals, error) {
+func connectOperator(url, name string, sec connect.NATSSecurity) (*connect.Conn, *connect.Refusals, error) {
 	opts, err := sec.Options()
 	if err != nil {
 		return nil, nil, err
 	}
-	refusals := pipeline.NewRefusals()
-	conn, err := pipeline.ConnectNATS(url, name, append(opts, refusals.Option())...)
+	refusals := connect.NewRefusals()
+	conn, err := connect.ConnectNATS(url, name, append(opts, refusals.Option())...)
 	if err != nil {
 		if errors.Is(err, nats.ErrAuthorization) {
 			return nil, nil, fmt.Errorf("%w: the server refused %s; give the credentials with --nats-user and --nats-password-file (or NATS_USER and NATS_PASSWORD_FILE / NATS_PASSWORD), or --nats-creds", err, who(sec))
@@ -160,7 +161,7 @@ func connectOperator(url, name string, sec pipeline.NATSSecurity) (*pipeline.Con
 
 // explainRefusal adds the server's permissions violation, if there was
 // one, to err: the request it refused only timed out.
-func explainRefusal(err error, refusals *pipeline.Refusals, sec pipeline.NATSSecurity) error {
+func explainRefusal(err error, refusals *connect.Refusals, sec connect.NATSSecurity) error {
 	refused := refusals.Err()
 	if refused == nil || errors.Is(err, nats.ErrPermissionViolation) {
 		return err
@@ -169,7 +170,7 @@ func explainRefusal(err error, refusals *pipeline.Refusals, sec pipeline.NATSSec
 }
 
 // who names the NATS principal of sec for messages.
-func who(sec pipeline.NATSSecurity) string {
+func who(sec connect.NATSSecurity) string {
 	switch {
 	case sec.User != "":
 		return "user " + strconv.Quote(sec.User)

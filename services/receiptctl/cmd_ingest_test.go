@@ -16,6 +16,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // TestIngestExitsOneNamingFirstUnconfirmed feeds `receiptctl ingest`
@@ -41,7 +42,7 @@ func TestIngestExitsOneNamingFirstUnconfirmed(t *testing.T) {
 	js := testenv.JetStream(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := stream.Ensure(ctx, js, stream.For(""), stream.Config{Partitions: 8}); err != nil {
+	if err := stream.Ensure(ctx, js, wire.For(""), stream.Config{Partitions: 8}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -70,7 +71,7 @@ func TestIngestExitsOneNamingFirstUnconfirmed(t *testing.T) {
 			t.Fatalf("ingest ended before the server was stopped: exit %d\n%s\n%s", res.code, res.out, res.err)
 		default:
 		}
-		st, err := js.Stream(ctx, stream.Raw)
+		st, err := js.Stream(ctx, wire.Raw)
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/receiptflow/receiptflow/pkg/config"
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/generation"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 )
@@ -75,7 +76,7 @@ func cmdSwitch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *natsURL == "" {
 		return usageError("--nats-url (or NATS_URL) is required")
 	}
-	conn, err := pipeline.ConnectNATS(*natsURL, "receiptctl-switch")
+	conn, err := connect.ConnectNATS(*natsURL, "receiptctl-switch")
 	if err != nil {
 		return err
 	}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // cmdReconcile runs the independent batch pass (SPEC section 8) over an
@@ -224,12 +224,12 @@ func writeArtifact(path string, write func(io.Writer) error) error {
 }
 
 // readWindows reads a windows.json: an array of snapshots.
-func readWindows(path string) ([]snapshot.Window, error) {
+func readWindows(path string) ([]wire.Window, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var ws []snapshot.Window
+	var ws []wire.Window
 	if err := json.Unmarshal(data, &ws); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -8,12 +8,12 @@ import (
 	"strconv"
 
 	"github.com/receiptflow/receiptflow/pkg/config"
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
-	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/replay"
-	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/validator"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -21,9 +21,9 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	var c config.Common
 	c.Register(fs)
-	var natsSec pipeline.NATSSecurity
+	var natsSec connect.NATSSecurity
 	natsSec.Register(fs)
-	var redisSec pipeline.RedisSecurity
+	var redisSec connect.RedisSecurity
 	redisSec.Register(fs)
 	which := fs.String("stream", "", "stream to re-drive: RAW (through the validator) or VALID (through the windower)")
 	from := fs.Uint64("from-seq", 0, "first stream sequence (required)")
@@ -31,7 +31,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *which != stream.Raw && *which != stream.Valid {
+	if *which != wire.Raw && *which != wire.Valid {
 		return usageError("--stream must be RAW or VALID")
 	}
 	if *from == 0 {
@@ -40,7 +40,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *to != 0 && *to < *from {
 		return usageError("--to-seq %d is before --from-seq %d", *to, *from)
 	}
-	if c.NATSURL == "" || (*which == stream.Raw && c.RedisURL == "") {
+	if c.NATSURL == "" || (*which == wire.Raw && c.RedisURL == "") {
 		return usageError("--nats-url (and for RAW --redis-url) of the running deployment are required")
 	}
 	if err := c.Validate(); err != nil {
@@ -54,20 +54,20 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// A refused request only times out: stop at the first refusal instead.
 	ctx, stop := refusals.Context(ctx)
 	defer stop()
-	names := stream.For(c.Generation)
+	names := wire.For(c.Generation)
 	r := replay.Range{From: *from, To: *to}
 	var st replay.Stats
-	if *which == stream.Valid {
+	if *which == wire.Valid {
 		st, err = replay.Valid(ctx, conn.JS, names, r)
 	} else {
-		rdb, err2 := pipeline.ConnectRedisSecure(c.RedisURL, redisSec)
+		rdb, err2 := connect.ConnectRedisSecure(c.RedisURL, redisSec)
 		if err2 != nil {
 			return err2
 		}
 		defer rdb.Close()
 		if err2 := rdb.Ping(ctx).Err(); err2 != nil {
 			return fmt.Errorf("redis %s as %s: %w (the RAW replay claims event ids as the validator does: give an operator user with --redis-user and --redis-password-file or REDIS_PASSWORD)",
-				pipeline.RedactURL(c.RedisURL), redisWho(redisSec), err2)
+				connect.RedactURL(c.RedisURL), redisWho(redisSec), err2)
 		}
 		v, err2 := contract.NewValidator(c.Contract())
 		if err2 != nil {
@@ -85,7 +85,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // redisWho names the Redis principal of sec for messages.
-func redisWho(sec pipeline.RedisSecurity) string {
+func redisWho(sec connect.RedisSecurity) string {
 	if sec.Username != "" {
 		return "user " + strconv.Quote(sec.Username)
 	}

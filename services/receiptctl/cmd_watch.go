@@ -11,10 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/dashboard"
-	"github.com/receiptflow/receiptflow/pkg/pipeline"
-	"github.com/receiptflow/receiptflow/pkg/publisher"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // cmdWatch follows the KV bucket in a terminal: the dashboard's view as a
@@ -40,7 +39,7 @@ func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case *staleAfter <= 0 || *every <= 0 || *rows < 1:
 		return usageError("--stale-after and --every must be positive, --rows at least 1")
 	}
-	conn, err := pipeline.ConnectNATS(*natsURL, "receiptflow-watch")
+	conn, err := connect.ConnectNATS(*natsURL, "receiptflow-watch")
 	if err != nil {
 		return err
 	}
@@ -91,9 +90,9 @@ func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // writeWatch renders v with the demo's board table plus a status line.
 func writeWatch(w io.Writer, v dashboard.View, rows int) {
-	b := &board{windows: map[string]snapshot.Window{}}
+	b := &board{windows: map[string]wire.Window{}}
 	for _, wv := range v.Windows {
-		b.windows[wv.WindowID] = snapshot.Window{
+		b.windows[wv.WindowID] = wire.Window{
 			WindowID: wv.WindowID, Start: wv.Start, End: wv.End, Count: wv.Count, Version: wv.Version,
 			Status: wv.Status, Watermark: wv.Watermark, UpdatedAt: wv.UpdatedAt,
 			FirstOutputVersion: wv.FirstOutputVersion, Corrections: wv.Corrections, LateDropped: wv.LateDropped,
@@ -125,7 +124,7 @@ func writeWatch(w io.Writer, v dashboard.View, rows int) {
 	fmt.Fprintf(w, "-- %s; %d windows in all\n", strings.Join(status, " · "), v.TotalWindows)
 }
 
-func hottest(h *publisher.Health) string {
+func hottest(h *wire.Health) string {
 	if h == nil {
 		return ""
 	}

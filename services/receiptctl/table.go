@@ -12,16 +12,14 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/receiptflow/receiptflow/pkg/publisher"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
-	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // board follows a generation's KV bucket and renders it as a table.
 type board struct {
 	mu      sync.Mutex
-	windows map[string]snapshot.Window
-	health  *publisher.Health
+	windows map[string]wire.Window
+	health  *wire.Health
 	changed bool
 }
 
@@ -52,14 +50,14 @@ func (b *board) apply(e jetstream.KeyValueEntry) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
-	case strings.HasPrefix(e.Key(), "window."):
-		var s snapshot.Window
+	case strings.HasPrefix(e.Key(), wire.WindowKeyPrefix):
+		var s wire.Window
 		if json.Unmarshal(e.Value(), &s) == nil {
 			b.windows[s.WindowID] = s
 			b.changed = true
 		}
-	case e.Key() == "meta.health":
-		var h publisher.Health
+	case e.Key() == wire.HealthKey:
+		var h wire.Health
 		if json.Unmarshal(e.Value(), &h) == nil {
 			if b.health == nil || b.health.Stale != h.Stale {
 				b.changed = true
@@ -118,11 +116,11 @@ func (b *board) render(w io.Writer, limit int, force bool) bool {
 }
 
 func openBoard(ctx context.Context, js jetstream.JetStream, gen string) (*board, error) {
-	kv, err := js.KeyValue(ctx, stream.For(gen).Bucket())
+	kv, err := js.KeyValue(ctx, wire.For(gen).Bucket())
 	if err != nil {
 		return nil, err
 	}
-	b := &board{windows: map[string]snapshot.Window{}}
+	b := &board{windows: map[string]wire.Window{}}
 	go b.follow(ctx, kv)
 	return b, nil
 }

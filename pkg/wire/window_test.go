@@ -1,4 +1,4 @@
-package snapshot_test
+package wire_test
 
 import (
 	"bytes"
@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
-	"github.com/receiptflow/receiptflow/pkg/snapshot"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // Fuzzed times are folded into [foldFrom, foldTo), a year around each end
@@ -72,17 +72,17 @@ func FuzzSnapshotOfAcceptedTime(f *testing.F) {
 		}
 		end := start + window.WidthMs
 		status := window.StatusOf(wm, end, graceMs)
-		w := snapshot.Window{
+		w := wire.Window{
 			WindowID: b.ID, Start: window.Time(start), End: window.Time(end), Count: count,
 			Version: 1 + status.Ordinal(), Status: status, Watermark: window.Time(wm), UpdatedAt: at,
 			FirstOutputVersion: 1, Digest: "0", Generation: "",
-			Partitions: []snapshot.Partial{{Partition: 0, Count: count, Version: 1}},
+			Partitions: []wire.Partial{{Partition: 0, Count: count, Version: 1}},
 		}
 		body, err := json.Marshal(&w)
 		if err != nil {
 			t.Fatalf("snapshot of the window of %v (watermark %d) does not encode: %v", at, wm, err)
 		}
-		var back snapshot.Window
+		var back wire.Window
 		if err := json.Unmarshal(body, &back); err != nil {
 			t.Fatalf("%s does not decode: %v", body, err)
 		}

@@ -1,6 +1,4 @@
-// Package snapshot is the published window snapshot of SPEC section 5 and
-// the merge of per-partition partials into it.
-package snapshot
+package wire
 
 import (
 	"time"
@@ -30,7 +28,7 @@ type Partial struct {
 	Watermark int64 `json:"-"`
 }
 
-// Window is the KV value of one window (SPEC section 5).
+// Window is the KV value of one window, under WindowKey (SPEC section 5).
 type Window struct {
 	WindowID           string        `json:"window_id"`
 	Start              time.Time     `json:"start"`

@@ -1,7 +1,4 @@
-// Package stream names and creates receiptflow's JetStream streams, subjects,
-// KV buckets and consumers, and runs the batched consume loop every service
-// shares.
-package stream
+package wire
 
 import (
 	"fmt"
@@ -28,17 +25,6 @@ const ControlBucket = "receipts"
 
 // ActiveKey is the key of the active-generation pointer in ControlBucket.
 const ActiveKey = "meta.generation"
-
-// Headers set on stream messages.
-const (
-	// HdrHeartbeat marks a source progress heartbeat; its value is the
-	// source's progress (largest valid event time published so far, ms).
-	HdrHeartbeat = "Rf-Heartbeat"
-	// HdrRawSeq carries the RAW stream sequence a derived message came from.
-	HdrRawSeq = "Rf-Raw-Seq"
-	// HdrReason carries a rejection or late reason.
-	HdrReason = "Rf-Reason"
-)
 
 // Names are the stream, subject, bucket and Redis names of one generation.
 type Names struct {
@@ -92,8 +78,16 @@ func (n Names) Bucket() string { return "receipts-" + n.Generation }
 // RedisPrefix is the prefix of every Redis key of this generation.
 func (n Names) RedisPrefix() string { return "rf:" + n.Generation + ":" }
 
+// WindowKeyPrefix starts the KV key of every window snapshot.
+const WindowKeyPrefix = "window."
+
 // WindowKey is the KV key of a window snapshot.
-func WindowKey(windowID string) string { return "window." + windowID }
+func WindowKey(windowID string) string { return WindowKeyPrefix + windowID }
+
+// HealthKey is the KV key of the publisher's Health report. The publisher
+// also writes parts of it under meta.watermark, meta.backlog, meta.state,
+// meta.late, meta.corrections, meta.source and meta.generation.
+const HealthKey = "meta.health"
 
 // Durable is the durable consumer name of service svc for partition p
 // (p < 0: a consumer over every partition).

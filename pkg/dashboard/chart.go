@@ -1,4 +1,4 @@
-package pipeline
+package dashboard
 
 import (
 	"bufio"
@@ -170,4 +170,15 @@ func niceCeil(v float64) float64 {
 // num formats v with at most one decimal, without a trailing ".0".
 func num(v float64) string {
 	return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64)
+}
+
+// Sample is one point of metrics.json.
+type Sample struct {
+	T             float64 `json:"t"`
+	Backlog       uint64  `json:"backlog"`
+	LedgerEntries int64   `json:"ledger_entries"`
+	Windows       int64   `json:"windows"`
+	Corrections   int64   `json:"corrections"`
+	Late          int64   `json:"late"`
+	RedisBytes    int64   `json:"redis_bytes,omitempty"`
 }

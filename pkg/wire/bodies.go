@@ -1,0 +1,85 @@
+package wire
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Change is the body of a CHANGES notice: partition p's checkpoint after a
+// batch and the windows whose partials it changed.
+type Change struct {
+	Partition int      `json:"partition"`
+	Seq       uint64   `json:"seq"`
+	Watermark int64    `json:"watermark"`
+	Windows   []string `json:"windows,omitempty"`
+}
+
+// LateEvent is the body of a LATE message.
+type LateEvent struct {
+	EventID   string          `json:"event_id"`
+	WindowID  string          `json:"window_id"`
+	Reason    string          `json:"reason"`
+	Watermark time.Time       `json:"watermark"`
+	Partition int             `json:"partition"`
+	Seq       uint64          `json:"seq"`
+	Event     json.RawMessage `json:"event,omitempty"`
+}
+
+// Reasons of LATE messages.
+const (
+	// ReasonAfterGrace: judged too late against the partition watermark.
+	ReasonAfterGrace = "after_grace"
+	// ReasonRetired: its window's state was already retired.
+	ReasonRetired = "retired"
+)
+
+// Health is the pipeline health the publisher writes under HealthKey (and,
+// split by topic, the other meta.* keys).
+type Health struct {
+	UpdatedAt time.Time `json:"updated_at"`
+	// GlobalWatermark is the minimum of the partition watermarks.
+	GlobalWatermark time.Time `json:"global_watermark"`
+	// Watermarks by partition.
+	Watermarks []time.Time `json:"watermarks"`
+	// Backlog is each consumer's unprocessed messages (pending + unacked).
+	Backlog map[string]uint64 `json:"backlog"`
+	// LedgerEntries and Windows are the state size held in Redis.
+	LedgerEntries int64 `json:"ledger_entries"`
+	Windows       int   `json:"windows"`
+	// LateTotal is the number of messages in LATE; Corrections the sum of
+	// corrections over the windows published.
+	LateTotal   uint64 `json:"late_total"`
+	Corrections int64  `json:"corrections"`
+	// SourceLastSeen is the time of the newest RAW message; Stale is true
+	// when it is older than StaleAfter.
+	SourceLastSeen time.Time `json:"source_last_seen"`
+	Stale          bool      `json:"stale"`
+	StaleAfter     string    `json:"stale_after"`
+	Generation     string    `json:"generation"`
+
+	// Grace is the grace period the window statuses are judged with, so a
+	// reader can tell which empty hours are final (confirmed zeros).
+	Grace string `json:"grace"`
+	// LateLastMinute is the late-event rate: messages routed to LATE in
+	// the last minute (since the publisher started, during its first one).
+	LateLastMinute uint64 `json:"late_per_minute"`
+	// CorrectionsLastMinute is the correction volume of the last minute:
+	// submissions counted as corrections, over the windows published.
+	CorrectionsLastMinute int64 `json:"corrections_per_minute"`
+	// CorrectionBacklog is the number of LATE messages awaiting offline
+	// recomputation: the largest backlog of a durable consumer of LATE,
+	// or every LATE message when no such consumer exists.
+	CorrectionBacklog uint64 `json:"correction_backlog"`
+	// PartitionRecent is, by partition, the submissions counted in the
+	// last minute (over the windows published).
+	PartitionRecent []int64 `json:"partition_recent"`
+	// Hottest lists up to three partitions with the most submissions
+	// counted in the last minute, busiest first (none when all are idle).
+	Hottest []PartitionHeat `json:"hottest_partitions"`
+}
+
+// PartitionHeat is one partition's recent traffic.
+type PartitionHeat struct {
+	Partition int   `json:"partition"`
+	Recent    int64 `json:"recent"`
+}
