@@ -1,0 +1,144 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/receiptflow/receiptflow/pkg/window"
+)
+
+// TestOptionsRefused: Run refuses bad options before it starts anything.
+func TestOptionsRefused(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Mode: "threads"}, `unknown mode "threads"`},
+		{Options{Mode: ModeInProcess, Only: []string{"b0", "nope"}}, `unknown scenario "nope"`},
+		{Options{Mode: ModeInProcess, Partitions: 256}, "at most 255 partitions"},
+		{Options{Mode: ModeProcess, BinDir: t.TempDir()}, "run make build"},
+	} {
+		_, err := Run(context.Background(), c.o)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Run(%+v) = %v, want an error with %q", c.o, err, c.want)
+		}
+	}
+}
+
+// TestGenerate: a generated dataset has one line per record, routes each
+// record to its key's partition, and expects per window exactly the new
+// submissions the generator wrote; the dup10 mix has retries, which are
+// never expected to count.
+func TestGenerate(t *testing.T) {
+	dir := t.TempDir()
+	const events, partitions = 2000, 4
+	ds, err := generate(dir, "base", mix("base", events), partitions, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(ds.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines int
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var rec struct {
+			PartitionKey string `json:"partition_key"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("line %d: %v", lines+1, err)
+		}
+		if want := uint8(window.Partition(rec.PartitionKey, partitions)); ds.part[lines] != want {
+			t.Fatalf("line %d (%s) routed to partition %d, want %d", lines+1, rec.PartitionKey, ds.part[lines], want)
+		}
+		lines++
+	}
+	if lines != ds.stats.Records || lines != len(ds.part) || lines != len(ds.win) {
+		t.Fatalf("%d lines, stats say %d, %d partitions and %d windows recorded", lines, ds.stats.Records, len(ds.part), len(ds.win))
+	}
+	if st, _ := os.Stat(ds.path); st.Size() != ds.bytes {
+		t.Fatalf("file is %d bytes, dataset says %d", st.Size(), ds.bytes)
+	}
+	var sum int
+	for _, n := range ds.perPartition {
+		sum += n
+	}
+	if sum != lines {
+		t.Fatalf("per-partition counts sum to %d, want %d", sum, lines)
+	}
+	var expected int64
+	for _, n := range ds.expected {
+		expected += n
+	}
+	if expected != int64(ds.stats.Submissions) || expected == 0 {
+		t.Fatalf("expected counts sum to %d, the generator wrote %d submissions", expected, ds.stats.Submissions)
+	}
+	if ids := ds.sortedWindows(); !slices.IsSorted(ids) || len(ids) != len(ds.expected) {
+		t.Fatalf("sortedWindows = %v", ids)
+	}
+	if s := ds.hotShare(); s <= 0 || s > 1 {
+		t.Fatalf("hotShare = %v", s)
+	}
+
+	dup, err := generate(dir, "dup10", mix("dup10", events), partitions, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counted int
+	for _, w := range dup.win {
+		if w >= 0 {
+			counted++
+		}
+	}
+	if dup.stats.Duplicates == 0 || counted+dup.stats.Duplicates > len(dup.win) {
+		t.Fatalf("dup10: %d duplicates, %d counted of %d records", dup.stats.Duplicates, counted, len(dup.win))
+	}
+}
+
+// TestRunB0Tiny: a B0-only run over a few hundred records publishes and
+// consumes every one of them (also with sync always), fills only the B0
+// figures of the results, and prints the B0 rows.
+func TestRunB0Tiny(t *testing.T) {
+	var out bytes.Buffer
+	const events = 300
+	r, err := Run(context.Background(), Options{Events: events, Quick: true, Partitions: 2, Mode: ModeInProcess,
+		Work: t.TempDir(), Only: []string{ScenarioB0}, Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.B0 == nil || r.B0.Records != events || r.B0.PublishEPS <= 0 || r.B0.ConsumeEPS <= 0 {
+		t.Fatalf("B0 = %+v, want %d records published and consumed", r.B0, events)
+	}
+	if r.B0Sync == nil || r.B0Sync.Records != events || r.B0Sync.PublishEPS <= 0 {
+		t.Fatalf("B0 sync = %+v, want %d records published", r.B0Sync, events)
+	}
+	if r.E2E != nil || r.Latency != nil || r.Batch != nil || r.Dup != nil {
+		t.Fatal("scenarios other than b0 ran")
+	}
+	m := r.JSON()
+	if m["b0_publish_eps"] == nil || m["b0_consume_eps"] == nil || m["e2e_eps"] != nil {
+		t.Fatalf("JSON = %v", m)
+	}
+	path := filepath.Join(t.TempDir(), "results.json")
+	if err := r.WriteJSON(path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	var back map[string]any
+	if err != nil || json.Unmarshal(b, &back) != nil || back["b0_publish_eps"] == nil {
+		t.Fatalf("written results %s (%v)", b, err)
+	}
+	if !strings.Contains(out.String(), "B0") {
+		t.Fatalf("table has no B0 row:\n%s", out.String())
+	}
+}
