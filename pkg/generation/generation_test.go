@@ -13,6 +13,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // deployment is an in-process NATS with the default generation's streams
@@ -23,7 +24,7 @@ func deployment(t *testing.T) (context.Context, jetstream.JetStream) {
 	js := testenv.JetStream(t, url)
 	ctx := context.Background()
 	for _, gen := range []string{"", "g2"} {
-		if err := stream.Ensure(ctx, js, stream.For(gen), stream.Config{Partitions: 2}); err != nil {
+		if err := stream.Ensure(ctx, js, wire.For(gen), stream.Config{Partitions: 2}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -36,15 +37,15 @@ func deployment(t *testing.T) (context.Context, jetstream.JetStream) {
 func TestActiveDefaultsAndRejectsCorruptPointer(t *testing.T) {
 	ctx, js := deployment(t)
 	p, rev, err := Active(ctx, js)
-	if err != nil || p.Generation != stream.DefaultGeneration || rev != 0 {
+	if err != nil || p.Generation != wire.DefaultGeneration || rev != 0 {
 		t.Fatalf("Active = %+v, %d, %v; want the default generation at revision 0", p, rev, err)
 	}
-	kv, err := js.KeyValue(ctx, stream.ControlBucket)
+	kv, err := js.KeyValue(ctx, wire.ControlBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{"not json", `{"previous":"g1"}`} {
-		if _, err := kv.Put(ctx, stream.ActiveKey, []byte(bad)); err != nil {
+		if _, err := kv.Put(ctx, wire.ActiveKey, []byte(bad)); err != nil {
 			t.Fatal(err)
 		}
 		if _, _, err := Active(ctx, js); err == nil || !strings.Contains(err.Error(), "corrupt") {
@@ -80,7 +81,7 @@ func TestParityRecordRoundTrip(t *testing.T) {
 	if got.Generation != "g2" || !got.Holds || got.RawLastSeq != 42 || got.Summary.Final != 3 || got.Summary.Matched != 3 {
 		t.Fatalf("ParityOf = %+v, want %+v", got, rec)
 	}
-	kv, _ := js.KeyValue(ctx, stream.ControlBucket)
+	kv, _ := js.KeyValue(ctx, wire.ControlBucket)
 	if e, err := kv.Get(ctx, ParityKey("g2")); err != nil || ParityKey("g2") != "parity.g2" {
 		t.Fatalf("record not under parity.g2: %v", err)
 	} else {
@@ -110,7 +111,7 @@ func TestSwitchNeedsPassingParity(t *testing.T) {
 	if !errors.Is(err, ErrNoParity) || !strings.Contains(err.Error(), "2 unexplained differences") {
 		t.Fatalf("Switch with failing parity = %v", err)
 	}
-	if p, _, _ := Active(ctx, js); p.Generation != stream.DefaultGeneration {
+	if p, _, _ := Active(ctx, js); p.Generation != wire.DefaultGeneration {
 		t.Fatalf("a refused switch moved the pointer to %s", p.Generation)
 	}
 
@@ -121,25 +122,25 @@ func TestSwitchNeedsPassingParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if next.Generation != "g2" || next.Previous != stream.DefaultGeneration || next.Forced {
+	if next.Generation != "g2" || next.Previous != wire.DefaultGeneration || next.Forced {
 		t.Fatalf("Switch = %+v", next)
 	}
 	p, rev1, err := Active(ctx, js)
-	if err != nil || p.Generation != "g2" || p.Previous != stream.DefaultGeneration || rev1 == 0 {
+	if err != nil || p.Generation != "g2" || p.Previous != wire.DefaultGeneration || rev1 == 0 {
 		t.Fatalf("Active after switch = %+v rev %d, %v", p, rev1, err)
 	}
 
 	// Back to the default generation: it has no parity record, so only a
 	// forced switch goes through, and it is marked as forced.
-	if _, err := Switch(ctx, js, stream.DefaultGeneration, false); !errors.Is(err, ErrNoParity) {
+	if _, err := Switch(ctx, js, wire.DefaultGeneration, false); !errors.Is(err, ErrNoParity) {
 		t.Fatalf("unforced roll-back without parity = %v", err)
 	}
-	back, err := Switch(ctx, js, stream.DefaultGeneration, true)
+	back, err := Switch(ctx, js, wire.DefaultGeneration, true)
 	if err != nil || back.Previous != "g2" || !back.Forced {
 		t.Fatalf("forced roll-back = %+v, %v", back, err)
 	}
 	p, rev2, err := Active(ctx, js)
-	if err != nil || p.Generation != stream.DefaultGeneration || !p.Forced || rev2 <= rev1 {
+	if err != nil || p.Generation != wire.DefaultGeneration || !p.Forced || rev2 <= rev1 {
 		t.Fatalf("Active after roll-back = %+v rev %d (was %d), %v", p, rev2, rev1, err)
 	}
 }
