@@ -3,7 +3,7 @@ package dashboard
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/receiptflow/receiptflow/pkg/telemetry"
+	"github.com/receiptflow/receiptflow/pkg/internal/telemetry"
 )
 
 type metrics struct {

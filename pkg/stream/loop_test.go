@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/receiptflow/receiptflow/pkg/stream/streamtest"
+	"github.com/receiptflow/receiptflow/pkg/internal/streamtest"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
 )
 

@@ -3,7 +3,7 @@ package wire
 import (
 	"time"
 
-	"github.com/receiptflow/receiptflow/pkg/digest"
+	"github.com/receiptflow/receiptflow/pkg/internal/digest"
 	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
