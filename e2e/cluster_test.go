@@ -36,7 +36,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/stream"
@@ -92,17 +91,17 @@ func TestClusterNATSNodeLossKeepsWindows(t *testing.T) {
 	// and the publisher while they read). The validator writes VALID in
 	// atomic batches (stream.OrderedPublisher), so each partition of VALID
 	// stays in RAW order through the lost publishes and their retries.
-	// A publish lost with the node fails after this long instead of 15s.
-	defer func(d time.Duration) { connect.PublishAckTimeout = d }(connect.PublishAckTimeout)
-	connect.PublishAckTimeout = 5 * time.Second
+	// A publish lost with the node fails after 5s (--publish-ack-timeout)
+	// instead of 15s.
+	ackTimeout := "--publish-ack-timeout=5s"
 
 	svcCtx, stopServices := secServiceContext()
 	defer stopServices()
 	procs := []*secProc{
-		secStartService(t, svcCtx, "validator", "validator", secServiceArgs("validator", urls, rs.url())),
-		secStartService(t, svcCtx, "windower-0", "windower", secServiceArgs("windower", urls, rs.url(), "--instance", "0", "--instances", "2")),
-		secStartService(t, svcCtx, "windower-1", "windower", secServiceArgs("windower", urls, rs.url(), "--instance", "1", "--instances", "2")),
-		secStartService(t, svcCtx, "publisher", "publisher", secServiceArgs("publisher", urls, rs.url())),
+		secStartService(t, svcCtx, "validator", "validator", secServiceArgs("validator", urls, rs.url(), ackTimeout)),
+		secStartService(t, svcCtx, "windower-0", "windower", secServiceArgs("windower", urls, rs.url(), "--instance", "0", "--instances", "2", ackTimeout)),
+		secStartService(t, svcCtx, "windower-1", "windower", secServiceArgs("windower", urls, rs.url(), "--instance", "1", "--instances", "2", ackTimeout)),
+		secStartService(t, svcCtx, "publisher", "publisher", secServiceArgs("publisher", urls, rs.url(), ackTimeout)),
 	}
 	secCheckFor(t, 60*time.Second, func() error {
 		if !strings.Contains(procs[0].log.String(), "validator partition started") {

@@ -31,19 +31,40 @@ type Conn struct {
 	JS jetstream.JetStream
 }
 
-// PublishAckTimeout bounds the wait for the ack of an asynchronous
+// DefaultPublishAckTimeout is the Dialer.PublishAckTimeout of the zero
+// Dialer. The timeout bounds the wait for the ack of an asynchronous
 // publish. Without it (nats.go's default), a publish lost with a cluster
 // node (sent to a stream leader that died before storing it) is waited for
 // forever, and the service that sent it stops without failing. With it the
 // publish fails, the service stops with the error and is restarted, and the
 // batch is redelivered and published again under the same Nats-Msg-Id.
-var PublishAckTimeout = 15 * time.Second
+const DefaultPublishAckTimeout = 15 * time.Second
+
+// Dialer holds the client settings of a NATS connection beyond its
+// nats.Options; the zero Dialer has the defaults.
+type Dialer struct {
+	// PublishAckTimeout bounds the wait for an asynchronous publish's ack
+	// (0: DefaultPublishAckTimeout).
+	PublishAckTimeout time.Duration
+}
 
 // ConnectNATS connects to url (one URL or a comma-separated list of a
 // cluster's URLs) as name, reconnecting forever, and returns the connection
 // with its JetStream context. extra options are applied last, e.g. the
 // credentials and TLS settings of NATSSecurity.Options.
 func ConnectNATS(url, name string, extra ...nats.Option) (*Conn, error) {
+	return Dialer{}.ConnectNATS(url, name, extra...)
+}
+
+// ConnectNATS is ConnectNATS with d's settings.
+func (d Dialer) ConnectNATS(url, name string, extra ...nats.Option) (*Conn, error) {
+	if d.PublishAckTimeout < 0 {
+		return nil, fmt.Errorf("connect: publish ack timeout %v is negative", d.PublishAckTimeout)
+	}
+	ackTimeout := d.PublishAckTimeout
+	if ackTimeout == 0 {
+		ackTimeout = DefaultPublishAckTimeout
+	}
 	opts := append([]nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -59,12 +80,12 @@ func ConnectNATS(url, name string, extra ...nats.Option) (*Conn, error) {
 	}, extra...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline: connect nats %s at %s: %w", name, RedactURL(url), err)
+		return nil, fmt.Errorf("connect: nats %s at %s: %w", name, RedactURL(url), err)
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192), jetstream.WithPublishAsyncTimeout(PublishAckTimeout))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192), jetstream.WithPublishAsyncTimeout(ackTimeout))
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("pipeline: jetstream %s: %w", name, err)
+		return nil, fmt.Errorf("connect: jetstream %s: %w", name, err)
 	}
 	return &Conn{NC: nc, JS: js}, nil
 }

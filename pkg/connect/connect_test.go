@@ -1,10 +1,16 @@
 package connect
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/receiptflow/receiptflow/pkg/testenv"
 )
 
 func TestRedactURL(t *testing.T) {
@@ -82,4 +88,40 @@ func TestSecurityOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	cc.Close()
+}
+
+// TestDialerPublishAckTimeout: an asynchronous publish nobody acks fails
+// with ErrAsyncPublishTimeout after the Dialer's timeout; a negative one is
+// refused.
+func TestDialerPublishAckTimeout(t *testing.T) {
+	_, url := testenv.NATS(t)
+	d := Dialer{PublishAckTimeout: 200 * time.Millisecond}
+	conn, err := d.ConnectNATS(url, "dialer-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A plain subscriber takes the publish and never replies.
+	sub, err := conn.NC.SubscribeSync("silent.x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	f, err := conn.JS.PublishAsync("silent.x", []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-f.Err():
+		if !errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
+			t.Fatalf("publish failed with %v, want ErrAsyncPublishTimeout", err)
+		}
+	case <-f.Ok():
+		t.Fatal("a publish nobody acked was acked")
+	case <-time.After(DefaultPublishAckTimeout / 2):
+		t.Fatal("the Dialer's publish ack timeout was not applied")
+	}
+	if _, err := (Dialer{PublishAckTimeout: -time.Second}).ConnectNATS(url, "dialer-test"); err == nil {
+		t.Error("a negative publish ack timeout was accepted")
+	}
 }

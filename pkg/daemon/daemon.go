@@ -91,6 +91,7 @@ type options struct {
 	ensureOnly bool
 	replicas   int
 	statsEvery time.Duration
+	dialer     connect.Dialer
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -104,6 +105,8 @@ func (o *options) register(fs *flag.FlagSet) {
 		"create or update the streams and buckets at start (env RECEIPTS_ENSURE_STREAMS); needs admin rights, so least-privilege deployments set it false and run --ensure-only once")
 	fs.BoolVar(&o.ensureOnly, "ensure-only", false, "create or update the streams and buckets, then exit (the set-up job; admin credentials, no Redis)")
 	fs.IntVar(&o.replicas, "replicas", envInt("RECEIPTS_REPLICAS", 1), "replicas of every stream and bucket created (env RECEIPTS_REPLICAS; 3 on a 3-node cluster)")
+	fs.DurationVar(&o.dialer.PublishAckTimeout, "publish-ack-timeout", envDuration("RECEIPTS_PUBLISH_ACK_TIMEOUT", connect.DefaultPublishAckTimeout),
+		"how long an asynchronous publish waits for its ack before the batch fails and is redelivered (env RECEIPTS_PUBLISH_ACK_TIMEOUT)")
 	fs.DurationVar(&o.statsEvery, "stats-interval", envDuration("RECEIPTS_STATS_INTERVAL", 5*time.Second), "how often consumer backlog, state size and Redis health are sampled for /metrics and /readyz (env RECEIPTS_STATS_INTERVAL)")
 }
 
@@ -141,7 +144,7 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 	natsOpts = append(natsOpts, natsEvents(log, refused)...)
 
 	if o.ensureOnly {
-		conn, err := waiter{log: log}.connectNATS(ctx, c.NATSURL, "receiptflow-"+name+"-setup", natsOpts)
+		conn, err := waiter{log: log, dialer: o.dialer}.connectNATS(ctx, c.NATSURL, "receiptflow-"+name+"-setup", natsOpts)
 		if err != nil {
 			return stopped(ctx, log, err)
 		}
@@ -188,7 +191,7 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 	// Wait for the servers (SPEC §4): an unreachable or loading server is
 	// waited for with backoff while /readyz says so; only a refusal
 	// (credentials, certificates, permissions) or SIGTERM ends the wait.
-	w := waiter{log: log, h: h}
+	w := waiter{log: log, h: h, dialer: o.dialer}
 	if d.NATS, err = w.connectNATS(ctx, c.NATSURL, "receiptflow-"+name, natsOpts); err != nil {
 		return stopped(ctx, log, err)
 	}

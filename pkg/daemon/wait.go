@@ -19,8 +19,9 @@ import (
 // tells /readyz what it waits for. h may be nil (the set-up job serves no
 // probes).
 type waiter struct {
-	log *slog.Logger
-	h   *health
+	log    *slog.Logger
+	h      *health
+	dialer connect.Dialer
 }
 
 // until runs op until it succeeds, fails for good, or ctx ends (see
@@ -39,7 +40,7 @@ func (w waiter) connectNATS(ctx context.Context, url, name string, opts []nats.O
 	var conn *connect.Conn
 	err := w.until(ctx, "nats", connect.RedactURL(url), func(context.Context) error {
 		var err error
-		conn, err = connect.ConnectNATS(url, name, opts...)
+		conn, err = w.dialer.ConnectNATS(url, name, opts...)
 		return err
 	})
 	return conn, err
