@@ -8,10 +8,11 @@ require github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 
 require github.com/cenkalti/backoff/v5 v5.0.3
 
+require golang.org/x/sync v0.25.0
+
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
-	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect

@@ -278,10 +278,7 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 		pause := restarts.NextBackOff()
 		log.Warn("service stopped on a connection error; waiting for the servers and starting it again", "err", runErr, "after", pause)
 		h.wait("the servers after: " + runErr.Error())
-		select {
-		case <-ctx.Done():
-		case <-time.After(pause):
-		}
+		_ = stream.Pause(ctx, pause) // an ended ctx ends the wait below
 		if err := w.until(ctx, "nats", connect.RedactURL(c.NATSURL), func(context.Context) error { return natsUp(d.NATS.NC) }); err != nil {
 			runErr = err
 			break

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
@@ -31,7 +32,11 @@ const pollEvery = 250 * time.Millisecond
 // reload) whenever a session ends.
 func (s *Service) follow(ctx context.Context) {
 	silent := 0
-	backoff := pollEvery
+	// After a long session, a pointer move or a reconnect the next session
+	// starts after pollEvery; short sessions in a row wait twice as long
+	// each time, up to 5s.
+	pause := stream.Backoff{Initial: pollEvery, Max: 5 * time.Second}.BackOff()
+	pause.NextBackOff() // the first short session waits 2×pollEvery, as one after a reset
 	for ctx.Err() == nil {
 		began := time.Now()
 		reason, err := s.session(ctx, s.cfg.Silence<<min(silent, 4))
@@ -52,14 +57,9 @@ func (s *Service) follow(ctx context.Context) {
 		}
 		log("dashboard: watching the bucket again", "reason", reason, "err", err)
 		if time.Since(began) > 10*time.Second || reason == reasonSwitched || reason == reasonReconnected {
-			backoff = pollEvery
-		} else {
-			backoff = min(2*backoff, 5*time.Second)
+			pause.Reset()
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
+		_ = stream.Pause(ctx, pause.NextBackOff()) // the loop ends on ctx
 	}
 }
 

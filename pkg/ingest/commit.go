@@ -180,47 +180,39 @@ func (c *committer) storeRange(ctx context.Context, items []item, send []int, re
 // storeOne stores one item with a plain publish, retried until the answer
 // is definite or retryFor passes, and tells whether it was a duplicate.
 func (c *committer) storeOne(ctx context.Context, it item, i int, res []result) (dup bool, err error) {
-	deadline := time.Now().Add(c.retryFor)
-	wait := 50 * time.Millisecond
-	for {
-		sent := time.Now()
+	var sent time.Time
+	ack, err := stream.RetryOp(ctx, c.backoff(), stream.Retryable, nil, func(ctx context.Context) (*jetstream.PubAck, error) {
+		sent = time.Now()
 		pctx, cancel := context.WithTimeout(ctx, c.timeout)
-		ack, err := c.js.PublishMsg(pctx, it.msg, jetstream.WithRetryAttempts(0))
-		cancel()
-		if err == nil {
-			c.confirm(it, i, res, ack.Sequence, ack.Duplicate, sent)
-			return ack.Duplicate, nil
-		}
-		if !stream.Retryable(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
-			return false, fmt.Errorf("publish %s: %w", it.msg.Subject, err)
-		}
-		if err := sleep(ctx, wait); err != nil {
-			return false, err
-		}
-		wait = min(2*wait, time.Second)
+		defer cancel()
+		return c.js.PublishMsg(pctx, it.msg, jetstream.WithRetryAttempts(0))
+	})
+	if err != nil {
+		return false, fmt.Errorf("publish %s: %w", it.msg.Subject, err)
 	}
+	c.confirm(it, i, res, ack.Sequence, ack.Duplicate, sent)
+	return ack.Duplicate, nil
+}
+
+// backoff is the schedule of the committer's retries: 50ms doubling to 1s,
+// for at most retryFor.
+func (c *committer) backoff() stream.Backoff {
+	return stream.Backoff{Initial: 50 * time.Millisecond, Max: time.Second, For: c.retryFor}
 }
 
 // commitRetrying sends items[part[0]], ... as one atomic batch until it is
 // stored, refused for good, or retryFor passes. It returns when the stored
 // attempt was sent and the commit's sequence (the batch's last).
 func (c *committer) commitRetrying(ctx context.Context, items []item, part []int) (time.Time, uint64, error) {
-	deadline := time.Now().Add(c.retryFor)
-	wait := 50 * time.Millisecond
-	for {
-		sent := time.Now()
-		last, err := c.commit(ctx, items, part)
-		if err == nil {
-			return sent, last, nil
-		}
-		if !stream.Retryable(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
-			return sent, 0, err
-		}
-		if err := sleep(ctx, wait); err != nil {
-			return sent, 0, err
-		}
-		wait = min(2*wait, time.Second)
+	var sent time.Time
+	last, err := stream.RetryOp(ctx, c.backoff(), stream.Retryable, nil, func(ctx context.Context) (uint64, error) {
+		sent = time.Now()
+		return c.commit(ctx, items, part)
+	})
+	if err != nil {
+		return sent, 0, err
 	}
+	return sent, last, nil
 }
 
 // commit sends one attempt of an atomic batch under a new batch id and
@@ -286,16 +278,4 @@ func (c *committer) expire(now time.Time) {
 		drop++
 	}
 	c.fifo = c.fifo[drop:]
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/stream"
 )
 
 // bom is the UTF-8 byte-order mark, skipped at the start of a file (SPEC
@@ -36,7 +38,7 @@ func FileAtRate(ctx context.Context, in *Ingester, r io.Reader, rate int, progre
 		if rate > 0 {
 			sent++
 			if ahead := time.Duration(sent)*time.Second/time.Duration(rate) - time.Since(began); ahead > 5*time.Millisecond {
-				sleep(ctx, ahead)
+				_ = stream.Pause(ctx, ahead)
 			}
 		}
 		line, err := br.ReadBytes('\n')

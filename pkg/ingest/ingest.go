@@ -282,8 +282,9 @@ func (in *Ingester) beatLoop(ctx context.Context) {
 // Publish queues one NDJSON record (without its newline) to be stored in
 // RAW after every record published before it. It returns an error only
 // when ingest cannot go on: an earlier record could not be confirmed
-// stored (*UnconfirmedError), ctx ended while the queue was full, or the
-// Ingester is closed (ErrClosed). Close says whether the last records were
+// stored (*UnconfirmedError), ctx is done (before the record is queued, or
+// while the queue is full; the record is then not queued and its line not
+// counted), or the Ingester is closed (ErrClosed). Close says whether the last records were
 // stored. An invalid record is published too, so the validator rejects it
 // with its reason. A line that is blank (only white space, Unicode
 // included) is skipped, as the batch pass skips it, but counts as a line;
@@ -291,6 +292,9 @@ func (in *Ingester) beatLoop(ctx context.Context) {
 // validator judges is the one the batch pass judges. A record longer than
 // wire.KeepBytes is published as its first wire.KeepBytes bytes with wire.HdrOrigSize.
 func (in *Ingester) Publish(ctx context.Context, line []byte) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ingest: publish: %w", err)
+	}
 	if len(bytes.TrimSpace(line)) == 0 {
 		in.mu.Lock()
 		defer in.mu.Unlock()
@@ -299,9 +303,6 @@ func (in *Ingester) Publish(ctx context.Context, line []byte) error {
 		}
 		in.line++
 		return nil
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("ingest: publish: %w", err)
 	}
 	it, ev, valid := in.build(line)
 	in.mu.Lock()

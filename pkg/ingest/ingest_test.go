@@ -230,3 +230,25 @@ func TestPublishHonoursContext(t *testing.T) {
 		t.Fatalf("Close with nothing stored: %v, want an *UnconfirmedError naming line 1", err)
 	}
 }
+
+// TestPublishEndedContextQueuesNothing asserts that Publish with an ended
+// context returns its error for a record and for a blank line alike, and
+// that neither is counted.
+func TestPublishEndedContextQueuesNothing(t *testing.T) {
+	data := lines(fixture(t, 1))
+	_, url := testenv.NATS(t)
+	ctx := context.Background()
+	_, js := connect(t, url, 0)
+	ensure(t, ctx, js)
+	in := newTestIngester(t, js, nil)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	for _, l := range [][]byte{data[0], []byte("  ")} {
+		if err := in.Publish(cctx, l); !errors.Is(err, context.Canceled) {
+			t.Errorf("Publish(%q) with a cancelled context: %v, want %v", l, err, context.Canceled)
+		}
+	}
+	if st := in.Stats(); st.Records != 0 || st.Published != 0 {
+		t.Errorf("stats after publishes with a cancelled context: %+v, want none", st)
+	}
+}

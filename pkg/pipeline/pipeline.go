@@ -193,7 +193,10 @@ func (p *Pipeline) Crashes() map[string]int {
 // without acking anything and replaced.
 func (p *Pipeline) supervise(ctx context.Context, svc string) {
 	defer p.wg.Done()
-	backoff := 20 * time.Millisecond
+	// A planned crash restarts after 20ms; failures in a row wait twice as
+	// long each time, up to 2s.
+	restarts := stream.Backoff{Initial: 20 * time.Millisecond, Max: 2 * time.Second}.BackOff()
+	restarts.NextBackOff() // the first failure waits 40ms, as one after a crash
 	for ctx.Err() == nil {
 		err := p.runOnce(ctx, svc)
 		if ctx.Err() != nil {
@@ -204,15 +207,12 @@ func (p *Pipeline) supervise(ctx context.Context, svc string) {
 		p.mu.Unlock()
 		if errors.Is(err, failpoint.ErrCrash) {
 			p.cfg.Logger.Info("service crashed on purpose; restarting", "service", svc, "err", err)
-			backoff = 20 * time.Millisecond
+			restarts.Reset()
 		} else {
 			p.cfg.Logger.Error("service failed; restarting", "service", svc, "err", err)
-			backoff = min(2*backoff, 2*time.Second)
 		}
-		select {
-		case <-ctx.Done():
+		if stream.Pause(ctx, restarts.NextBackOff()) != nil {
 			return
-		case <-time.After(backoff):
 		}
 	}
 }

@@ -47,17 +47,28 @@ type taggedJS struct {
 }
 
 func (t taggedJS) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
-	if id := m.Header.Get(jetstream.MsgIDHeader); id != "" {
-		m.Header.Set(jetstream.MsgIDHeader, id+"|"+t.tag)
-	}
-	return t.JetStream.PublishMsgAsync(m, opts...)
+	return t.JetStream.PublishMsgAsync(t.tagged(m), opts...)
 }
 
 func (t taggedJS) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	if id := m.Header.Get(jetstream.MsgIDHeader); id != "" {
-		m.Header.Set(jetstream.MsgIDHeader, id+"|"+t.tag)
+	return t.JetStream.PublishMsg(ctx, t.tagged(m), opts...)
+}
+
+// tagged returns a copy of m whose Nats-Msg-Id has the tag appended; m and
+// its header are left as they are, so a caller that publishes m again (a
+// retry) sends "id|tag" again, a duplicate JetStream drops, never
+// "id|tag|tag". A message without a Nats-Msg-Id is returned unchanged.
+func (t taggedJS) tagged(m *nats.Msg) *nats.Msg {
+	id := m.Header.Get(jetstream.MsgIDHeader)
+	if id == "" {
+		return m
 	}
-	return t.JetStream.PublishMsg(ctx, m, opts...)
+	c := &nats.Msg{Subject: m.Subject, Reply: m.Reply, Data: m.Data, Header: make(nats.Header, len(m.Header))}
+	for k, v := range m.Header {
+		c.Header[k] = append([]string(nil), v...)
+	}
+	c.Header.Set(jetstream.MsgIDHeader, id+"|"+t.tag)
+	return c
 }
 
 // read calls fn with batches of the messages of stream name in r, in order.

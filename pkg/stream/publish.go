@@ -289,46 +289,34 @@ func (o *OrderedPublisher) tryRange(ctx context.Context, msgs []*nats.Msg) (refu
 // definite, and tells whether it was a duplicate. With nothing else in
 // flight a retry cannot reorder anything.
 func (o *OrderedPublisher) publishOne(ctx context.Context, m *nats.Msg) (dup bool, err error) {
-	deadline := time.Now().Add(OrderedRetryFor)
-	wait := 50 * time.Millisecond
-	for {
-		sent := time.Now()
-		ack, err := o.publishAsync(ctx, withoutBatchHeaders(m))
-		if err == nil {
-			o.remember([]*nats.Msg{m}, sent)
-			return ack.Duplicate, nil
-		}
-		if !Retryable(err) || ctx.Err() != nil || time.Now().After(deadline) {
-			return false, fmt.Errorf("stream: publish %s: %w", m.Subject, err)
-		}
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, time.Second)
+	var sent time.Time
+	ack, err := RetryOp(ctx, orderedBackoff(), Retryable, nil, func(ctx context.Context) (*jetstream.PubAck, error) {
+		sent = time.Now()
+		return o.publishAsync(ctx, withoutBatchHeaders(m))
+	})
+	if err != nil {
+		return false, fmt.Errorf("stream: publish %s: %w", m.Subject, err)
 	}
+	o.remember([]*nats.Msg{m}, sent)
+	return ack.Duplicate, nil
 }
 
 // commitRetrying sends msgs as one atomic batch until it is stored, the
 // server refuses it for good, or OrderedRetryFor passes. It returns when
 // the successful attempt was sent.
 func (o *OrderedPublisher) commitRetrying(ctx context.Context, msgs []*nats.Msg) (time.Time, error) {
-	deadline := time.Now().Add(OrderedRetryFor)
-	wait := 50 * time.Millisecond
-	for {
-		sent := time.Now()
-		err := o.commit(ctx, msgs)
-		if err == nil || !Retryable(err) || ctx.Err() != nil || time.Now().After(deadline) {
-			return sent, err
-		}
-		select {
-		case <-ctx.Done():
-			return sent, ctx.Err()
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, time.Second)
-	}
+	var sent time.Time
+	_, err := RetryOp(ctx, orderedBackoff(), Retryable, nil, func(ctx context.Context) (struct{}, error) {
+		sent = time.Now()
+		return struct{}{}, o.commit(ctx, msgs)
+	})
+	return sent, err
+}
+
+// orderedBackoff is the schedule of OrderedPublisher's retries: 50ms
+// doubling to 1s, for at most OrderedRetryFor.
+func orderedBackoff() Backoff {
+	return Backoff{Initial: 50 * time.Millisecond, Max: time.Second, For: OrderedRetryFor}
 }
 
 // Retryable tells a passing failure of a publish (no stream leader yet, a

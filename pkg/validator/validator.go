@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
@@ -151,20 +152,15 @@ func (s *Service) Run(ctx context.Context) error {
 			owned = append(owned, p)
 		}
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
+	// The first partition to fail ends the others. The group's cause is
+	// that failure, or ctx's own end if that came first: a stop, even if a
+	// partition then failed on it.
+	g, gctx := errgroup.WithContext(ctx)
 	for _, p := range owned {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := s.runPartition(ctx, p); err != nil {
-				cancel(err)
-			}
-		}()
+		g.Go(func() error { return s.runPartition(gctx, p) })
 	}
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	_ = g.Wait()
+	if err := context.Cause(gctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil
@@ -272,17 +268,19 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 			validOut = append(validOut, m)
 		}
 	}
-	rejDone := make(chan error, 1)
-	go func() {
+	// REJECTED is published alongside VALID; a failure of one does not
+	// stop the other (no shared context), and VALID's error comes first.
+	var rej errgroup.Group
+	rej.Go(func() error {
 		_, err := stream.PublishAll(ctx, s.js, rejected)
-		rejDone <- err
-	}()
+		return err
+	})
 	err = s.publishValid(ctx, validOut)
 	orderBroken := errors.Is(err, stream.ErrOrderBroken)
 	if orderBroken {
 		s.cfg.Logger.Error("VALID is out of RAW order: rebuild into a new generation (docs/recovery.md)", "partition", p, "err", err)
 	}
-	if rerr := <-rejDone; err == nil {
+	if rerr := rej.Wait(); err == nil {
 		err = rerr
 	}
 	if err != nil {

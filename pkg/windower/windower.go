@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
@@ -108,53 +109,41 @@ func (s *Service) Run(ctx context.Context) error {
 			owned = append(owned, p)
 		}
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
+	// The first goroutine to fail ends the others.
+	g, ctx := errgroup.WithContext(ctx)
 	for _, p := range owned {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := s.runPartition(ctx, p); err != nil {
-				cancel(err)
-			}
-		}()
+		g.Go(func() error { return s.runPartition(ctx, p) })
 	}
 	// The stream must never be behind the checkpoint: checked at start by
 	// each partition, and here every few seconds, which covers a nats-server
 	// that came back (reconnect) without its tail.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	g.Go(func() error {
 		t := time.NewTicker(2 * time.Second)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
-				return
+				return nil
 			case <-t.C:
 			}
 			if err := s.checkStream(ctx, owned); err != nil && ctx.Err() == nil {
 				if errors.Is(err, errStreamBehind) {
-					cancel(err)
-					return
+					return err
 				}
 				s.cfg.Logger.Warn("stream check failed", "err", err)
 			}
 		}
-	}()
+	})
 	if s.store.Horizon() > 0 {
 		// Retire on wall-clock time too, so an idle partition (or the end
 		// of a bounded stream) still gets its final windows retired.
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			t := time.NewTicker(s.cfg.RetireEvery)
 			defer t.Stop()
 			for {
 				select {
 				case <-ctx.Done():
-					return
+					return nil
 				case <-t.C:
 				}
 				for _, p := range owned {
@@ -163,9 +152,11 @@ func (s *Service) Run(ctx context.Context) error {
 					}
 				}
 			}
-		}()
+		})
 	}
-	wg.Wait()
+	// The group's cause is the first failure, or ctx's own end if that
+	// came first: a stop, even if a goroutine then failed on it.
+	_ = g.Wait()
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

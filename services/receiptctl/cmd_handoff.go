@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
+	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 	"github.com/receiptflow/receiptflow/schemas"
 )
@@ -49,12 +50,11 @@ func cmdHandoff(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			if err != nil {
 				return err
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				if _, err := kv.Get(ctx, wire.HealthKey); err == nil || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
+			// Every 50ms for up to 5s; a key still missing then is not an
+			// error (the dump shows it), an ended ctx is.
+			if _, err := stream.RetryOp(ctx, stream.Backoff{Initial: 50 * time.Millisecond, Max: 50 * time.Millisecond, For: 5 * time.Second}, nil, nil,
+				func(ctx context.Context) (jetstream.KeyValueEntry, error) { return kv.Get(ctx, wire.HealthKey) }); err != nil && ctx.Err() != nil {
+				return fmt.Errorf("handoff: waiting for the health keys: %w", err)
 			}
 			dump, err = dumpKV(ctx, p.Admin.JS, []string{p.Names.Bucket(), wire.ControlBucket})
 			return err
