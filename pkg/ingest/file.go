@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// bom is the UTF-8 byte-order mark, skipped at the start of a file (SPEC
-// section 2).
+// bom is the UTF-8 byte-order mark, skipped at the start of a file
+// (docs/spec.md §2).
 var bom = []byte{0xEF, 0xBB, 0xBF}
 
 // File publishes every line of r, then closes the Ingester. It returns nil

@@ -1,4 +1,4 @@
-// Package snapshot is the published window snapshot of SPEC section 5 and
+// Package snapshot is the published window snapshot of docs/spec.md §5 and
 // the merge of per-partition partials into it.
 package snapshot
 
@@ -30,7 +30,7 @@ type Partial struct {
 	Watermark int64 `json:"-"`
 }
 
-// Window is the KV value of one window (SPEC section 5).
+// Window is the KV value of one window (docs/spec.md §5).
 type Window struct {
 	WindowID           string        `json:"window_id"`
 	Start              time.Time     `json:"start"`
