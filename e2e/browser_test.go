@@ -133,7 +133,7 @@ func TestBrowserDashboard(t *testing.T) {
 			t.Errorf("row %s: %q, want provisional, in_grace", winB, cls)
 		}
 		// Hours before A (the source's first event) are final now, but they
-		// are "no data", never a zero (SPEC §3).
+		// are "no data", never a zero (docs/spec.md §3).
 		before0 := window.ID(window.Ms(h0.Add(-time.Hour)))
 		if st := browserMust[string](b, bar(before0)+`?.dataset.state`); st != "no_data" {
 			t.Errorf("hour %s before the first event: state %q, want no_data", before0, st)

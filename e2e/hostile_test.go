@@ -36,7 +36,7 @@ var hostileNow = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 const hostileWindow = "2026-12-02T10"
 
 // fnv1a32 is FNV-1a 32, written out here so that the test checks
-// window.Partition against SPEC section 3 instead of against itself.
+// window.Partition against docs/spec.md §3 instead of against itself.
 func fnv1a32(s string) uint32 {
 	h := uint32(2166136261)
 	for i := 0; i < len(s); i++ {
@@ -543,7 +543,7 @@ func TestHostileFutureTimestamp(t *testing.T) {
 // conflicting_duplicate, also under another partition key; retries (other
 // ingested_at or producer_version, the v1 form) are dropped as retries.
 // Across partitions too the version with the lowest RAW sequence wins
-// (SPEC section 2), whatever order the validator's partitions claim in.
+// (docs/spec.md §2), whatever order the validator's partitions claim in.
 func TestHostileConflictingDuplicate(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, r *hostileResult) { checkRow(t, r, "conflict") })
 

@@ -16,7 +16,7 @@ func TestStateIsBoundedOverALongRun(t *testing.T) {
 	o := troubled
 	o.Seed, o.Events, o.Hours = 9, 20000, 200
 	// All 200 hours in the past: an event time later than the broker's
-	// clock (plus the skew) is future_timestamp (SPEC section 2).
+	// clock (plus the skew) is future_timestamp (docs/spec.md §2).
 	o.Start = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	path, _ := writeGenerated(t, o)
 	cfg := pipeline.Config{DataDir: t.TempDir(), ReplayHorizon: 2 * time.Hour}

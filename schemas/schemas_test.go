@@ -122,7 +122,7 @@ func TestValidExamplesFitTheirSchema(t *testing.T) {
 }
 
 // TestInvalidExamplesNameAReason: each invalid example's name starts with
-// the rejection reason it must get (SPEC section 2), then "--".
+// the rejection reason it must get (docs/spec.md §2), then "--".
 func TestInvalidExamplesNameAReason(t *testing.T) {
 	reasons := []string{"malformed_json", "too_large", "missing_field", "invalid_field", "unsupported_schema",
 		"unknown_type", "bad_timestamp", "future_timestamp"}

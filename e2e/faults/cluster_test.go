@@ -131,7 +131,7 @@ var unconfirmedRe = regexp.MustCompile(`record at line (\d+) \(event_id "([^"]*)
 // TestClusterIngestQuorumLost stops two of the three nodes mid-ingest:
 // RAW has no quorum, so receiptctl ingest cannot confirm what it sends and
 // must exit 1 naming the first unconfirmed record (line and event id),
-// with every earlier record in RAW (SPEC §4). With the nodes back, the
+// with every earlier record in RAW (docs/spec.md §4). With the nodes back, the
 // file published again gives the clean run's windows.
 func TestClusterIngestQuorumLost(t *testing.T) {
 	brokerSet.cleanRun(t)

@@ -1,5 +1,5 @@
-// Package config holds the flags every receiptflow command shares (SPEC
-// section 6: --partitions --lateness --grace --stale-after --max-future-skew
+// Package config holds the flags every receiptflow command shares
+// (docs/spec.md §6: --partitions --lateness --grace --stale-after --max-future-skew
 // --nats-url --redis-url --failpoints), with their environment fallbacks.
 package config
 
@@ -23,7 +23,7 @@ type Common struct {
 	Grace      time.Duration
 	StaleAfter time.Duration
 	// MaxFutureSkew: an event time later than the record's received time
-	// plus this is future_timestamp (SPEC section 2).
+	// plus this is future_timestamp (docs/spec.md §2).
 	MaxFutureSkew time.Duration
 	NATSURL       string
 	RedisURL      string

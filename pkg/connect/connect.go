@@ -455,7 +455,7 @@ func WaitBackOff() *backoff.ExponentialBackOff {
 // Transient, or ctx ends, waiting WaitBackOff between calls; before each
 // wait it calls notify (if not nil) with the attempt number (from 1), op's
 // error and the wait. It returns nil, op's non-transient error, or ctx's
-// cause. Services use it for every wait for a server at start-up (SPEC §4:
+// cause. Services use it for every wait for a server at start-up (docs/spec.md §4:
 // an unreachable or loading server is waited for, never a reason to exit).
 // Safe for concurrent use.
 func WaitFor(ctx context.Context, op func(context.Context) error, notify func(attempt int, err error, next time.Duration)) error {

@@ -5,10 +5,10 @@ import (
 	"fmt"
 )
 
-// Reason is the machine-readable rejection reason of SPEC section 2.
+// Reason is the machine-readable rejection reason of docs/spec.md §2.
 type Reason string
 
-// The rejection reasons, spelled exactly as in SPEC section 2.
+// The rejection reasons, spelled exactly as in docs/spec.md §2.
 const (
 	ReasonMalformedJSON        Reason = "malformed_json"
 	ReasonTooLarge             Reason = "too_large"

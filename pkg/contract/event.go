@@ -1,4 +1,4 @@
-// Package contract is the receipt event contract of SPEC section 2: the
+// Package contract is the receipt event contract of docs/spec.md §2: the
 // canonical event, the JSON Schemas it is checked against, the semantic
 // checks a schema cannot express, and the rejection reasons.
 package contract

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Defaults of Options (SPEC section 2).
+// Defaults of Options (docs/spec.md §2).
 const (
 	// DefaultMaxFutureSkew is how far after ingested_at an event may have
 	// occurred before it is rejected future_timestamp.
@@ -14,7 +14,7 @@ const (
 	DefaultMaxSize = 64 << 10
 )
 
-// Options configures a Validator. The zero value means the SPEC defaults.
+// Options configures a Validator. The zero value means the defaults of docs/spec.md §2.
 type Options struct {
 	// MaxFutureSkew is how far after its ingested_at an event may have
 	// occurred; an event further in the future is rejected

@@ -1,6 +1,6 @@
 package contract
 
-// Hostile time (SPEC section 2): the received time — the broker's receive
+// Hostile time (docs/spec.md §2): the received time — the broker's receive
 // time of the RAW message — bounds both times of a record, and a time the
 // contract accepts is one every later stage can write.
 

@@ -15,7 +15,7 @@ const MinEventUnix = 946684800
 var minEventTime = time.Unix(MinEventUnix, 0).UTC()
 
 // MaxEventUnix is 9999-01-01T00:00:00Z in seconds since the Unix epoch: a
-// time at or after it is not representable (SPEC section 2: year ≥ 9999)
+// time at or after it is not representable (docs/spec.md §2: year ≥ 9999)
 // and is rejected bad_timestamp, as event time and as ingested_at. Every
 // time the contract accepts, and the end of its window, stays within what
 // RFC 3339 and Go's time encoders can write (years 0 to 9999), so no stage

@@ -32,7 +32,7 @@ const (
 	fieldPayload         = "payload"
 )
 
-// knownFields are the fields of every version, in SPEC order.
+// knownFields are the fields of every version, in the order of docs/spec.md §2.
 var knownFields = [...]string{
 	fieldSchemaVersion, fieldEventID, fieldReceiptID, fieldType, fieldOccurredMinute,
 	fieldOccurredAt, fieldIngestedAt, fieldPartitionKey, fieldProducerVersion, fieldPayload,
@@ -47,7 +47,7 @@ func isKnownField(k string) bool {
 	return false
 }
 
-// Validator checks raw records against the event contract (SPEC section 2)
+// Validator checks raw records against the event contract (docs/spec.md §2)
 // and turns valid ones into canonical events. It is safe for concurrent use.
 type Validator struct {
 	opts   Options
@@ -125,7 +125,7 @@ func (v *Validator) Options() Options { return v.opts }
 // broker stored it (the RAW message's JetStream timestamp) in the
 // streaming pass, the time the run or ingest took it in elsewhere. It
 // stands in for ingested_at when the record has none, and it bounds both
-// times of the record (SPEC section 2): a producer clock can never move a
+// times of the record (docs/spec.md §2): a producer clock can never move a
 // watermark ahead of the broker's.
 //
 // A record that breaks the contract returns a *RejectError (matched by the

@@ -1,7 +1,7 @@
 // Package daemon runs one receiptflow service as its own process: shared
 // flags, credentials and TLS for NATS and Redis, connections, Prometheus
 // metrics and probes on an HTTP port, process-level failpoints, waiting
-// for servers that are unreachable or loading (SPEC §4), and an ordered,
+// for servers that are unreachable or loading (docs/spec.md §4), and an ordered,
 // bounded shutdown on SIGTERM.
 package daemon
 
@@ -188,7 +188,7 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 	log.Info("connecting", "nats", connect.RedactURL(c.NATSURL), "nats_auth", o.natsSec,
 		"redis", connect.RedactURL(c.RedisURL), "redis_auth", o.redisSec)
 
-	// Wait for the servers (SPEC §4): an unreachable or loading server is
+	// Wait for the servers (docs/spec.md §4): an unreachable or loading server is
 	// waited for with backoff while /readyz says so; only a refusal
 	// (credentials, certificates, permissions) or SIGTERM ends the wait.
 	w := waiter{log: log, h: h, dialer: o.dialer}
@@ -269,7 +269,7 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 		if runErr == nil || ctx.Err() != nil || !w.connectionLost(ctx, runErr, d) {
 			break
 		}
-		// A connection error (SPEC §4: never exit for that): wait until both
+		// A connection error (docs/spec.md §4: never exit for that): wait until both
 		// servers answer, then start the service again, as a supervisor
 		// would restart the process.
 		if time.Since(began) > time.Minute {

@@ -14,7 +14,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/connect"
 )
 
-// waiter waits for a server (SPEC §4): it retries with connect.WaitFor's
+// waiter waits for a server (docs/spec.md §4): it retries with connect.WaitFor's
 // capped, jittered backoff, logs every failed attempt with its error, and
 // tells /readyz what it waits for. h may be nil (the set-up job serves no
 // probes).

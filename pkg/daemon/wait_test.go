@@ -212,7 +212,7 @@ func redisOn(t *testing.T, port int, dir string, args ...string) func() {
 
 // TestWaitsForNATS: started while nothing listens on the NATS port, a
 // service stays up, says on /readyz that it waits for NATS, and serves once
-// a nats-server starts on that port. SPEC §4.
+// a nats-server starts on that port. docs/spec.md §4.
 func TestWaitsForNATS(t *testing.T) {
 	r := testenv.RedisServer(t)
 	port := freePort(t)

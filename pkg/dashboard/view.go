@@ -19,7 +19,7 @@ const (
 	// HourProvisional: an open or in_grace window; its count may change.
 	HourProvisional = "provisional"
 	// HourConfirmedZero: no events, the hour is final, and it is not
-	// before the hour of the source's first event (SPEC §3).
+	// before the hour of the source's first event (docs/spec.md §3).
 	HourConfirmedZero = "confirmed_zero"
 	// HourNoData: no events so far, and the hour is not final (or its
 	// status is unknown), or it is before the source's first event: never
@@ -238,7 +238,7 @@ func hours(byID map[string]WindowView, idsDesc []string, h *wire.Health, staleNo
 // firstData returns the start of the oldest window the bucket holds: the
 // hour of the source's first counted event. Window snapshots exist only for
 // hours with a submission and are never deleted from the bucket, so no
-// hour before it has had data; they are "no data", never zeros (SPEC §3).
+// hour before it has had data; they are "no data", never zeros (docs/spec.md §3).
 // It reports false when there is no window yet (only heartbeats, or
 // events of other types, so far). An hour before the first submission that
 // held only draft_saved or viewed events is shown as "no data" too: the

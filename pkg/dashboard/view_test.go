@@ -144,7 +144,7 @@ func TestWindowView(t *testing.T) {
 	}
 }
 
-// TestHoursBeforeTheFirstEventAreNoData: SPEC §3, a final hour without
+// TestHoursBeforeTheFirstEventAreNoData: docs/spec.md §3, a final hour without
 // events is a confirmed zero only from the hour of the source's first event
 // on; the final hours before it are "no data". With no window at all (only
 // heartbeats so far) every hour is "no data", however final.

@@ -83,7 +83,7 @@ func runCases(t *testing.T, seed uint64) ([][]byte, map[string]injected) {
 // TestFeedBackfillAndCases: the backfill is one valid submission every 20s
 // of event time over the backfill period, in event-time order; then each
 // seed case sends what its name promises, and the validator gives the
-// reason SPEC section 2 names for it.
+// reason docs/spec.md §2 names for it.
 func TestFeedBackfillAndCases(t *testing.T) {
 	v, err := contract.NewValidator(contract.Options{})
 	if err != nil {

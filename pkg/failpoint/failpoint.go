@@ -1,5 +1,5 @@
-// Package failpoint kills a service on purpose at named points (SPEC
-// section 7), so that fault tests and `receiptctl run --failpoints` exercise
+// Package failpoint kills a service on purpose at named points
+// (docs/spec.md §7), so that fault tests and `receiptctl run --failpoints` exercise
 // real crashes.
 //
 // Syntax: NAME=crash@every:N[,NAME=crash@every:N...], e.g.

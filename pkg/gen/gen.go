@@ -13,7 +13,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
-// Timing rules the generator aims at (SPEC section 3 defaults).
+// Timing rules the generator aims at (docs/spec.md §3 defaults).
 const (
 	lateness = 5 * time.Minute
 	grace    = time.Hour

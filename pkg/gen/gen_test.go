@@ -20,7 +20,7 @@ import (
 
 // received is the received time the tests judge generated records at: a
 // fixed instant after all of their traffic (every record carries its own
-// ingested_at; the received time only bounds it, SPEC section 2).
+// ingested_at; the received time only bounds it, docs/spec.md §2).
 var received = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func write(t *testing.T, o gen.Options) ([]byte, gen.Stats) {

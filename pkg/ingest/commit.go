@@ -36,7 +36,7 @@ type result struct {
 const recentMax = 1 << 17
 
 // committer stores an ordered sequence of items in RAW so that RAW holds
-// them in that order (SPEC section 4), whatever fails in between. It sends
+// them in that order (docs/spec.md §4), whatever fails in between. It sends
 // them as JetStream atomic batches, one at a time: the server stores a
 // batch whole or not at all, and the next batch is sent only after the one
 // before it is confirmed, so no message can be stored before an earlier one

@@ -16,7 +16,7 @@ var ErrClosed = errors.New("ingest: closed")
 var ErrAtomicDisabled = errors.New("ingest: stream RAW does not allow atomic batches; run the set-up job (stream.Ensure) to update it")
 
 // UnconfirmedError reports the first record that ingest could not confirm
-// stored in RAW (SPEC section 4): every record before it is stored, in
+// stored in RAW (docs/spec.md §4): every record before it is stored, in
 // order; it and the records after it may or may not be. Publishing the file
 // again from Line on (or whole: JetStream and the ledger drop what is
 // already stored) completes RAW in order.

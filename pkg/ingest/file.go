@@ -12,8 +12,8 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/stream"
 )
 
-// bom is the UTF-8 byte-order mark, skipped at the start of a file (SPEC
-// section 2).
+// bom is the UTF-8 byte-order mark, skipped at the start of a file
+// (docs/spec.md §2).
 var bom = []byte{0xEF, 0xBB, 0xBF}
 
 // File publishes every line of r, then closes the Ingester. It returns nil

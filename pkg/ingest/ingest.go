@@ -4,7 +4,7 @@
 // dropped by JetStream and conflicting duplicates still reach the
 // validator), and in-stream progress heartbeats to every partition. Records
 // and heartbeats form one ordered sequence that RAW stores in that order,
-// also across broker restarts and leader changes (SPEC section 4): see
+// also across broker restarts and leader changes (docs/spec.md §4): see
 // committer.
 package ingest
 

@@ -15,7 +15,7 @@ import (
 // TestOrderAcrossRestarts restarts nats-server three times while a file of
 // 30,000 records is ingested and asserts that RAW then holds, per
 // partition subject, exactly the message ids of a clean ingest, records
-// and heartbeats, in the same order (SPEC section 4), once with the
+// and heartbeats, in the same order (docs/spec.md §4), once with the
 // client's reconnect buffer off (as receiptctl connects) and once with the
 // nats.go default buffer.
 func TestOrderAcrossRestarts(t *testing.T) {

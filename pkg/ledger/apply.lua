@@ -29,7 +29,7 @@
 -- dropped because the window is past the replay horizon (retired), "o" other type, "h" heartbeat, "R" already applied, "RL:<wm>"
 -- already applied and was routed late.
 --
--- Heartbeats (SPEC section 3): a heartbeat moves the watermark only if the
+-- Heartbeats (docs/spec.md §3): a heartbeat moves the watermark only if the
 -- partition got no event since the previous heartbeat (busy = 0), never a
 -- busy one; the end-of-stream heartbeat (window.EndOfStream, which closes
 -- every window at the end of a bounded run) always does. busy is set by

@@ -36,7 +36,7 @@ type Claim struct {
 	EventID     string
 	Fingerprint uint64
 	// Seq is the RAW sequence of the copy. Between copies with different
-	// content the lowest sequence holds the id (SPEC section 2). Zero means
+	// content the lowest sequence holds the id (docs/spec.md §2). Zero means
 	// unknown and ranks before every known sequence (as do claims written
 	// before claims carried one).
 	Seq uint64
@@ -46,8 +46,8 @@ type Claim struct {
 
 // ClaimDays is how many ingest days a claim is kept and looked up: a record
 // is checked against the claims of its ingest day and the ClaimDays-1 days
-// before, and older claims are retired. It covers the replay horizon (SPEC
-// section 2: conflicts are detected for as long as the ledger keeps the
+// before, and older claims are retired. It covers the replay horizon
+// (docs/spec.md §2: conflicts are detected for as long as the ledger keeps the
 // id): an id stays in the ledger until its window (which ends at most an
 // hour and the future skew after the record's ingest time) is final and
 // the horizon has passed, so a claim is kept for the horizon, the grace, a
@@ -164,8 +164,8 @@ func (s *Store) withScripts(ctx context.Context, f func() error) error {
 // fingerprint and RAW sequence of the copy that holds it: the copy with the
 // lowest RAW sequence. A copy with another fingerprint than the holder's is
 // a conflicting duplicate; a copy with a lower sequence than the holder
-// takes the claim over, whatever order the claims arrive in (SPEC section
-// 2). Claiming the same copy again is a no-op, so a validator that crashes
+// takes the claim over, whatever order the claims arrive in
+// (docs/spec.md §2). Claiming the same copy again is a no-op, so a validator that crashes
 // and is redelivered the same records decides the same, and a copy with
 // the holder's content is never a conflict (it is a retry). A claim is seen
 // by records ingested up to ClaimDays days later.

@@ -32,7 +32,7 @@ func runClaimSteps(t *testing.T, s *Store, id string, steps []claimStep) {
 	}
 }
 
-// TestClaimLowestSequenceTakesOver (SPEC section 2): between copies with
+// TestClaimLowestSequenceTakesOver (docs/spec.md §2): between copies with
 // different content the lowest RAW sequence holds the id, whatever order
 // the claims arrive in; a copy with the holder's content is never a
 // conflict.
@@ -134,7 +134,7 @@ func TestClaimTwiceSameState(t *testing.T) {
 	})
 }
 
-// TestClaimsKeptForTheHorizon (SPEC section 2): a conflict is detected
+// TestClaimsKeptForTheHorizon (docs/spec.md §2): a conflict is detected
 // for as long as the ledger keeps the id: with the default 24 h horizon
 // a conflicting copy ingested two days after the first is still caught
 // (before, claims were looked up one day back); a store without a horizon

@@ -43,7 +43,7 @@ func submissionCodes(recs []Record, res *Result) map[string]Code {
 	return out
 }
 
-// TestHeartbeatFrequencyDoesNotChangeResults: SPEC section 3 — a heartbeat
+// TestHeartbeatFrequencyDoesNotChangeResults: docs/spec.md §3 — a heartbeat
 // advances only a partition that got no event since the previous
 // heartbeat. A partition that gets an event between every two heartbeats
 // is decided by its own events alone, however often heartbeats come; the

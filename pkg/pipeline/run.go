@@ -189,7 +189,7 @@ func Run(ctx context.Context, rc RunConfig) (*RunResult, error) {
 	}
 	res.Trace = tr.finish(res.Rejected)
 
-	// The referee (SPEC section 8) reads the fixed raw snapshot the stream
+	// The referee (docs/spec.md §8) reads the fixed raw snapshot the stream
 	// read: RAW as stored, in order, heartbeats and broker timestamps
 	// included, and judges every event itself.
 	batch, _, err := reconcile.CountRaw(ctx, p.Admin.JS, wire.Raw, reconcile.Options{

@@ -65,7 +65,7 @@ type Batch struct {
 	// judge judges the records given to Add.
 	judge *judge
 
-	// The watermark replay (SPEC section 3): per partition the watermark
+	// The watermark replay (docs/spec.md §3): per partition the watermark
 	// W_p (ms) and whether the partition got an event since its last
 	// heartbeat; lateness, grace and horizon in ms.
 	wm                       []int64
@@ -181,7 +181,7 @@ type claim struct {
 // their results are applied one by one in line order, so the batch is the
 // same as feeding every line to Add in order.
 //
-// The file is taken as ingest would publish it (SPEC section 8): in file
+// The file is taken as ingest would publish it (docs/spec.md §8): in file
 // order, each record received at opts.DefaultIngestedAt, on its
 // partition, with ingest's heartbeats (opts.HeartbeatEvery, EndOfStream)
 // between the records; the pass replays the partition watermarks over
@@ -304,8 +304,8 @@ func (b *Batch) endOfFile() {
 	}
 }
 
-// beat applies a heartbeat with progress t to partition p (SPEC section
-// 3): it advances W_p only if p got no event since its previous
+// beat applies a heartbeat with progress t to partition p
+// (docs/spec.md §3): it advances W_p only if p got no event since its previous
 // heartbeat, except the end-of-stream heartbeat, which always does.
 func (b *Batch) beat(p int, t int64) {
 	if p < 0 || p >= b.Partitions {
@@ -383,7 +383,7 @@ func (b *Batch) applyRecord(d *verdict) error {
 		b.busy[p] = true
 		return nil
 	}
-	// Classification against W_p before the event (SPEC section 3).
+	// Classification against W_p before the event (docs/spec.md §3).
 	end := window.StartMs(d.ms) + window.WidthMs
 	if b.horizon > 0 && wp >= end+b.grace+b.horizon {
 		// Past the replay horizon: dropped without changing anything.

@@ -177,7 +177,7 @@ type Report struct {
 }
 
 // Compare judges the stream's windows and LATE rows by the batch's own
-// verdicts (SPEC section 8); it never takes the stream's word for what
+// verdicts (docs/spec.md §8); it never takes the stream's word for what
 // was late. For every final stream window: its count, corrections,
 // late_dropped, digest and partition counts must be the batch's; every
 // LATE row of the window must match a batch too-late verdict (same event

@@ -219,7 +219,7 @@ func TestCompare(t *testing.T) {
 			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
 				return dropWindow(ws, "2026-12-02T09"), late
 			},
-			// SPEC section 8: a window the stream never published is an
+			// docs/spec.md §8: a window the stream never published is an
 			// unexplained difference, LATE rows or not.
 			verdicts:    []reconcile.Verdict{"unexplained", "match"},
 			unexplained: []string{"2026-12-02T09 missing_in_stream x2"},

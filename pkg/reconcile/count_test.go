@@ -347,7 +347,7 @@ func summaryWindows(t *testing.T, data []byte) []string {
 	return out
 }
 
-// TestCountHeartbeatsAdvanceIdlePartitionsOnly: SPEC section 3 in the batch
+// TestCountHeartbeatsAdvanceIdlePartitionsOnly: docs/spec.md §3 in the batch
 // pass. store-a lags three hours behind store-b, and both get an event
 // between every two heartbeats (one every 2 records): store-a's events are
 // judged by its own watermark and all count, whatever the heartbeat period.
@@ -390,7 +390,7 @@ func TestCountHeartbeatsAdvanceIdlePartitionsOnly(t *testing.T) {
 }
 
 // TestCountSkipsByteOrderMark: a UTF-8 BOM at the start of a file is
-// skipped (SPEC section 2): the first record counts.
+// skipped (docs/spec.md §2): the first record counts.
 func TestCountSkipsByteOrderMark(t *testing.T) {
 	in := "\xEF\xBB\xBF" + v2("bom-1", "r", "submitted", "10:00", "store-a") + "\n" + v2("bom-2", "r", "submitted", "10:01", "store-a") + "\n"
 	b := count(t, in)

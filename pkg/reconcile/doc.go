@@ -1,8 +1,8 @@
-// Package reconcile is the independent batch pass of SPEC section 8: it
+// Package reconcile is the independent batch pass of docs/spec.md §8: it
 // reads a fixed raw snapshot (an NDJSON file, or a RAW stream range read in
 // order), applies the event contract (pkg/contract) with none of the
 // streaming code's state, replays every partition's watermark in RAW order
-// (heartbeats included, SPEC section 3) and judges each event on time,
+// (heartbeats included, docs/spec.md §3) and judges each event on time,
 // correction or too late itself, counts every hourly window, and compares
 // the result with the windows and LATE rows the streaming pipeline
 // published, explaining every difference by event id. It never takes the

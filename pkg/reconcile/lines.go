@@ -21,8 +21,8 @@ type lineReader struct {
 	started bool
 }
 
-// bom is the UTF-8 byte-order mark, skipped at the start of a file (SPEC
-// section 2), not rejected.
+// bom is the UTF-8 byte-order mark, skipped at the start of a file
+// (docs/spec.md §2), not rejected.
 var bom = []byte{0xEF, 0xBB, 0xBF}
 
 func newLineReader(r io.Reader, max int) *lineReader {

@@ -16,7 +16,7 @@ import (
 )
 
 // This file is a reference model of the streaming side, for tests only: it
-// replays a file through the SPEC section 3 rules (per-partition watermark,
+// replays a file through the docs/spec.md §3 rules (per-partition watermark,
 // dedup first, classification against the watermark before the event,
 // ingest's heartbeats that advance idle partitions only, an end-of-stream
 // watermark at the end) and returns what a correct pipeline publishes. It

@@ -8,10 +8,10 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
-// DefaultPartitions is the partition count P of SPEC section 3.
+// DefaultPartitions is the partition count P of docs/spec.md §3.
 const DefaultPartitions = 8
 
-// The watermark defaults of SPEC section 3, and ingest's heartbeat period.
+// The watermark defaults of docs/spec.md §3, and ingest's heartbeat period.
 const (
 	DefaultLateness       = 5 * time.Minute
 	DefaultGrace          = time.Hour
@@ -31,7 +31,7 @@ type Options struct {
 	// DefaultIngestedAt is the received time of a file's records (a RAW
 	// source carries each record's broker timestamp instead): it stands in
 	// for ingested_at in records without one, as ingest would stamp it, and
-	// it bounds both event times (contract.Validator.Check, SPEC section 2:
+	// it bounds both event times (contract.Validator.Check, docs/spec.md §2:
 	// later than it plus MaxFutureSkew is future_timestamp). Pass a fixed
 	// instant for a reproducible pass; the zero time means the time the
 	// pass starts.
@@ -49,7 +49,7 @@ type Options struct {
 	// instead of growing them record by record; the result is the same.
 	RecordsHint int
 	// Lateness and Grace are the watermark lateness and the grace period of
-	// SPEC section 3 (zero: DefaultLateness, DefaultGrace): the pass
+	// docs/spec.md §3 (zero: DefaultLateness, DefaultGrace): the pass
 	// replays every partition's watermark with them and judges each new
 	// submission on time, correction or too late itself.
 	Lateness time.Duration

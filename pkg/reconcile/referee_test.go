@@ -14,7 +14,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
-// This file holds the referee to SPEC section 8: parity must FAIL, naming
+// This file holds the referee to docs/spec.md §8: parity must FAIL, naming
 // the event id, whenever the stream's result is wrong — it loses an event,
 // counts one twice, misjudges one as late, never publishes a window, or
 // judges a late event against another watermark — and hold on a correct
@@ -195,7 +195,7 @@ func TestParityFailsOnACorruptStream(t *testing.T) {
 
 // TestParityHoldsForAnyHeartbeatPeriod: the batch pass and the stream
 // model agree whatever ingest's heartbeat period (from one heartbeat per
-// record on), since both apply the idle-partition rule of SPEC section 3 in
+// record on), since both apply the idle-partition rule of docs/spec.md §3 in
 // the same RAW order.
 func TestParityHoldsForAnyHeartbeatPeriod(t *testing.T) {
 	o := gen.DefaultOptions()

@@ -15,7 +15,7 @@ const ReasonAfterGrace = "after_grace"
 // dropped without changing the window, not counted in late_dropped.
 const ReasonRetired = "retired"
 
-// LateRow is one line of late.ndjson (SPEC section 6): an event the stream
+// LateRow is one line of late.ndjson (docs/spec.md §6): an event the stream
 // routed to LATE instead of counting it. Watermark is the partition
 // watermark the event was judged against, Seq its stream sequence.
 type LateRow struct {
@@ -27,7 +27,7 @@ type LateRow struct {
 	Seq       uint64    `json:"seq"`
 }
 
-// RejectedRow is one line of rejected.ndjson (SPEC section 6): a message the
+// RejectedRow is one line of rejected.ndjson (docs/spec.md §6): a message the
 // validator rejected. EventID is empty when none could be read.
 type RejectedRow struct {
 	EventID string          `json:"event_id,omitempty"`

@@ -101,7 +101,7 @@ type errReset struct{ why string }
 
 func (e *errReset) Error() string { return "stream: reset: " + e.why }
 
-// Consume is the one consume loop of the project (SPEC section 4): it opens
+// Consume is the one consume loop of the project (docs/spec.md §4): it opens
 // the durable consumer of spec (stream.Open), pulls from it, hands batches
 // of up to Max messages to h in delivery order, and acknowledges a batch
 // only after h returned nil for it, never a message h has not processed.

@@ -13,7 +13,7 @@ import (
 
 // Config is the shape of a deployment's streams.
 type Config struct {
-	// Partitions is P of SPEC section 3 (default 8).
+	// Partitions is P of docs/spec.md §3 (default 8).
 	Partitions int
 	// DupWindow is JetStream's duplicate window on RAW and VALID
 	// (default 2m): retries inside it are dropped by Nats-Msg-Id.
@@ -77,7 +77,7 @@ func streamConfig(n wire.Names, base string, c Config) jetstream.StreamConfig {
 	case wire.Raw:
 		// Ingest writes RAW in atomic batches, so that the file's order
 		// per partition (heartbeats included) is kept across broker
-		// restarts and leader changes (SPEC section 4; ingest's
+		// restarts and leader changes (docs/spec.md §4; ingest's
 		// committer). Ensure turns it on for an existing stream too.
 		cfg.AllowAtomicPublish = true
 	case wire.Valid:

@@ -1,6 +1,6 @@
 package validator
 
-// The publication barrier (SPEC section 2): between copies of one event_id
+// The publication barrier (docs/spec.md §2): between copies of one event_id
 // with different content, in any partitions, the copy with the lowest RAW
 // sequence is the event, whatever order the validator instances see them
 // in. Partitions are consumed independently, so a copy in partition A may be

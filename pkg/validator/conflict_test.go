@@ -1,6 +1,6 @@
 package validator
 
-// Conflicts across partitions (SPEC section 2, docs/bad-input.md row 8):
+// Conflicts across partitions (docs/spec.md §2, docs/bad-input.md row 8):
 // between copies of one event_id with different content, the copy with the
 // lowest RAW sequence is the event and the others are
 // conflicting_duplicate, whatever order the validator instances see them

@@ -47,7 +47,7 @@ func (s *Service) poison(meta *jetstream.MsgMetadata, raw []byte) *contract.Reje
 // fail the batch on every delivery and block the partition. A record ingest
 // cut to a bounded prefix (wire.HdrOrigSize) is too_large with its full
 // size in the detail. The record's received time is the broker's: the RAW
-// message's JetStream timestamp (SPEC section 2), so neither a producer's
+// message's JetStream timestamp (docs/spec.md §2), so neither a producer's
 // ingested_at nor this process's clock can move a watermark ahead of it.
 func (s *Service) validateOne(m jetstream.Msg) (ev contract.Event, rej *contract.RejectError) {
 	raw := m.Data()

@@ -333,7 +333,7 @@ func TestConflictSurvivesHostileIngestedAt(t *testing.T) {
 			`","ingested_at":"` + ingested + `","partition_key":"store-a","producer_version":"p","payload":` + payload + `}`)
 	}
 	// The times are days before today: a record ingested after the broker
-	// stored it is future_timestamp (SPEC section 2), not a hostile valid
+	// stored it is future_timestamp (docs/spec.md §2), not a hostile valid
 	// record, so "3 days later" must still lie in the past.
 	day0 := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -7)
 	at := func(days int, clock string) string {

@@ -19,7 +19,7 @@ func timed(id, occurred, ingested string) []byte {
 }
 
 // TestReceivedTimeIsTheBrokers: the validator bounds a record's times by
-// the RAW message's JetStream timestamp (SPEC section 2), not by the
+// the RAW message's JetStream timestamp (docs/spec.md §2), not by the
 // producer's ingested_at and not by its own clock (the rig's clock is
 // fixed at 2026-12-02T12:00Z). A year-9999 event is bad_timestamp, a
 // year-2100 one with a matching forged ingested_at future_timestamp, an

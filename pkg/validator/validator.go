@@ -167,7 +167,7 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 // runPartition consumes RAW partition p. The loop acks a batch after
-// handle returned nil for it (SPEC section 4); a gap in the deliveries
+// handle returned nil for it (docs/spec.md §4); a gap in the deliveries
 // resumes after the last batch handled, whose outputs are stored.
 func (s *Service) runPartition(ctx context.Context, p int) error {
 	spec := stream.ConsumerSpec{
@@ -233,7 +233,7 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 		out = append(out, nil) // placeholder keeps stream order
 	}
 	// Claims, then the publication barrier: the lowest RAW sequence of an
-	// id in any partition holds it (SPEC section 2, barrier.go).
+	// id in any partition holds it (docs/spec.md §2, barrier.go).
 	conflicts, err := s.claim(ctx, p, batch, claims)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-// Package window holds the event-time rules of SPEC section 3: hourly
+// Package window holds the event-time rules of docs/spec.md §3: hourly
 // windows, partitions, watermark classification and window status. All
 // instants are milliseconds since the Unix epoch (UTC), the unit the Lua
 // scripts and the checkpoint use.

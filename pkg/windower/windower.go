@@ -183,7 +183,7 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 	// consumer's ack floor is not used: a crash between deleting and
 	// re-creating the consumer loses it.)
 	//
-	// The loop acks a batch only after handle returned (SPEC section 4);
+	// The loop acks a batch only after handle returned (docs/spec.md §4);
 	// after a gap in the deliveries it opens the consumer again after the
 	// last batch handled, which is this same published mark.
 	start := min(ck.Published, ck.Seq) + 1

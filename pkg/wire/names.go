@@ -5,7 +5,7 @@ import (
 	"strconv"
 )
 
-// Stream names of SPEC section 1. RAW is shared by every generation; the
+// Stream names of docs/spec.md §1. RAW is shared by every generation; the
 // derived streams of a generation other than DefaultGeneration carry the
 // generation as a suffix (VALID_2).
 const (

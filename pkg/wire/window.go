@@ -28,7 +28,7 @@ type Partial struct {
 	Watermark int64 `json:"-"`
 }
 
-// Window is the KV value of one window, under WindowKey (SPEC section 5).
+// Window is the KV value of one window, under WindowKey (docs/spec.md §5).
 type Window struct {
 	WindowID           string        `json:"window_id"`
 	Start              time.Time     `json:"start"`

@@ -72,7 +72,7 @@ func serve(ctx context.Context, log *slog.Logger, natsURL string, sec connect.NA
 		return fmt.Errorf("listen %s: %w", listen, err)
 	}
 	// The probes answer from the start: alive, and not ready while NATS is
-	// waited for (SPEC §4); the page and the API come once connected.
+	// waited for (docs/spec.md §4); the page and the API come once connected.
 	at := connect.RedactURL(natsURL)
 	g := &gate{}
 	g.wait("nats at " + at)

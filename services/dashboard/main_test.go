@@ -50,7 +50,7 @@ func get(url string) (int, string, error) {
 // TestWaitsForNATS: the dashboard started while nothing listens on the
 // NATS port serves /healthz, answers /readyz 503 naming the server it
 // waits for, logs each failed attempt, and becomes ready (the bucket
-// loaded) once a nats-server starts there; SIGTERM then exits 0. SPEC §4.
+// loaded) once a nats-server starts there; SIGTERM then exits 0. docs/spec.md §4.
 func TestWaitsForNATS(t *testing.T) {
 	port := freePort(t)
 	natsURL := "nats://127.0.0.1:" + strconv.Itoa(port)

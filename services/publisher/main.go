@@ -1,5 +1,5 @@
 // Command publisher merges window partials into snapshots and writes them
-// to the KV bucket by revision compare-and-set (SPEC sections 4 and 5).
+// to the KV bucket by revision compare-and-set (docs/spec.md §4 and §5).
 package main
 
 import (

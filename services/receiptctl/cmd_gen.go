@@ -12,7 +12,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/gen"
 )
 
-// cmdGen writes deterministic synthetic traffic (SPEC section 6, gen): the
+// cmdGen writes deterministic synthetic traffic (docs/spec.md §6, gen): the
 // same flags always give the same bytes. Records go to --out or stdout; a
 // summary of what was written goes to stderr.
 func cmdGen(ctx context.Context, args []string, stdout, stderr io.Writer) error {

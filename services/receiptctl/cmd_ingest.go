@@ -78,8 +78,8 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stderr, "ingest: %d records, %d published, %d duplicates\n", s.Records, s.Published, s.Duplicates)
 	})
 	if err != nil {
-		// Exit 1 (SPEC section 6). File returns nil only when every
-		// record is confirmed stored in RAW (SPEC section 4); its error
+		// Exit 1 (docs/spec.md §6). File returns nil only when every
+		// record is confirmed stored in RAW (docs/spec.md §4); its error
 		// names the first record that is not.
 		var ue *ingest.UnconfirmedError
 		if errors.As(err, &ue) && ue.Line > 0 {
@@ -115,7 +115,7 @@ func rawReady(ctx context.Context, js jetstream.JetStream, refusals *connect.Ref
 		return nil
 	case err == nil:
 		// RAW made by a version that published without atomic batches:
-		// ingest keeps the file's order with them (SPEC section 4).
+		// ingest keeps the file's order with them (docs/spec.md §4).
 		if !ensure {
 			return fmt.Errorf("stream %s does not allow atomic batches, which ingest needs to keep the file's order (--ensure-streams=false): %s", wire.Raw, setupHint)
 		}

@@ -23,7 +23,7 @@ import (
 // through a named pipe: the first part of a file, then, once RAW holds
 // messages, the server is stopped for good and the rest follows. The
 // command must exit 1 naming a line of the file and that line's event id
-// (SPEC sections 4 and 6), never 0.
+// (docs/spec.md §4 and §6), never 0.
 func TestIngestExitsOneNamingFirstUnconfirmed(t *testing.T) {
 	o := gen.DefaultOptions()
 	o.Events = 6000

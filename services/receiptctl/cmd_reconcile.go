@@ -22,7 +22,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
-// cmdReconcile runs the independent batch pass (SPEC section 8) over an
+// cmdReconcile runs the independent batch pass (docs/spec.md §8) over an
 // NDJSON file and prints every window's count and digest with the rejected
 // and duplicate totals. The file is taken as ingest publishes it: in file
 // order, with ingest's heartbeats (--heartbeat-every, --end-of-stream, as
@@ -131,7 +131,7 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	var late []reconcile.LateRow
 	if *lateFile == "" {
-		// SPEC section 6: late.ndjson beside windows.json by default.
+		// docs/spec.md §6: late.ndjson beside windows.json by default.
 		if beside := filepath.Join(filepath.Dir(*windowsFile), "late.ndjson"); fileExists(beside) {
 			*lateFile = beside
 		}

@@ -1,5 +1,5 @@
-// Command receiptctl is receiptflow's operator command line (SPEC section
-// 6): demo, run, ingest, replay, reconcile, gen and friends.
+// Command receiptctl is receiptflow's operator command line
+// (docs/spec.md §6): demo, run, ingest, replay, reconcile, gen and friends.
 package main
 
 import (

@@ -152,7 +152,7 @@ func TestReconcileJudgesARunsArtifacts(t *testing.T) {
 	}
 }
 
-// TestRunMaxFutureSkew: --max-future-skew (a common flag, SPEC section 6)
+// TestRunMaxFutureSkew: --max-future-skew (a common flag, docs/spec.md §6)
 // reaches the validator of run. An event 20 minutes after its received
 // time is future_timestamp under the default 5m skew and counted with
 // --max-future-skew 1h; a skew that is not positive is a usage error.

@@ -1,4 +1,4 @@
-// Command validator reads RAW and writes VALID or REJECTED (SPEC section 1).
+// Command validator reads RAW and writes VALID or REJECTED (docs/spec.md §1).
 package main
 
 import (

@@ -1,5 +1,5 @@
 // Command windower applies VALID to the window state in Redis and writes
-// LATE and CHANGES (SPEC sections 3 and 4).
+// LATE and CHANGES (docs/spec.md §3 and §4).
 package main
 
 import (
