@@ -131,32 +131,12 @@ func (v *Validator) Options() Options { return v.opts }
 // A record that breaks the contract returns a *RejectError (matched by the
 // reason's sentinel with errors.Is) whose Detail names the field and whose
 // EventID is set whenever a well-formed event_id could be read. The checks
-// run in this order, the first failure deciding the reason:
-//
-//  1. more than MaxSize bytes as Size measures them (without surrounding
-//     whitespace and ingest's ingested_at stamp): too_large;
-//  2. not one well-formed JSON object: malformed_json;
-//  3. a repeated key at any depth, or a key that differs from a contract
-//     field only by case: invalid_field;
-//  4. schema_version absent: missing_field; a plain integer beyond 2^53:
-//     invalid_field; anything but 1 or 2: unsupported_schema;
-//  5. (v1) occurred_minute a number with fraction or exponent, or beyond
-//     2^53: invalid_field (checked before the schema, which would otherwise
-//     expand huge exponents);
-//  6. the schema of that version: a required field absent: missing_field;
-//     type not in the enum: unknown_type; a time field of the wrong type or
-//     not a date-time, or occurred_minute before 2000: bad_timestamp; any
-//     other violation: invalid_field. When several apply, that order
-//     decides;
-//  7. event time (occurred_at or occurred_minute) before
-//     2000-01-01T00:00:00Z or in year 9999 or later, occurred_at not UTC,
-//     or a date-time Go cannot hold (a leap second): bad_timestamp; then
-//     the same for a producer-written ingested_at (any offset allowed,
-//     judged in UTC): bad_timestamp;
-//  8. future_timestamp, checked in this order: the event time later than
-//     receivedAt + MaxFutureSkew; a producer-written ingested_at later than
-//     receivedAt + MaxFutureSkew; the event time more than MaxFutureSkew
-//     after ingested_at.
+// run in the order of Rules (rules.go), the first failure deciding the
+// reason. Sizes are as Size measures them (without surrounding whitespace
+// and ingest's ingested_at stamp) against MaxSize; step 5 runs before the
+// schema, which would otherwise expand huge exponents; a producer-written
+// ingested_at may carry any offset and is judged in UTC; the 5 minutes of
+// step 8 are MaxFutureSkew.
 //
 // A record of the common valid form (top-level keys and strings without
 // escapes, a payload nested at most 32 levels) is read once, in place, and
@@ -304,7 +284,7 @@ func isPlainInt(s string) bool {
 }
 
 // build reads a schema-valid record into an Event and applies the checks
-// the schema cannot express (rules 7 and 8 of Validate).
+// the schema cannot express (steps 7 and 8 of Rules).
 func (v *Validator) build(rec *record, version int, id string, receivedAt time.Time) (Event, error) {
 	f := rec.fields
 	e := Event{
@@ -360,10 +340,10 @@ func (v *Validator) build(rec *record, version int, id string, receivedAt time.T
 	return e, nil
 }
 
-// future applies rule 8 of Validate to an event that occurred at occurred
+// future applies step 8 of Rules to an event that occurred at occurred
 // and was ingested at ingested (written tells whether the record carried
 // ingested_at, else ingested is receivedAt), or returns nil: the three
-// bounds are checked in the order Validate documents, and the first one
+// bounds are checked in the order Rules lists, and the first one
 // broken names the rejection.
 func (v *Validator) future(occurred, ingested, receivedAt time.Time, written bool, id string) *RejectError {
 	skew := v.opts.MaxFutureSkew
@@ -401,15 +381,6 @@ type schemaFinding struct {
 	reason Reason
 	field  string
 	detail string
-}
-
-// reasonRank orders the reasons a schema violation can map to: when a
-// record breaks several rules, the lowest rank is reported.
-var reasonRank = map[Reason]int{
-	ReasonMissingField: 0,
-	ReasonUnknownType:  1,
-	ReasonBadTimestamp: 2,
-	ReasonInvalidField: 3,
 }
 
 // schemaReject maps a schema validation error to a *RejectError. The
