@@ -14,7 +14,7 @@ import (
 // event.v2.schema.json) and of the checks Validate adds to them, made while
 // the record is read once, in place, without building a map. It only ever
 // says "valid": a record it cannot prove valid, for whatever reason, goes
-// to the schema path (decodeRecord, the JSON Schema library, build), which
+// to the schema path (decodeRecord, checkSchema, build), which
 // decides the rejection and its detail exactly as it always has. What it
 // accepts, the schema path accepts with the same Event; the tests in
 // fast_test.go hold the two paths to that.
