@@ -55,8 +55,9 @@ type schemaFinding struct {
 	detail string
 }
 
-func finding(r Reason, field, format string, args ...any) schemaFinding {
-	return schemaFinding{reason: r, field: field, detail: fmt.Sprintf(format, args...)}
+// finding builds the finding of the property name ("" for the record).
+func finding(r Reason, name, format string, args ...any) schemaFinding {
+	return schemaFinding{reason: r, field: "/" + name, detail: fmt.Sprintf(format, args...)}
 }
 
 // checkSchema returns the violations of version's schema in the decoded
@@ -71,7 +72,7 @@ func checkSchema(f map[string]any, version int) []schemaFinding {
 	}
 	if missing != nil {
 		slices.Sort(missing)
-		out = append(out, finding(ReasonMissingField, "/", "missing required field %s", strings.Join(missing, ", ")))
+		out = append(out, finding(ReasonMissingField, "", "missing required field %s", strings.Join(missing, ", ")))
 	}
 	var unknown []string
 	for name, value := range f {
@@ -85,78 +86,79 @@ func checkSchema(f map[string]any, version int) []schemaFinding {
 	}
 	if unknown != nil {
 		slices.Sort(unknown)
-		out = append(out, finding(ReasonInvalidField, "/", "unknown field %s", strings.Join(quoteAll(unknown), ", ")))
+		out = append(out, finding(ReasonInvalidField, "", "unknown field %s", strings.Join(quoteAll(unknown), ", ")))
 	}
 	return out
 }
 
 // checkField checks one property of the schemas; bad reports a violation.
 func checkField(name string, value any) (fd schemaFinding, bad bool) {
-	path := "/" + name
 	s, isString := value.(string)
-	wrongType := func(want string) (schemaFinding, bool) {
-		return finding(ReasonInvalidField, path, "%s must be %s, got %s", name, want, jsonType(value)), true
-	}
 	switch name {
 	case fieldSchemaVersion:
 		// const: schemaVersion has already read 1 or 2 from it.
 	case fieldEventID, fieldReceiptID:
 		if !isString {
-			return wrongType("string")
+			return wrongType(name, "string", value)
 		}
 		if !isID(s) {
-			return finding(ReasonInvalidField, path, "%s %s does not match %s", name, short(strconv.Quote(s)), idPattern), true
+			return finding(ReasonInvalidField, name, "%s %s does not match %s", name, short(strconv.Quote(s)), idPattern), true
 		}
 	case fieldType:
 		switch value {
 		case TypeSubmitted, TypeDraftSaved, TypeViewed:
 		default:
-			return finding(ReasonUnknownType, path, "type %s is not one of %s, %s, %s",
+			return finding(ReasonUnknownType, name, "type %s is not one of %s, %s, %s",
 				describe(value), TypeSubmitted, TypeDraftSaved, TypeViewed), true
 		}
 	case fieldOccurredAt, fieldIngestedAt:
 		if !isString {
-			return finding(ReasonBadTimestamp, path, "%s must be an RFC 3339 date-time string, got %s", name, describe(value)), true
+			return finding(ReasonBadTimestamp, name, "%s must be an RFC 3339 date-time string, got %s", name, describe(value)), true
 		}
 		if !isDateTime(s) {
-			return finding(ReasonBadTimestamp, path, "%s %s is not an RFC 3339 date-time", name, describe(value)), true
+			return finding(ReasonBadTimestamp, name, "%s %s is not an RFC 3339 date-time", name, describe(value)), true
 		}
 	case fieldOccurredMinute:
 		n, isNum := value.(json.Number)
 		if !isNum {
-			return finding(ReasonBadTimestamp, path, "occurred_minute must be an integer number of minutes, got %s", describe(value)), true
+			return finding(ReasonBadTimestamp, name, "occurred_minute must be an integer number of minutes, got %s", describe(value)), true
 		}
 		i, err := strconv.ParseInt(string(n), 10, 64)
 		if err != nil { // step 5 lets only plain integers within ±2^53 through
-			return finding(ReasonInvalidField, path, "occurred_minute %s must be an integer", describe(value)), true
+			return finding(ReasonInvalidField, name, "occurred_minute %s must be an integer", describe(value)), true
 		}
 		if i < minEventMinute {
-			return finding(ReasonBadTimestamp, path, "occurred_minute %s is before %s", describe(value), minEventTime.Format(time.RFC3339)), true
+			return finding(ReasonBadTimestamp, name, "occurred_minute %s is before %s", describe(value), minEventTime.Format(time.RFC3339)), true
 		}
 		if i > maxSafeInt {
-			return finding(ReasonInvalidField, path, "occurred_minute %s is beyond 2^53", describe(value)), true
+			return finding(ReasonInvalidField, name, "occurred_minute %s is beyond 2^53", describe(value)), true
 		}
 	case fieldPartitionKey, fieldProducerVersion:
 		if !isString {
-			return wrongType("string")
+			return wrongType(name, "string", value)
 		}
 		n := utf8.RuneCountInString(s)
 		if name == fieldPartitionKey && n < partitionKeyMinLen {
-			return finding(ReasonInvalidField, path, "%s is %d characters, want at least %d", name, n, partitionKeyMinLen), true
+			return finding(ReasonInvalidField, name, "%s is %d characters, want at least %d", name, n, partitionKeyMinLen), true
 		}
 		limit := partitionKeyMaxLen
 		if name == fieldProducerVersion {
 			limit = producerVersionMaxLen
 		}
 		if n > limit {
-			return finding(ReasonInvalidField, path, "%s is %d characters, want at most %d", name, n, limit), true
+			return finding(ReasonInvalidField, name, "%s is %d characters, want at most %d", name, n, limit), true
 		}
 	case fieldPayload:
 		if _, ok := value.(map[string]any); !ok {
-			return wrongType("object")
+			return wrongType(name, "object", value)
 		}
 	}
 	return schemaFinding{}, false
+}
+
+// wrongType is the finding of a property whose value is not of type want.
+func wrongType(name, want string, value any) (schemaFinding, bool) {
+	return finding(ReasonInvalidField, name, "%s must be %s, got %s", name, want, jsonType(value)), true
 }
 
 // jsonType names the JSON type of a decoded value as the schemas do.
@@ -248,18 +250,24 @@ func isDateTime(s string) bool {
 	return sec < 60 || (h == 23 && m == 59)
 }
 
-// nonNegatives reads n colon-separated integers (strconv.Atoi syntax, the
-// last one taking the rest of s), none negative.
-func nonNegatives(s string, n int) ([]int, bool) {
-	parts := strings.SplitN(s, ":", n)
-	if len(parts) != n {
-		return nil, false
+// nonNegatives reads n (at most 3) colon-separated integers, as
+// strings.SplitN(s, ":", n) splits them and strconv.Atoi reads them, none
+// negative.
+func nonNegatives(s string, n int) (out [3]int, ok bool) {
+	var buf [3]string
+	parts := buf[:0]
+	for range n - 1 {
+		p, rest, found := strings.Cut(s, ":")
+		if !found {
+			return out, false
+		}
+		parts, s = append(parts, p), rest
 	}
-	out := make([]int, n)
+	parts = append(parts, s)
 	for i, p := range parts {
 		v, err := strconv.Atoi(p)
 		if err != nil || v < 0 {
-			return nil, false
+			return out, false
 		}
 		out[i] = v
 	}
