@@ -90,3 +90,16 @@ func TestRulesWellFormed(t *testing.T) {
 		}
 	}
 }
+
+// TestFastFieldOrder checks that the fast path's field indexes follow
+// knownFields, so that requiredMask and the seen mask name the same fields.
+func TestFastFieldOrder(t *testing.T) {
+	for i, name := range knownFields {
+		if got := fastField([]byte(name)); got != i {
+			t.Errorf("fastField(%q) = %d, want %d (its index in knownFields)", name, got, i)
+		}
+	}
+	if fastField([]byte("Event_Id")) != -1 {
+		t.Error("fastField takes a case variant")
+	}
+}
