@@ -76,9 +76,9 @@ func (v *Validator) Options() Options { return v.opts }
 // EventID is set whenever a well-formed event_id could be read. The checks
 // run in the order of Rules (rules.go), the first failure deciding the
 // reason. Sizes are as Size measures them (without surrounding whitespace
-// and ingest's ingested_at stamp) against MaxSize (64 KiB by default); step 5 runs
-// before the schema so that a huge exponent is never expanded (the JSON
-// Schema library the tests hold step 6 to would); a producer-written
+// and ingest's ingested_at stamp) against MaxSize (64 KiB by default); step
+// 5 runs before the schema so that a huge exponent is never expanded (the
+// JSON Schema library the tests hold step 6 to would); a producer-written
 // ingested_at may carry any offset and is judged in UTC; the 5 minutes of
 // step 8 are MaxFutureSkew.
 //
