@@ -9,7 +9,7 @@ import (
 )
 
 // This file is a small strict JSON reader made for records. It reads a
-// record once, builds the generic value the schema library validates
+// record once, builds the generic value the schema path checks
 // (map[string]any, []any, string, json.Number, bool, nil), and on the way
 // notices what encoding/json silently hides: duplicate object keys, invalid
 // UTF-8 and lone UTF-16 surrogates (both rejected: RFC 8259 section 8 asks

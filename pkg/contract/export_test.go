@@ -1,4 +1,5 @@
 package contract
 
-// CompileSchemas exposes compileSchemas to the external tests.
+// CompileSchemas exposes compileSchemas (schema_test.go) to the external
+// tests.
 var CompileSchemas = compileSchemas

@@ -14,7 +14,7 @@ import (
 // event.v2.schema.json) and of the checks Validate adds to them, made while
 // the record is read once, in place, without building a map. It only ever
 // says "valid": a record it cannot prove valid, for whatever reason, goes
-// to the schema path (decodeRecord, the JSON Schema library, build), which
+// to the schema path (decodeRecord, checkSchema, build), which
 // decides the rejection and its detail exactly as it always has. What it
 // accepts, the schema path accepts with the same Event; the tests in
 // fast_test.go hold the two paths to that.
@@ -64,12 +64,19 @@ const (
 	fxPayload
 )
 
-// Required fields of each version, as seen masks.
-const (
-	fxCommon     = 1<<fxSchemaVersion | 1<<fxEventID | 1<<fxReceiptID | 1<<fxType | 1<<fxPartitionKey
-	fxRequiredV1 = fxCommon | 1<<fxOccurredMinute
-	fxRequiredV2 = fxCommon | 1<<fxOccurredAt | 1<<fxProducerVersion
+// Required fields of each version (schemaRequired), as seen masks.
+var (
+	fxRequiredV1 = requiredMask(1)
+	fxRequiredV2 = requiredMask(2)
 )
+
+func requiredMask(version int) uint16 {
+	var m uint16
+	for _, name := range schemaRequired[version] {
+		m |= 1 << fastField([]byte(name))
+	}
+	return m
+}
 
 // fastMaxDepth is how deep (counting the record itself) the fast path
 // follows a payload; a deeper one, valid or not, goes to the schema path.
@@ -168,10 +175,10 @@ func (v *Validator) fast(raw []byte, receivedAt time.Time, fr *fastRecord) bool 
 	default:
 		return false
 	}
-	if n := utf8.RuneCount(val(fxPartitionKey)); n < 1 || n > 128 {
+	if n := utf8.RuneCount(val(fxPartitionKey)); n < partitionKeyMinLen || n > partitionKeyMaxLen {
 		return false
 	}
-	if fr.has(fxProducerVersion) && utf8.RuneCount(val(fxProducerVersion)) > 64 {
+	if fr.has(fxProducerVersion) && utf8.RuneCount(val(fxProducerVersion)) > producerVersionMaxLen {
 		return false
 	}
 

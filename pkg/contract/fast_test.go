@@ -68,9 +68,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// checkCorpus runs every collected record through both paths.
+// checkCorpus runs every collected record through both paths, and its
+// step 6 through schema.go and the JSON Schema library (compareOracle).
 func checkCorpus() int {
-	fast, bad := 0, 0
+	fast, bad, oracleBad := 0, 0, 0
 	for _, r := range corpus.recs {
 		took, diff := compareFastSchema(r.v, r.raw, r.at)
 		if took {
@@ -82,6 +83,16 @@ func checkCorpus() int {
 				fmt.Fprintf(os.Stderr, "fast path differs from the schema path: %s\nrecord: %.400q\n", diff, r.raw)
 			}
 		}
+		if diff := compareOracle(r.raw); diff != "" {
+			oracleBad++
+			if oracleBad <= 10 {
+				fmt.Fprintf(os.Stderr, "schema path differs from the JSON Schema library: %s\nrecord: %.400q\n", diff, r.raw)
+			}
+		}
+	}
+	if oracleBad > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: the schema path differs from the library on %d of the %d records of the package's tests\n", oracleBad, len(corpus.recs))
+		return 1
 	}
 	if bad > 0 {
 		fmt.Fprintf(os.Stderr, "FAIL: fast path differs on %d of the %d records of the package's tests\n", bad, len(corpus.recs))

@@ -2,20 +2,11 @@ package contract
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"github.com/santhosh-tekuri/jsonschema/v6/kind"
-
-	"github.com/receiptflow/receiptflow/schemas"
 )
 
 // Top-level field names of an event record.
@@ -50,68 +41,20 @@ func isKnownField(k string) bool {
 // Validator checks raw records against the event contract (docs/spec.md §2)
 // and turns valid ones into canonical events. It is safe for concurrent use.
 type Validator struct {
-	opts   Options
-	v1, v2 *jsonschema.Schema
+	opts Options
 	// schemaOnly turns the fast path off: every record goes through the
-	// schema library (for the tests that hold the two paths equal).
+	// schema path (for the tests that hold the two paths equal).
 	schemaOnly bool
 }
 
-// eventSchemas compiles the two event schemas once per process.
-var eventSchemas = sync.OnceValues(func() ([]*jsonschema.Schema, error) {
-	return compileSchemas(schemas.EventV1, schemas.EventV2)
-})
-
-// compileSchemas compiles the named schemas of the schemas package
-// (draft 2020-12, format asserted).
-func compileSchemas(names ...string) ([]*jsonschema.Schema, error) {
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.AssertFormat()
-	ids := make([]string, len(names))
-	for i, name := range names {
-		data, err := schemas.FS.ReadFile(name)
-		if err != nil {
-			return nil, fmt.Errorf("contract: read schema %s: %w", name, err)
-		}
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-		if err != nil {
-			return nil, fmt.Errorf("contract: parse schema %s: %w", name, err)
-		}
-		obj, _ := doc.(map[string]any)
-		id, _ := obj["$id"].(string)
-		if id == "" {
-			return nil, fmt.Errorf("contract: schema %s has no $id", name)
-		}
-		if err := c.AddResource(id, doc); err != nil {
-			return nil, fmt.Errorf("contract: add schema %s: %w", name, err)
-		}
-		ids[i] = id
-	}
-	out := make([]*jsonschema.Schema, len(names))
-	for i, id := range ids {
-		s, err := c.Compile(id)
-		if err != nil {
-			return nil, fmt.Errorf("contract: compile schema %s: %w", names[i], err)
-		}
-		out[i] = s
-	}
-	return out, nil
-}
-
 // NewValidator returns a Validator with opts (zero fields take their
-// defaults). The event schemas are compiled from the schemas package once
-// per process; the error is a bad option or a schema that does not compile.
+// defaults); the error is a bad option.
 func NewValidator(opts Options) (*Validator, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	s, err := eventSchemas()
-	if err != nil {
-		return nil, err
-	}
-	return &Validator{opts: opts, v1: s[0], v2: s[1]}, nil
+	return &Validator{opts: opts}, nil
 }
 
 // Options returns the options in effect (defaults filled in).
@@ -131,39 +74,20 @@ func (v *Validator) Options() Options { return v.opts }
 // A record that breaks the contract returns a *RejectError (matched by the
 // reason's sentinel with errors.Is) whose Detail names the field and whose
 // EventID is set whenever a well-formed event_id could be read. The checks
-// run in this order, the first failure deciding the reason:
-//
-//  1. more than MaxSize bytes as Size measures them (without surrounding
-//     whitespace and ingest's ingested_at stamp): too_large;
-//  2. not one well-formed JSON object: malformed_json;
-//  3. a repeated key at any depth, or a key that differs from a contract
-//     field only by case: invalid_field;
-//  4. schema_version absent: missing_field; a plain integer beyond 2^53:
-//     invalid_field; anything but 1 or 2: unsupported_schema;
-//  5. (v1) occurred_minute a number with fraction or exponent, or beyond
-//     2^53: invalid_field (checked before the schema, which would otherwise
-//     expand huge exponents);
-//  6. the schema of that version: a required field absent: missing_field;
-//     type not in the enum: unknown_type; a time field of the wrong type or
-//     not a date-time, or occurred_minute before 2000: bad_timestamp; any
-//     other violation: invalid_field. When several apply, that order
-//     decides;
-//  7. event time (occurred_at or occurred_minute) before
-//     2000-01-01T00:00:00Z or in year 9999 or later, occurred_at not UTC,
-//     or a date-time Go cannot hold (a leap second): bad_timestamp; then
-//     the same for a producer-written ingested_at (any offset allowed,
-//     judged in UTC): bad_timestamp;
-//  8. future_timestamp, checked in this order: the event time later than
-//     receivedAt + MaxFutureSkew; a producer-written ingested_at later than
-//     receivedAt + MaxFutureSkew; the event time more than MaxFutureSkew
-//     after ingested_at.
+// run in the order of Rules (rules.go), the first failure deciding the
+// reason. Sizes are as Size measures them (without surrounding whitespace
+// and ingest's ingested_at stamp) against MaxSize (64 KiB by default); step
+// 5 runs before the schema so that a huge exponent is never expanded (the
+// JSON Schema library the tests hold step 6 to would); a producer-written
+// ingested_at may carry any offset and is judged in UTC; the 5 minutes of
+// step 8 are MaxFutureSkew.
 //
 // A record of the common valid form (top-level keys and strings without
 // escapes, a payload nested at most 32 levels) is read once, in place, and
 // checked against the rules of its schema directly (fast.go); any other
-// record, and every one that breaks a rule, is decoded and checked by the
-// JSON Schema library, which decides the rejection. Both give the same
-// result. Validate does not keep raw. It is safe for concurrent use.
+// record, and every one that breaks a rule, is decoded and checked on the
+// schema path (schema.go), which decides the rejection. Both give the
+// same result. Validate does not keep raw. It is safe for concurrent use.
 func (v *Validator) Validate(raw []byte, receivedAt time.Time) (Event, error) {
 	if validateHook != nil {
 		validateHook(v, raw, receivedAt)
@@ -183,7 +107,8 @@ func (v *Validator) Validate(raw []byte, receivedAt time.Time) (Event, error) {
 var validateHook func(v *Validator, raw []byte, receivedAt time.Time)
 
 // validateSchema is Validate on the schema path: decode the record into a
-// map, check it with the JSON Schema library, then build the event.
+// map, check it against its version's schema (checkSchema), then build
+// the event.
 func (v *Validator) validateSchema(raw []byte, receivedAt time.Time) (Event, error) {
 	if len(raw) > v.opts.MaxSize { // else Size(raw) <= len(raw) is within the limit
 		if size := Size(raw); size > v.opts.MaxSize {
@@ -214,17 +139,15 @@ func (v *Validator) validateSchema(raw []byte, receivedAt time.Time) (Event, err
 	if rej != nil {
 		return Event{}, rej
 	}
-	sch := v.v2
 	if version == 1 {
-		sch = v.v1
 		if n, ok := f[fieldOccurredMinute].(json.Number); ok {
 			if _, rej := safeInt(fieldOccurredMinute, n, id); rej != nil {
 				return Event{}, rej
 			}
 		}
 	}
-	if err := sch.Validate(f); err != nil {
-		return Event{}, schemaReject(err, f, id)
+	if findings := checkSchema(f, version); len(findings) > 0 {
+		return Event{}, schemaRejection(findings, id)
 	}
 	return v.build(&rec, version, id, receivedAt)
 }
@@ -304,7 +227,7 @@ func isPlainInt(s string) bool {
 }
 
 // build reads a schema-valid record into an Event and applies the checks
-// the schema cannot express (rules 7 and 8 of Validate).
+// the schema cannot express (steps 7 and 8 of Rules).
 func (v *Validator) build(rec *record, version int, id string, receivedAt time.Time) (Event, error) {
 	f := rec.fields
 	e := Event{
@@ -360,10 +283,10 @@ func (v *Validator) build(rec *record, version int, id string, receivedAt time.T
 	return e, nil
 }
 
-// future applies rule 8 of Validate to an event that occurred at occurred
+// future applies step 8 of Rules to an event that occurred at occurred
 // and was ingested at ingested (written tells whether the record carried
 // ingested_at, else ingested is receivedAt), or returns nil: the three
-// bounds are checked in the order Validate documents, and the first one
+// bounds are checked in the order Rules lists, and the first one
 // broken names the rejection.
 func (v *Validator) future(occurred, ingested, receivedAt time.Time, written bool, id string) *RejectError {
 	skew := v.opts.MaxFutureSkew
@@ -394,117 +317,6 @@ func internType(t string) string {
 		return TypeViewed
 	}
 	return strings.Clone(t)
-}
-
-// schemaFinding is one schema violation mapped to a reason.
-type schemaFinding struct {
-	reason Reason
-	field  string
-	detail string
-}
-
-// reasonRank orders the reasons a schema violation can map to: when a
-// record breaks several rules, the lowest rank is reported.
-var reasonRank = map[Reason]int{
-	ReasonMissingField: 0,
-	ReasonUnknownType:  1,
-	ReasonBadTimestamp: 2,
-	ReasonInvalidField: 3,
-}
-
-// schemaReject maps a schema validation error to a *RejectError. The
-// library reports properties in map order, so the finding is chosen by
-// rank, then field, then detail, to be deterministic.
-func schemaReject(err error, f map[string]any, id string) *RejectError {
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return Reject(ReasonInvalidField, id, "%v", err)
-	}
-	var findings []schemaFinding
-	var walk func(*jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			findings = append(findings, classify(e, f))
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
-	best := slices.MinFunc(findings, func(a, b schemaFinding) int {
-		return cmp.Or(
-			cmp.Compare(reasonRank[a.reason], reasonRank[b.reason]),
-			cmp.Compare(a.field, b.field),
-			cmp.Compare(a.detail, b.detail),
-		)
-	})
-	return Reject(best.reason, id, "%s", best.detail)
-}
-
-// classify maps one leaf validation error to a reason and a detail.
-func classify(e *jsonschema.ValidationError, f map[string]any) schemaFinding {
-	field := ""
-	if len(e.InstanceLocation) > 0 {
-		field = e.InstanceLocation[0]
-	}
-	path := "/" + strings.Join(e.InstanceLocation, "/")
-	where := field
-	if len(e.InstanceLocation) != 1 {
-		where = path
-	}
-	value := f[field]
-	find := func(r Reason, format string, args ...any) schemaFinding {
-		return schemaFinding{reason: r, field: path, detail: fmt.Sprintf(format, args...)}
-	}
-	switch k := e.ErrorKind.(type) {
-	case *kind.Required:
-		missing := slices.Sorted(slices.Values(k.Missing))
-		return find(ReasonMissingField, "missing required field %s", strings.Join(missing, ", "))
-	case *kind.AdditionalProperties:
-		props := slices.Sorted(slices.Values(k.Properties))
-		return find(ReasonInvalidField, "unknown field %s", strings.Join(quoteAll(props), ", "))
-	}
-	if len(e.InstanceLocation) == 1 {
-		switch field {
-		case fieldType:
-			switch e.ErrorKind.(type) {
-			case *kind.Enum, *kind.Type:
-				return find(ReasonUnknownType, "type %s is not one of %s, %s, %s",
-					describe(value), TypeSubmitted, TypeDraftSaved, TypeViewed)
-			}
-		case fieldOccurredAt, fieldIngestedAt:
-			switch e.ErrorKind.(type) {
-			case *kind.Format:
-				return find(ReasonBadTimestamp, "%s %s is not an RFC 3339 date-time", field, describe(value))
-			case *kind.Type:
-				return find(ReasonBadTimestamp, "%s must be an RFC 3339 date-time string, got %s", field, describe(value))
-			}
-		case fieldOccurredMinute:
-			switch e.ErrorKind.(type) {
-			case *kind.Type:
-				if _, isNum := value.(json.Number); isNum {
-					return find(ReasonInvalidField, "occurred_minute %s must be an integer", describe(value))
-				}
-				return find(ReasonBadTimestamp, "occurred_minute must be an integer number of minutes, got %s", describe(value))
-			case *kind.Minimum:
-				return find(ReasonBadTimestamp, "occurred_minute %s is before %s", describe(value), minEventTime.Format(time.RFC3339))
-			case *kind.Maximum:
-				return find(ReasonInvalidField, "occurred_minute %s is beyond 2^53", describe(value))
-			}
-		}
-	}
-	switch k := e.ErrorKind.(type) {
-	case *kind.Pattern:
-		return find(ReasonInvalidField, "%s %s does not match %s", where, short(strconv.Quote(k.Got)), k.Want)
-	case *kind.MinLength:
-		return find(ReasonInvalidField, "%s is %d characters, want at least %d", where, k.Got, k.Want)
-	case *kind.MaxLength:
-		return find(ReasonInvalidField, "%s is %d characters, want at most %d", where, k.Got, k.Want)
-	case *kind.Type:
-		return find(ReasonInvalidField, "%s must be %s, got %s", where, strings.Join(k.Want, " or "), k.Got)
-	}
-	return find(ReasonInvalidField, "%v", e)
 }
 
 // describe renders a decoded JSON value for a detail, shortened.
