@@ -18,7 +18,7 @@ type Rule struct {
 // schemaStep is the step of Rules that holds the version's JSON Schema.
 const schemaStep = 6
 
-// Rules is the rejection order of SPEC section 2, defined here once.
+// Rules is the rejection order of docs/spec.md §2, defined here once.
 // docs/contract.md lists the same rows (rules_test.go holds the two
 // equal); the comments of Validate and the code of validate.go refer to
 // the steps by number. conflicting_duplicate is not a check of one record
