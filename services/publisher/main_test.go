@@ -1,88 +1,17 @@
 package main
 
 import (
-	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"regexp"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/testenv"
 )
-
-const svc = "publisher"
 
 func TestMain(m *testing.M) {
 	testenv.RunMainIfChild(main)
 	os.Exit(m.Run())
 }
 
-// TestFlags: -h prints the flags and exits 0; an unknown flag, or no NATS
-// URL, exits 1 saying why.
-func TestFlags(t *testing.T) {
-	code, out := testenv.RunMain(t, "-h")
-	if code != 0 || !strings.Contains(out, "-nats-url") || !strings.Contains(out, "-redis-url") {
-		t.Fatalf("-h: exit %d, output:\n%s", code, out)
-	}
-	code, out = testenv.RunMain(t, "--no-such-flag")
-	if code != 1 || !strings.Contains(out, "flag provided but not defined: -no-such-flag") {
-		t.Fatalf("unknown flag: exit %d, output:\n%s", code, out)
-	}
-	code, out = testenv.RunMain(t, "--redis-url", "redis://127.0.0.1:1")
-	if code != 1 || !strings.Contains(out, "--nats-url (or NATS_URL) is required") || !strings.Contains(out, `"service":"`+svc+`"`) {
-		t.Fatalf("no NATS URL: exit %d, output:\n%s", code, out)
-	}
-}
+func TestFlags(t *testing.T) { testenv.CheckServiceFlags(t, "publisher") }
 
-var listening = regexp.MustCompile(`"msg":"http listening",.*"addr":"([0-9.:]+)"`)
-
-// TestServesAndStopsOnSIGTERM: against real servers the process creates
-// its streams, becomes ready on /readyz, exports its own metrics, and on
-// SIGTERM stops cleanly with exit 0.
-func TestServesAndStopsOnSIGTERM(t *testing.T) {
-	_, natsURL := testenv.NATS(t)
-	r := testenv.RedisServer(t)
-	p := testenv.StartMain(t, "--nats-url", natsURL, "--redis-url", r.URL(), "--partitions", "2",
-		"--http-addr", "127.0.0.1:0", "--stats-interval", "50ms")
-	var addr string
-	testenv.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
-		m := listening.FindStringSubmatch(p.Output())
-		if m == nil {
-			return fmt.Errorf("no http address logged yet:\n%s", p.Output())
-		}
-		addr = m[1]
-		return nil
-	})
-	get := func(path string) (int, string, error) {
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			return 0, "", err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b), err
-	}
-	testenv.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
-		code, body, err := get("/readyz")
-		if err != nil || code != http.StatusOK || body != "ready\n" {
-			return fmt.Errorf("/readyz: %d %q %v", code, body, err)
-		}
-		return nil
-	})
-	if code, body, err := get("/metrics"); err != nil || code != http.StatusOK || !strings.Contains(body, "receiptflow_"+svc+"_") {
-		t.Fatalf("/metrics: %d, %v, no receiptflow_%s_ metric:\n%.2000s", code, err, svc, body)
-	}
-	if !strings.Contains(p.Output(), `"msg":"service started"`) {
-		t.Fatalf("ready without a 'service started' line:\n%s", p.Output())
-	}
-	p.Terminate(t)
-	if code := p.Wait(t, 20*time.Second); code != 0 {
-		t.Fatalf("exit %d after SIGTERM:\n%s", code, p.Output())
-	}
-	if out := p.Output(); !strings.Contains(out, `"msg":"service stopped cleanly"`) || strings.Contains(out, `"level":"ERROR"`) {
-		t.Fatalf("no clean stop, or an error logged:\n%s", out)
-	}
-}
+func TestServesAndStopsOnSIGTERM(t *testing.T) { testenv.CheckServiceLifecycle(t, "publisher") }
