@@ -113,3 +113,18 @@ func TestServiceBinariesLinkNoServers(t *testing.T) {
 		t.Error("receiptctl seen linking no embedded server; the check cannot see them")
 	}
 }
+
+// TestEveryPackageHasTests: every package of every module has tests.
+func TestEveryPackageHasTests(t *testing.T) {
+	for _, mod := range []string{"pkg", "services", "schemas", "e2e"} {
+		cmd := exec.Command("go", "list", "-f", "{{if and (not .TestGoFiles) (not .XTestGoFiles)}}{{.ImportPath}}{{end}}", "./...")
+		cmd.Dir = filepath.Join(repoRoot(t), mod)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list in %s: %v", mod, err)
+		}
+		for _, p := range strings.Fields(string(out)) {
+			t.Errorf("%s has no tests", p)
+		}
+	}
+}
