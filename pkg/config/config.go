@@ -13,6 +13,7 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
+	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
@@ -35,7 +36,16 @@ type Common struct {
 	// HotKeys declares partition keys spread over several partitions
 	// ("key=k,..."; see window.Route).
 	HotKeys string
+	// Retention is how long the streams keep their messages (MaxAge,
+	// docs/spec.md §4): the replay horizon of operators. Never 0, so no
+	// stream is kept forever by accident.
+	Retention time.Duration
+	// DedupWindow is JetStream's duplicate window on RAW and VALID.
+	DedupWindow time.Duration
 }
+
+// DefaultRetention is --retention's default: 7 days.
+const DefaultRetention = 7 * 24 * time.Hour
 
 // Register adds the shared flags to fs, defaulting from NATS_URL,
 // REDIS_URL and RECEIPTS_FAILPOINTS.
@@ -51,6 +61,10 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Failpoints, "failpoints", os.Getenv(failpoint.Env), "failpoints NAME=crash@every:N,... (env "+failpoint.Env+")")
 	fs.StringVar(&c.Generation, "generation", "1", "state generation to write (rebuilds use a new one)")
 	fs.StringVar(&c.HotKeys, "hot-keys", os.Getenv("RECEIPTS_HOT_KEYS"), "partition keys too busy for one partition, spread by event id over k partitions: key=k,... (env RECEIPTS_HOT_KEYS); ingest, validator and reconcile must agree, and changing it needs a rebuild")
+	fs.DurationVar(&c.Retention, "retention", envDuration("RECEIPTS_RETENTION", DefaultRetention),
+		"how long the streams keep their messages, the window for replays from sequence numbers (env RECEIPTS_RETENTION); applied when the streams are created or updated")
+	fs.DurationVar(&c.DedupWindow, "dedup-window", envDuration("RECEIPTS_DEDUP_WINDOW", stream.DefaultDupWindow),
+		"JetStream's duplicate window on RAW and VALID: a retry with the same Nats-Msg-Id within it is stored once (env RECEIPTS_DEDUP_WINDOW)")
 	fs.DurationVar(&c.ReplayHorizon, "replay-horizon", 24*time.Hour, "event time after a window is final before its ledger and state are retired (0: never); events of retired windows are dropped as too late")
 }
 
@@ -69,6 +83,12 @@ func (c *Common) Validate() error {
 		return fmt.Errorf("--max-future-skew must be positive, got %s", c.MaxFutureSkew)
 	case c.StaleAfter <= 0:
 		return fmt.Errorf("--stale-after must be positive")
+	case c.Retention <= 0:
+		return fmt.Errorf("--retention must be positive (streams are never kept forever by accident), got %s", c.Retention)
+	case c.DedupWindow <= 0:
+		return fmt.Errorf("--dedup-window must be positive, got %s", c.DedupWindow)
+	case c.DedupWindow > c.Retention:
+		return fmt.Errorf("--dedup-window %s must not be longer than --retention %s", c.DedupWindow, c.Retention)
 	case c.Generation == "" || strings.ContainsAny(c.Generation, ".*> {}:"):
 		return fmt.Errorf("--generation %q must be a plain name like 2", c.Generation)
 	}
@@ -77,6 +97,12 @@ func (c *Common) Validate() error {
 	}
 	_, err := failpoint.Parse(c.Failpoints, failpoint.InProcess)
 	return err
+}
+
+// Topology returns the stream settings the flags set (replicas are the
+// deployment's: 0 means 1).
+func (c *Common) Topology(replicas int) stream.Config {
+	return stream.Config{Partitions: c.Partitions, DupWindow: c.DedupWindow, Replicas: replicas, MaxAge: c.Retention}
 }
 
 // Contract returns the record contract's options the flags set.

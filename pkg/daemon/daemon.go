@@ -139,7 +139,7 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 		return err
 	}
 	d := &Deps{Common: c, Names: wire.For(c.Generation), Logger: log}
-	topology := stream.Config{Partitions: c.Partitions, Replicas: o.replicas}
+	topology := c.Topology(o.replicas)
 	refused := newRefusals()
 	natsOpts = append(natsOpts, natsEvents(log, refused)...)
 

@@ -21,8 +21,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // testCerts is a CA and, signed by it, a server certificate for 127.0.0.1
@@ -255,5 +258,52 @@ func TestEnsureOnlyAndWaiting(t *testing.T) {
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d:\n%s", code, log.String())
+	}
+}
+
+// TestEnsureRetention: the streams the set-up job creates keep their
+// messages for --retention (default 7 days, never forever) with the
+// --dedup-window duplicate window; a zero retention is a usage error.
+func TestEnsureRetention(t *testing.T) {
+	_, natsURL := testenv.NATS(t)
+	ctx := context.Background()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(wantAge, wantDup time.Duration) {
+		t.Helper()
+		for _, base := range []string{wire.Raw, wire.Valid, wire.Rejected, wire.Late} {
+			s, err := js.Stream(ctx, base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.CachedInfo().Config.MaxAge; got != wantAge {
+				t.Errorf("%s kept for %v, want %v", base, got, wantAge)
+			}
+			if base == wire.Raw || base == wire.Valid {
+				if got := s.CachedInfo().Config.Duplicates; got != wantDup {
+					t.Errorf("%s duplicate window %v, want %v", base, got, wantDup)
+				}
+			}
+		}
+	}
+	var out syncBuf
+	if code := Main(ctx, "validator", []string{"--ensure-only", "--nats-url", natsURL, "--partitions", "2"}, &out, nil); code != 0 {
+		t.Fatalf("--ensure-only exited %d:\n%s", code, out.String())
+	}
+	check(7*24*time.Hour, 2*time.Minute)
+	if code := Main(ctx, "validator", []string{"--ensure-only", "--nats-url", natsURL, "--partitions", "2",
+		"--retention", "720h", "--dedup-window", "10m"}, &out, nil); code != 0 {
+		t.Fatalf("--ensure-only --retention 720h exited %d:\n%s", code, out.String())
+	}
+	check(720*time.Hour, 10*time.Minute)
+	if code := Main(ctx, "validator", []string{"--ensure-only", "--nats-url", natsURL, "--retention", "0"}, &out, nil); code == 0 {
+		t.Fatal("--retention 0 (keep forever) was accepted")
 	}
 }

@@ -25,12 +25,15 @@ type Config struct {
 	MaxAge time.Duration
 }
 
+// DefaultDupWindow is Config.DupWindow's default.
+const DefaultDupWindow = 2 * time.Minute
+
 func (c Config) withDefaults() Config {
 	if c.Partitions <= 0 {
 		c.Partitions = 8
 	}
 	if c.DupWindow <= 0 {
-		c.DupWindow = 2 * time.Minute
+		c.DupWindow = DefaultDupWindow
 	}
 	if c.Replicas <= 0 {
 		c.Replicas = 1

@@ -126,7 +126,7 @@ func rawReady(ctx context.Context, js jetstream.JetStream, refusals *connect.Ref
 	default:
 		return explainRefusal(fmt.Errorf("look up stream %s: %w", wire.Raw, err), refusals, sec)
 	}
-	if err := stream.Ensure(lookCtx, js, wire.For(c.Generation), stream.Config{Partitions: c.Partitions}); err != nil {
+	if err := stream.Ensure(lookCtx, js, wire.For(c.Generation), c.Topology(0)); err != nil {
 		what, verb := "does not exist", "create it"
 		if raw != nil {
 			what, verb = "does not allow atomic batches", "update it"

@@ -37,7 +37,7 @@ func cmdRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	res, err := generation.Rebuild(ctx, generation.RebuildConfig{
 		Config: pipeline.Config{
 			Partitions: c.Partitions, HotKeys: c.Hot(), Lateness: c.Lateness, Grace: c.Grace, StaleAfter: c.StaleAfter,
-			Contract: c.Contract(), NATSURL: c.NATSURL, RedisURL: c.RedisURL, Generation: c.Generation, ReplayHorizon: c.ReplayHorizon,
+			Contract: c.Contract(), Stream: c.Topology(0), NATSURL: c.NATSURL, RedisURL: c.RedisURL, Generation: c.Generation, ReplayHorizon: c.ReplayHorizon,
 			Logger: slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		},
 		NoSwitch: *noSwitch, Progress: stderr,

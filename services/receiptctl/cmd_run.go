@@ -48,7 +48,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	res, err := pipeline.Run(ctx, pipeline.RunConfig{
 		Config: pipeline.Config{
 			Partitions: c.Partitions, HotKeys: c.Hot(), Lateness: c.Lateness, Grace: c.Grace, StaleAfter: c.StaleAfter,
-			Contract: c.Contract(), NATSURL: c.NATSURL, RedisURL: c.RedisURL, DataDir: *dataDir, SyncAlways: *syncAlways,
+			Contract: c.Contract(), Stream: c.Topology(0), NATSURL: c.NATSURL, RedisURL: c.RedisURL, DataDir: *dataDir, SyncAlways: *syncAlways,
 			Generation: c.Generation, ReplayHorizon: c.ReplayHorizon, Failpoints: fps, Logger: log,
 		},
 		Events: *events, Out: *out, Progress: stderr, HeartbeatEvery: *hbEvery, StallTimeout: *stall,
