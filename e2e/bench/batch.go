@@ -45,7 +45,7 @@ type batchResult struct {
 	ReconcileCounted, PythonCounted int64
 }
 
-var countedLine = regexp.MustCompile(`records (\d+), valid \d+, counted (\d+) in`)
+var countedLine = regexp.MustCompile(`records (\d+), valid \d+, submissions \d+ \((\d+) counted in`)
 
 // runBatch times `receiptctl reconcile` and the Python reference over the
 // dataset's file.

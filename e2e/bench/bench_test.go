@@ -142,3 +142,13 @@ func TestRunB0Tiny(t *testing.T) {
 		t.Fatalf("table has no B0 row:\n%s", out.String())
 	}
 }
+
+// TestCountedLine: the batch row reads its totals from receiptctl
+// reconcile's summary line (services/receiptctl/cmd_reconcile.go).
+func TestCountedLine(t *testing.T) {
+	line := "records 1000000, valid 1000000, submissions 750113 (750113 counted in 25 windows, 0 too late), never count 249887, duplicates 0, rejected 0\n"
+	m := countedLine.FindStringSubmatch(line)
+	if m == nil || m[1] != "1000000" || m[2] != "750113" {
+		t.Fatalf("summary line read as %q", m)
+	}
+}
