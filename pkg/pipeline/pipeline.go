@@ -94,7 +94,6 @@ type Pipeline struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	crashes map[string]int
-	errs    []error
 }
 
 // Start starts the servers (if embedded), creates the streams and starts
