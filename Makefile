@@ -17,8 +17,11 @@ MODULES := schemas pkg services e2e
 # (staticcheck -matrix: a finding counts only if it holds in every row).
 LINT_MATRIX := default:\ndemo: -tags=demo\nrace: -tags=race\nchaos: -tags=chaos\n
 STATICCHECK ?= staticcheck
-# The unit packages that -race runs over (no process-level fault tests).
-RACE_PKGS := ./schemas/... ./pkg/... ./services/...
+# The unit packages that -race runs over (no process-level fault tests):
+# schemas, pkg and services but pkg/ingest, whose tests took 105s of the
+# 5m48s that -race over all of them took on the 2-core CI machine (the
+# budget is 5 minutes); make unit still runs pkg/ingest, without -race.
+RACE_PKGS = ./schemas/... $(shell $(GO) list ./pkg/... ./services/... | grep -v '/pkg/ingest$$')
 # Everything but the process-level fault tests, which have their own target.
 UNIT_PKGS = ./schemas/... ./pkg/... ./services/... $(shell $(GO) list ./e2e/... | grep -v '/e2e/faults$$')
 
@@ -60,7 +63,8 @@ lint:
 		(cd $$m && GOWORK=off $(GO) build ./...); \
 	done
 
-## race: the unit packages of schemas, pkg and services under -race
+## race: the unit packages of schemas, pkg and services (but pkg/ingest)
+## under -race
 race:
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(RACE_PKGS)
 
