@@ -303,10 +303,9 @@ func hostileFile() *fixture {
 
 // hostileResult is one run of the shared fixture.
 type hostileResult struct {
-	res   *pipeline.RunResult
-	f     *fixture
-	runID string
-	err   error
+	res *pipeline.RunResult
+	f   *fixture
+	err error
 }
 
 var (

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/gen"
@@ -115,16 +114,6 @@ func generate(dir, name string, o gen.Options, partitions int, hot window.HotKey
 	d.stats = st
 	d.bytes = st.Bytes
 	return d, nil
-}
-
-// sortedWindows returns the expected window ids in time order.
-func (d *dataset) sortedWindows() []string {
-	ids := make([]string, 0, len(d.expected))
-	for id := range d.expected {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
 }
 
 // hotShare is the share of records that go to the busiest partition.

@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -317,13 +316,4 @@ func (c *clusterDeployment) requireHits(t *testing.T) {
 	if c.rawHits < 2 || c.validHits < 2 {
 		t.Fatalf("the leaders were not hit enough: RAW %d, VALID %d (want ≥ 2 each)", c.rawHits, c.validHits)
 	}
-}
-
-// nodeNames lists the nodes' names, for logs.
-func (c *clusterDeployment) nodeNames() string {
-	var s []string
-	for _, n := range c.nodes {
-		s = append(s, n.Name())
-	}
-	return strings.Join(s, ",")
 }

@@ -159,9 +159,6 @@ func fixture(t *testing.T) string { t.Helper(); return troubledSet.fixture(t) }
 // alike.
 var ingestNow = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
-// clean is the clean run of the 100k-event input.
-func clean(t *testing.T) *pipeline.RunResult { t.Helper(); return troubledSet.cleanRun(t) }
-
 // proc is one service process, restarted whenever it dies until stopped.
 type proc struct {
 	t        *testing.T

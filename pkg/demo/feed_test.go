@@ -11,13 +11,11 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/contract"
 )
 
-// recorder is a Sink that keeps every line and ends the feed (by cancelling
-// its context) once stop says so.
+// recorder is a Sink that keeps every line, or fails with fail when set.
 type recorder struct {
-	mu     sync.Mutex
-	lines  [][]byte
-	cancel context.CancelFunc
-	fail   error
+	mu    sync.Mutex
+	lines [][]byte
+	fail  error
 }
 
 func (r *recorder) Publish(_ context.Context, line []byte) error {

@@ -21,9 +21,10 @@ const (
 	DefaultPayloadBytes = 170
 )
 
-// DefaultStart is the event time of the first event when Options.Start is
-// zero.
-var DefaultStart = time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+// defaultStart is the event time of the first event when Options.Start is
+// zero. It is a function, not a package variable, so that no caller can
+// change the default.
+func defaultStart() time.Time { return time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC) }
 
 // minStart keeps every generated event time, late ones included, after the
 // contract's 2000-01-01 floor.
@@ -36,7 +37,8 @@ type Options struct {
 	Seed uint64
 	// Events is the number of records to write, of every kind.
 	Events int
-	// Start is the event time of the first event.
+	// Start is the event time of the first event (default
+	// 2026-12-02T00:00:00Z).
 	Start time.Time
 	// Hours is the event-time span the records advance over.
 	Hours int
@@ -76,7 +78,7 @@ func DefaultOptions() Options {
 	return Options{
 		Seed:           1,
 		Events:         10000,
-		Start:          DefaultStart,
+		Start:          defaultStart(),
 		Hours:          DefaultHours,
 		Stores:         DefaultStores,
 		HotShare:       0.3,
@@ -97,7 +99,7 @@ func (o Options) withDefaults() Options {
 		o.Events = DefaultEvents
 	}
 	if o.Start.IsZero() {
-		o.Start = DefaultStart
+		o.Start = defaultStart()
 	}
 	o.Start = o.Start.UTC()
 	if o.Hours == 0 {

@@ -80,7 +80,7 @@ func newCommitter(js jetstream.JetStream, batchMax int, retryFor time.Duration) 
 // store stores items in order and returns RAW's answer for each of the
 // first n, which are confirmed (n == len(items) when err is nil). An id
 // repeated within items, or one this committer confirmed less than
-// stream.RecentDuplicateTrust ago (well inside JetStream's duplicate
+// stream.DefaultRecentDuplicateTrust ago (well inside JetStream's duplicate
 // window, where the server would drop it too), is a duplicate and is not
 // sent: the server refuses a whole atomic batch that holds one.
 func (c *committer) store(ctx context.Context, items []item) (res []result, n int, err error) {
@@ -97,7 +97,7 @@ func (c *committer) store(ctx context.Context, items []item) (res []result, n in
 			continue
 		}
 		first[it.id] = i
-		if s, ok := c.recent[it.id]; ok && now.Sub(s.at) < stream.RecentDuplicateTrust {
+		if s, ok := c.recent[it.id]; ok && now.Sub(s.at) < stream.DefaultRecentDuplicateTrust {
 			res[i] = result{seq: s.seq, dup: true}
 			continue
 		}
@@ -266,11 +266,11 @@ func (c *committer) confirm(it item, i int, res []result, seq uint64, dup bool, 
 	c.fifo = append(c.fifo, recentID{it.id, sent})
 }
 
-// expire forgets ids older than stream.RecentDuplicateTrust, and the
+// expire forgets ids older than stream.DefaultRecentDuplicateTrust, and the
 // oldest beyond recentMax.
 func (c *committer) expire(now time.Time) {
 	drop := 0
-	for drop < len(c.fifo) && (len(c.fifo)-drop > recentMax || now.Sub(c.fifo[drop].at) >= stream.RecentDuplicateTrust) {
+	for drop < len(c.fifo) && (len(c.fifo)-drop > recentMax || now.Sub(c.fifo[drop].at) >= stream.DefaultRecentDuplicateTrust) {
 		e := c.fifo[drop]
 		if s, ok := c.recent[e.id]; ok && s.at.Equal(e.at) {
 			delete(c.recent, e.id)

@@ -96,7 +96,6 @@ type Pipeline struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	crashes map[string]int
-	errs    []error
 }
 
 // Start starts the servers (if embedded), creates the streams and starts

@@ -126,7 +126,6 @@ func (p *Pipeline) drain(ctx context.Context, stall time.Duration) error {
 		}
 	}
 	floors := map[string]uint64{} // highest ack floor seen, by consumer
-	last := map[string]consumerState{}
 	moved := time.Now()
 	crashesAt := p.Crashes()
 	quiet := 0
@@ -154,7 +153,6 @@ func (p *Pipeline) drain(ctx context.Context, stall time.Duration) error {
 				crashesAt = p.Crashes()
 			}
 		}
-		last = cs
 		complete := true
 		for svc, n := range want {
 			if have[svc] < n {
@@ -172,7 +170,7 @@ func (p *Pipeline) drain(ctx context.Context, stall time.Duration) error {
 			continue
 		}
 		e := &StuckError{Stall: stall, Backlog: map[string]uint64{}, Missing: map[string]int{}, Crashes: map[string]int{}}
-		for k, c := range last {
+		for k, c := range cs {
 			if c.backlog > 0 {
 				e.Backlog[k] = c.backlog
 			}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +14,6 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/window"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func removeID(s, id string) string {
 	d, err := digest.Parse(s)

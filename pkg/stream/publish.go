@@ -99,20 +99,49 @@ const (
 	ErrCodeBatchDuplicate jetstream.ErrorCode = 10201 // a message id is already stored
 )
 
-// RecentDuplicateTrust is how long PublishOrdered takes a message id it
-// stored to be still inside the stream's duplicate window, and leaves a
-// message with that id out of a batch instead of sending it. It must stay
-// below the window (Config.DupWindow, 2m by default): within it JetStream
-// would drop the message anyway.
-var RecentDuplicateTrust = 30 * time.Second
+// DefaultRecentDuplicateTrust is how long, unless WithRecentDuplicateTrust
+// says otherwise, PublishOrdered (and ingest's committer) takes a message
+// id it stored to be still inside the stream's duplicate window, and
+// leaves a message with that id out of a batch instead of sending it. It
+// stays below the window (Config.DupWindow, 2m by default): within it
+// JetStream would drop the message anyway.
+const DefaultRecentDuplicateTrust = 30 * time.Second
 
 // recentMax bounds the ids an OrderedPublisher remembers.
 const recentMax = 1 << 16
 
-// OrderedRetryFor bounds how long PublishOrdered keeps retrying a batch
-// that failed for a passing reason (no stream leader, a timeout, a batch
-// lost with its leader) before it returns the error.
-var OrderedRetryFor = 30 * time.Second
+// DefaultOrderedRetryFor bounds, unless WithRetryFor says otherwise, how
+// long PublishOrdered keeps retrying a batch that failed for a passing
+// reason (no stream leader, a timeout, a batch lost with its leader)
+// before it returns the error.
+const DefaultOrderedRetryFor = 30 * time.Second
+
+// OrderedOption sets an option of NewOrderedPublisher or
+// NewGroupPublisher.
+type OrderedOption func(*OrderedPublisher)
+
+// WithRecentDuplicateTrust sets how long a message id the publisher stored
+// is taken to be still inside the stream's duplicate window (default
+// DefaultRecentDuplicateTrust). Keep it below the stream's DupWindow. A
+// value of zero or less keeps the default.
+func WithRecentDuplicateTrust(d time.Duration) OrderedOption {
+	return func(o *OrderedPublisher) {
+		if d > 0 {
+			o.trust = d
+		}
+	}
+}
+
+// WithRetryFor sets how long a batch that failed for a passing reason is
+// retried before PublishOrdered returns the error (default
+// DefaultOrderedRetryFor). A value of zero or less keeps the default.
+func WithRetryFor(d time.Duration) OrderedOption {
+	return func(o *OrderedPublisher) {
+		if d > 0 {
+			o.retryFor = d
+		}
+	}
+}
 
 // OrderedPublisher writes messages to a stream that allows atomic batch
 // publishing (Config, AllowAtomicPublish) so that per subject they are
@@ -121,8 +150,10 @@ var OrderedRetryFor = 30 * time.Second
 // but calls are serialised; use one per independent ordered sequence (a
 // partition).
 type OrderedPublisher struct {
-	js jetstream.JetStream
-	mu sync.Mutex
+	js       jetstream.JetStream
+	trust    time.Duration
+	retryFor time.Duration
+	mu       sync.Mutex
 	// recent are ids stored by this publisher, with the time the batch
 	// holding them was sent, oldest first in fifo.
 	recent map[string]time.Time
@@ -134,9 +165,13 @@ type recentID struct {
 	at time.Time
 }
 
-// NewOrderedPublisher returns a publisher over js.
-func NewOrderedPublisher(js jetstream.JetStream) *OrderedPublisher {
-	return &OrderedPublisher{js: js, recent: map[string]time.Time{}}
+// NewOrderedPublisher returns a publisher over js with opts applied.
+func NewOrderedPublisher(js jetstream.JetStream, opts ...OrderedOption) *OrderedPublisher {
+	o := &OrderedPublisher{js: js, trust: DefaultRecentDuplicateTrust, retryFor: DefaultOrderedRetryFor, recent: map[string]time.Time{}}
+	for _, opt := range opts {
+		opt(o)
+	}
+	return o
 }
 
 // PublishOrdered stores msgs so that the messages of each subject end up
@@ -156,7 +191,8 @@ func NewOrderedPublisher(js jetstream.JetStream) *OrderedPublisher {
 // The server refuses a whole batch when any message id in it is already in
 // the stream's duplicate window, so duplicates are taken out first: an id
 // repeated within msgs, or one this publisher stored less than
-// RecentDuplicateTrust ago, is counted as a duplicate and not sent. A batch
+// its duplicate trust ago (WithRecentDuplicateTrust), is counted as a
+// duplicate and not sent. A batch
 // refused for a duplicate nobody here knew of (after a restart, or a batch
 // stored without its ack arriving) is resolved in order: its head is
 // walked one plain publish at a time while those answer "duplicate" (a
@@ -175,7 +211,7 @@ func (o *OrderedPublisher) PublishOrdered(ctx context.Context, msgs []*nats.Msg)
 		if id := m.Header.Get(jetstream.MsgIDHeader); id != "" {
 			_, again := seen[id]
 			at, ok := o.recent[id]
-			if again || (ok && now.Sub(at) < RecentDuplicateTrust) {
+			if again || (ok && now.Sub(at) < o.trust) {
 				dups++
 				continue
 			}
@@ -290,7 +326,7 @@ func (o *OrderedPublisher) tryRange(ctx context.Context, msgs []*nats.Msg) (refu
 // flight a retry cannot reorder anything.
 func (o *OrderedPublisher) publishOne(ctx context.Context, m *nats.Msg) (dup bool, err error) {
 	var sent time.Time
-	ack, err := RetryOp(ctx, orderedBackoff(), Retryable, nil, func(ctx context.Context) (*jetstream.PubAck, error) {
+	ack, err := RetryOp(ctx, o.backoff(), Retryable, nil, func(ctx context.Context) (*jetstream.PubAck, error) {
 		sent = time.Now()
 		return o.publishAsync(ctx, withoutBatchHeaders(m))
 	})
@@ -302,21 +338,21 @@ func (o *OrderedPublisher) publishOne(ctx context.Context, m *nats.Msg) (dup boo
 }
 
 // commitRetrying sends msgs as one atomic batch until it is stored, the
-// server refuses it for good, or OrderedRetryFor passes. It returns when
+// server refuses it for good, or the publisher's retry bound passes. It returns when
 // the successful attempt was sent.
 func (o *OrderedPublisher) commitRetrying(ctx context.Context, msgs []*nats.Msg) (time.Time, error) {
 	var sent time.Time
-	_, err := RetryOp(ctx, orderedBackoff(), Retryable, nil, func(ctx context.Context) (struct{}, error) {
+	_, err := RetryOp(ctx, o.backoff(), Retryable, nil, func(ctx context.Context) (struct{}, error) {
 		sent = time.Now()
 		return struct{}{}, o.commit(ctx, msgs)
 	})
 	return sent, err
 }
 
-// orderedBackoff is the schedule of OrderedPublisher's retries: 50ms
-// doubling to 1s, for at most OrderedRetryFor.
-func orderedBackoff() Backoff {
-	return Backoff{Initial: 50 * time.Millisecond, Max: time.Second, For: OrderedRetryFor}
+// backoff is the schedule of o's retries: 50ms doubling to 1s, for at most
+// its retry span (DefaultOrderedRetryFor unless set).
+func (o *OrderedPublisher) backoff() Backoff {
+	return Backoff{Initial: 50 * time.Millisecond, Max: time.Second, For: o.retryFor}
 }
 
 // Retryable tells a passing failure of a publish (no stream leader yet, a
@@ -421,11 +457,11 @@ func (o *OrderedPublisher) remember(msgs []*nats.Msg, sent time.Time) {
 	o.expire(time.Now())
 }
 
-// expire forgets ids older than RecentDuplicateTrust, and the oldest ones
+// expire forgets ids older than the duplicate trust, and the oldest ones
 // beyond recentMax.
 func (o *OrderedPublisher) expire(now time.Time) {
 	drop := 0
-	for drop < len(o.fifo) && (len(o.fifo)-drop > recentMax || now.Sub(o.fifo[drop].at) >= RecentDuplicateTrust) {
+	for drop < len(o.fifo) && (len(o.fifo)-drop > recentMax || now.Sub(o.fifo[drop].at) >= o.trust) {
 		e := o.fifo[drop]
 		if at, ok := o.recent[e.id]; ok && at.Equal(e.at) {
 			delete(o.recent, e.id)
@@ -465,9 +501,10 @@ type groupCall struct {
 	lead chan struct{}
 }
 
-// NewGroupPublisher returns a group publisher over js.
-func NewGroupPublisher(js jetstream.JetStream) *GroupPublisher {
-	return &GroupPublisher{op: NewOrderedPublisher(js)}
+// NewGroupPublisher returns a group publisher over js; opts are those of
+// NewOrderedPublisher.
+func NewGroupPublisher(js jetstream.JetStream, opts ...OrderedOption) *GroupPublisher {
+	return &GroupPublisher{op: NewOrderedPublisher(js, opts...)}
 }
 
 // Publish stores msgs like OrderedPublisher.PublishOrdered, sharing the
