@@ -9,31 +9,80 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/receiptflow/receiptflow/schemas"
 )
 
 // This file is step 6 of Rules: the two event schemas
-// (schemas/event.v1.schema.json and event.v2.schema.json) written out in
-// Go, for the records the fast path does not take. It finds every
+// (schemas/event.v1.schema.json and event.v2.schema.json) checked in Go, for the records the fast path does not take. It finds every
 // violation the JSON Schema library would report, maps each to a reason
 // and a detail, and reports the lowest by reasonRank. The library itself is
 // only the conformance oracle of the tests (schema_test.go): they hold
 // this code to it on every record the package's tests use, and the tables
 // below to the schema files.
 
-// idPattern is the pattern of event_id and receipt_id; isID checks it.
-const idPattern = "^[A-Za-z0-9._:-]{1,128}$"
-
-// Length limits of the schemas, in code points.
-const (
-	partitionKeyMinLen    = 1
-	partitionKeyMaxLen    = 128
-	producerVersionMaxLen = 64
+// The tables below are read from the embedded schema files, the source of
+// truth (schemas.FS), when the package loads: the required fields of each
+// version, the id pattern and the length limits. isID and the fast path
+// implement the pattern; TestSchemaTablesMatchFiles holds the rest of this
+// file (property names, types, enums) to the same files.
+var (
+	schemaFiles = [3]schemaFile{1: loadSchema(schemas.EventV1), 2: loadSchema(schemas.EventV2)}
+	// idPattern is the pattern of event_id and receipt_id.
+	idPattern = sameInBoth(func(f schemaFile) string { return f.Properties[fieldEventID].Pattern })
+	// Length limits of the schemas, in code points.
+	partitionKeyMinLen    = sameInBoth(func(f schemaFile) int { return f.Properties[fieldPartitionKey].MinLength })
+	partitionKeyMaxLen    = sameInBoth(func(f schemaFile) int { return f.Properties[fieldPartitionKey].MaxLength })
+	producerVersionMaxLen = schemaFiles[2].Properties[fieldProducerVersion].MaxLength
+	// schemaRequired is the "required" list of each version's schema.
+	schemaRequired = [3][]string{1: schemaFiles[1].Required, 2: schemaFiles[2].Required}
 )
 
-// schemaRequired is the "required" list of each version's schema.
-var schemaRequired = [3][]string{
-	1: {fieldSchemaVersion, fieldEventID, fieldReceiptID, fieldType, fieldOccurredMinute, fieldPartitionKey},
-	2: {fieldSchemaVersion, fieldEventID, fieldReceiptID, fieldType, fieldOccurredAt, fieldPartitionKey, fieldProducerVersion},
+// isIDPattern is the pattern isID and the fast path implement by hand.
+const isIDPattern = "^[A-Za-z0-9._:-]{1,128}$"
+
+func init() {
+	if idPattern != isIDPattern || schemaFiles[1].Properties[fieldReceiptID].Pattern != idPattern ||
+		schemaFiles[2].Properties[fieldReceiptID].Pattern != idPattern {
+		panic("contract: the schemas' id pattern " + idPattern + " is not the one isID implements")
+	}
+}
+
+// sameInBoth returns get of the version 2 schema, which must equal get of
+// the version 1 schema.
+func sameInBoth[T comparable](get func(schemaFile) T) T {
+	v := get(schemaFiles[2])
+	if get(schemaFiles[1]) != v {
+		panic(fmt.Sprintf("contract: the event schemas disagree (%v against %v)", get(schemaFiles[1]), v))
+	}
+	return v
+}
+
+// schemaFile is what this package reads of an event schema file.
+type schemaFile struct {
+	Required   []string `json:"required"`
+	Properties map[string]struct {
+		Pattern   string `json:"pattern"`
+		MinLength int    `json:"minLength"`
+		MaxLength int    `json:"maxLength"`
+	} `json:"properties"`
+}
+
+// loadSchema reads the embedded schema file name; a file that does not
+// read is a build defect (the tests read the same files).
+func loadSchema(name string) schemaFile {
+	b, err := schemas.FS.ReadFile(name)
+	if err != nil {
+		panic("contract: " + err.Error())
+	}
+	var f schemaFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		panic("contract: " + name + ": " + err.Error())
+	}
+	if len(f.Required) == 0 || len(f.Properties) == 0 {
+		panic("contract: " + name + " has no required fields or properties")
+	}
+	return f
 }
 
 // inSchema reports whether field is one of the "properties" of version's
