@@ -18,14 +18,15 @@ MODULES := schemas pkg services e2e
 LINT_MATRIX := default:\ndemo: -tags=demo\nrace: -tags=race\nchaos: -tags=chaos\n
 STATICCHECK ?= staticcheck
 # The unit packages that -race runs over (no process-level fault tests):
-# schemas, pkg and services but pkg/ingest, whose tests took 105s of the
-# 5m48s that -race over all of them took on the 2-core CI machine.
+# schemas, pkg and services. Three cluster tests of pkg/ingest took 105s of
+# the 5m48s that -race over all of them took on the 2-core CI machine; they
+# run without -race (rest), the rest of pkg/ingest under it.
 RACE_PKGS = ./schemas/... $(shell $(GO) list ./pkg/... ./services/... | grep -v '/pkg/ingest$$')
+INGEST_SLOW = ^(TestOrderThroughLeaderLoss|TestTwoNodesLostNamesFirstUnconfirmed|TestOrderAcrossRestarts)$$
 # Everything but the process-level fault tests, which have their own target.
 UNIT_PKGS = ./schemas/... ./pkg/... ./services/... $(shell $(GO) list ./e2e/... | grep -v '/e2e/faults$$')
-# What make test runs without -race: the unit packages race does not cover
-# (pkg/ingest and the e2e packages), so no test runs twice in CI.
-REST_PKGS = ./pkg/ingest $(shell $(GO) list ./e2e/... | grep -v '/e2e/faults$$')
+# The e2e packages but the fault tests.
+E2E_UNIT = $(shell $(GO) list ./e2e/... | grep -v '/e2e/faults$$')
 
 # One binary per directory services/<name>; the dashboard once it exists.
 BINARIES := validator windower publisher receiptctl
@@ -65,14 +66,16 @@ lint:
 		(cd $$m && GOWORK=off $(GO) build ./...); \
 	done
 
-## race: the unit packages of schemas, pkg and services (but pkg/ingest)
-## under -race
+## race: the unit packages of schemas, pkg and services under -race (but
+## three slow cluster tests of pkg/ingest, which rest runs)
 race:
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(RACE_PKGS)
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) -skip '$(INGEST_SLOW)' ./pkg/ingest
 
 ## rest: the unit tests race leaves out, without -race
 rest:
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(REST_PKGS)
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) -run '$(INGEST_SLOW)' ./pkg/ingest
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(E2E_UNIT)
 
 ## unit: every test but the process-level fault tests, without -race
 unit:
