@@ -45,7 +45,7 @@ type Common struct {
 }
 
 // DefaultRetention is --retention's default: 7 days.
-const DefaultRetention = 7 * 24 * time.Hour
+const DefaultRetention = stream.DefaultMaxAge
 
 // Register adds the shared flags to fs, defaulting from NATS_URL,
 // REDIS_URL and RECEIPTS_FAILPOINTS.

@@ -20,13 +20,16 @@ type Config struct {
 	DupWindow time.Duration
 	// Replicas of every stream and bucket (default 1).
 	Replicas int
-	// MaxAge bounds how long stream data is kept (0 = forever). It must
-	// cover the promised replay horizon.
+	// MaxAge bounds how long stream data is kept (default DefaultMaxAge;
+	// nothing is kept forever). It must cover the promised replay horizon.
 	MaxAge time.Duration
 }
 
 // DefaultDupWindow is Config.DupWindow's default.
 const DefaultDupWindow = 2 * time.Minute
+
+// DefaultMaxAge is Config.MaxAge's default (the --retention default): 7 days.
+const DefaultMaxAge = 7 * 24 * time.Hour
 
 func (c Config) withDefaults() Config {
 	if c.Partitions <= 0 {
@@ -38,6 +41,9 @@ func (c Config) withDefaults() Config {
 	if c.Replicas <= 0 {
 		c.Replicas = 1
 	}
+	if c.MaxAge <= 0 {
+		c.MaxAge = DefaultMaxAge
+	}
 	return c
 }
 
@@ -48,7 +54,13 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n wire.Names, c Config)
 	c = c.withDefaults()
 	for _, base := range []string{wire.Raw, wire.Valid, wire.Rejected, wire.Late, wire.Changes} {
 		cfg := streamConfig(n, base, c)
-		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		_, err := js.CreateOrUpdateStream(ctx, cfg)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			// Another Ensure created the stream, with another config,
+			// between this one's update (not found) and create: update it.
+			_, err = js.CreateOrUpdateStream(ctx, cfg)
+		}
+		if err != nil {
 			return fmt.Errorf("stream: ensure %s: %w", cfg.Name, err)
 		}
 	}
