@@ -36,11 +36,10 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usageError("%v", err)
 	}
 	fps, _ := failpoint.Parse(c.Failpoints, failpoint.InProcess)
-	p, err := pipeline.Start(ctx, pipeline.Config{
-		Partitions: c.Partitions, HotKeys: c.Hot(), Lateness: c.Lateness, Grace: c.Grace, StaleAfter: c.StaleAfter,
-		Contract: c.Contract(), Stream: c.Topology(0), NATSURL: c.NATSURL, RedisURL: c.RedisURL, DataDir: *dataDir, Generation: c.Generation, ReplayHorizon: c.ReplayHorizon,
-		Failpoints: fps, Logger: slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	pc := pipelineConfig(&c)
+	pc.DataDir, pc.Failpoints = *dataDir, fps
+	pc.Logger = slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	p, err := pipeline.Start(ctx, pc)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/generation"
-	"github.com/receiptflow/receiptflow/pkg/pipeline"
 )
 
 func cmdRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -34,12 +33,10 @@ func cmdRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := c.Validate(); err != nil {
 		return usageError("%v", err)
 	}
+	pc := pipelineConfig(&c)
+	pc.Logger = slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	res, err := generation.Rebuild(ctx, generation.RebuildConfig{
-		Config: pipeline.Config{
-			Partitions: c.Partitions, HotKeys: c.Hot(), Lateness: c.Lateness, Grace: c.Grace, StaleAfter: c.StaleAfter,
-			Contract: c.Contract(), Stream: c.Topology(0), NATSURL: c.NATSURL, RedisURL: c.RedisURL, Generation: c.Generation, ReplayHorizon: c.ReplayHorizon,
-			Logger: slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		},
+		Config:   pc,
 		NoSwitch: *noSwitch, Progress: stderr,
 	})
 	if err != nil {

@@ -45,12 +45,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	pc := pipelineConfig(&c)
+	pc.DataDir, pc.SyncAlways, pc.Failpoints, pc.Logger = *dataDir, *syncAlways, fps, log
 	res, err := pipeline.Run(ctx, pipeline.RunConfig{
-		Config: pipeline.Config{
-			Partitions: c.Partitions, HotKeys: c.Hot(), Lateness: c.Lateness, Grace: c.Grace, StaleAfter: c.StaleAfter,
-			Contract: c.Contract(), Stream: c.Topology(0), NATSURL: c.NATSURL, RedisURL: c.RedisURL, DataDir: *dataDir, SyncAlways: *syncAlways,
-			Generation: c.Generation, ReplayHorizon: c.ReplayHorizon, Failpoints: fps, Logger: log,
-		},
+		Config: pc,
 		Events: *events, Out: *out, Progress: stderr, HeartbeatEvery: *hbEvery, StallTimeout: *stall,
 	})
 	if err != nil {

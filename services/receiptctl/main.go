@@ -12,6 +12,9 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/receiptflow/receiptflow/pkg/config"
+	"github.com/receiptflow/receiptflow/pkg/pipeline"
 )
 
 type command struct {
@@ -93,4 +96,14 @@ func usage(w io.Writer) {
 // usageError is a bad invocation (exit 2).
 func usageError(format string, args ...any) error {
 	return &exitError{code: 2, msg: fmt.Sprintf(format, args...)}
+}
+
+// pipelineConfig is the in-process pipeline's configuration from the
+// common flags (run, demo and rebuild add their own settings).
+func pipelineConfig(c *config.Common) pipeline.Config {
+	return pipeline.Config{
+		Partitions: c.Partitions, HotKeys: c.Hot(), Lateness: c.Lateness, Grace: c.Grace, StaleAfter: c.StaleAfter,
+		Contract: c.Contract(), Stream: c.Topology(0), NATSURL: c.NATSURL, RedisURL: c.RedisURL,
+		Generation: c.Generation, ReplayHorizon: c.ReplayHorizon,
+	}
 }
