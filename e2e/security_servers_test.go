@@ -28,6 +28,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/receiptflow/receiptflow/pkg/connect"
+	"github.com/receiptflow/receiptflow/pkg/testenv"
 )
 
 const (
@@ -336,12 +337,7 @@ func secLookPath(t testing.TB, name string) string {
 
 func secFreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return testenv.FreePort(t)
 }
 
 // secRedisErr checks that err is a Redis permission refusal.

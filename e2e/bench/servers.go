@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/receiptflow/receiptflow/pkg/embedded"
+	"github.com/receiptflow/receiptflow/pkg/testenv"
 )
 
 // redisServer is a redis-server child process on loopback with nothing
@@ -150,14 +151,7 @@ func stopNATS(ns *server.Server, dir string) {
 	_ = os.RemoveAll(dir)
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return testenv.Port() }
 
 // peakRSS returns VmHWM (the peak resident set) of process pid in bytes,
 // from /proc (Linux).

@@ -104,12 +104,7 @@ func (s stub) Run(ctx context.Context) error { close(s.started); <-ctx.Done(); r
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return testenv.FreePort(t)
 }
 
 // TestMainConnectsWithCredentialsAndTLS: a service process authenticates

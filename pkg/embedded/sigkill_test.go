@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -106,12 +105,7 @@ func TestAckedPublishSurvivesSIGKILL(t *testing.T) {
 	for _, always := range []bool{false, true} {
 		t.Run("sync_always="+strconv.FormatBool(always), func(t *testing.T) {
 			dir := t.TempDir()
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			port := l.Addr().(*net.TCPAddr).Port
-			l.Close()
+			port := testenv.FreePort(t)
 			url := "nats://127.0.0.1:" + strconv.Itoa(port)
 			child := startChild(t, dir, port, always)
 

@@ -26,7 +26,7 @@ var natsRuns sync.Map // *server.Server -> embedded.NATSOptions
 // publishes 15–22× in publish rate for a power loss no test simulates.
 func NATS(t testing.TB) (*server.Server, string) {
 	t.Helper()
-	s := startNATS(t, embedded.NATSOptions{StoreDir: t.TempDir()})
+	s := startNATS(t, embedded.NATSOptions{StoreDir: t.TempDir(), Port: FreePort(t)})
 	return s, embedded.ClientURL(s)
 }
 

@@ -62,7 +62,7 @@ func RedisServer(t testing.TB, opts ...RedisOption) *RedisProc {
 	// before redis-server binds it; pick another one a few times.
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		if p.port, err = freePort(); err != nil {
+		if p.port, err = Port(); err != nil {
 			break
 		}
 		if err = writeRedisConf(p.conf, dir, p.port, cfg.aof); err != nil {
@@ -284,16 +284,6 @@ func writeRedisConf(path, dir string, port int, aof bool) error {
 		b.WriteString("appendonly no\n")
 	}
 	return os.WriteFile(path, b.Bytes(), 0o600)
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // tail returns the last n lines of the file at path, or why it cannot.

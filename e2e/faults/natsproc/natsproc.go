@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/testenv"
 )
 
 // Module is the package Binary builds: the nats-server main package of the
@@ -461,14 +463,15 @@ func (s *Server) stop() {
 	}
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// freePort returns a TCP port on 127.0.0.1 that is free and reserved for
+// this process (testenv.Port): a node killed and started again on its
+// ports finds them still free.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := testenv.Port()
 	if err != nil {
 		return 0, fmt.Errorf("natsproc: free port: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return p, nil
 }
 
 // freePort2 returns two distinct free ports (client, monitoring).
