@@ -1,0 +1,270 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// A frame is one VALID message: the records of one RAW partition that one
+// validator batch let through, in RAW order, each reduced to what the
+// windower needs. The event bodies stay in RAW (a record's RawSeq finds
+// its body there); VALID carries no copy of them.
+//
+// Layout (version 1), all integers varints (encoding/binary):
+//
+//	byte     FrameVersion
+//	uvarint  source RAW partition
+//	uvarint  record count
+//	per record:
+//	  byte     kind (FrameSubmission, FrameOther, FrameHeartbeat)
+//	  uvarint  RAW sequence − the previous record's (the first: absolute)
+//	  varint   time ms − the previous record's (the first: absolute);
+//	           the event time, or a heartbeat's source progress
+//	  unless a heartbeat:
+//	    uvarint  len, event id bytes
+//	    byte     type code (typeCodes), or 0 then uvarint len, type bytes
+//	    8 bytes  content fingerprint, little endian
+//	    varint   window start hour − the record's time hour (always 0 for
+//	             a frame the validator writes: kept so a reader can check it)
+//
+// A reader accepts every version up to FrameVersion and refuses newer ones
+// (ErrFrameVersion): a windower older than its validator stops instead of
+// misreading.
+
+// FrameVersion is the version this code writes.
+const FrameVersion = 1
+
+// HdrFrame marks a VALID message whose body is a frame; its value is the
+// frame's version. A VALID message without it is one event as the releases
+// before frames wrote it (HdrKind, HdrTime, HdrEventID).
+const HdrFrame = "Rf-Frame"
+
+// Record kinds in a frame.
+const (
+	FrameSubmission = 's'
+	FrameOther      = 'o'
+	FrameHeartbeat  = 'h'
+)
+
+// ErrFrameVersion: the frame was written by a newer validator.
+var ErrFrameVersion = errors.New("wire: frame version not supported")
+
+// ErrFrame: the bytes are not a frame.
+var ErrFrame = errors.New("wire: malformed frame")
+
+// typeCodes are the event types a frame writes as one byte (1-based).
+var typeCodes = []string{"submitted", "draft_saved", "viewed"}
+
+// FrameRecord is one record of a frame.
+type FrameRecord struct {
+	Kind   byte
+	RawSeq uint64
+	// Time is the event time in ms since the epoch, or a heartbeat's
+	// source progress.
+	Time        int64
+	EventID     string
+	Type        string
+	Fingerprint uint64
+}
+
+// Frame is the decoded body of a frame message.
+type Frame struct {
+	// Partition is the RAW partition the records come from.
+	Partition int
+	Records   []FrameRecord
+}
+
+// FrameMsgID is the Nats-Msg-Id of the frame of RAW partition p holding the
+// records from RAW sequence first to last: a frame published again for the
+// same records (a validator that crashed before its ack) is a JetStream
+// duplicate.
+func FrameMsgID(p int, first, last uint64) string {
+	return "vf-" + strconv.Itoa(p) + "-" + strconv.FormatUint(first, 10) + "-" + strconv.FormatUint(last, 10)
+}
+
+const hourMs = 3600 * 1000
+
+func hourOf(ms int64) int64 {
+	h := ms / hourMs
+	if ms%hourMs < 0 {
+		h--
+	}
+	return h
+}
+
+// AppendFrame appends the encoding of f to dst.
+func AppendFrame(dst []byte, f *Frame) []byte {
+	dst = append(dst, FrameVersion)
+	dst = binary.AppendUvarint(dst, uint64(f.Partition))
+	dst = binary.AppendUvarint(dst, uint64(len(f.Records)))
+	var prevSeq uint64
+	var prevTime int64
+	for i := range f.Records {
+		r := &f.Records[i]
+		dst = append(dst, r.Kind)
+		dst = binary.AppendUvarint(dst, r.RawSeq-prevSeq)
+		dst = binary.AppendVarint(dst, r.Time-prevTime)
+		prevSeq, prevTime = r.RawSeq, r.Time
+		if r.Kind == FrameHeartbeat {
+			continue
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(r.EventID)))
+		dst = append(dst, r.EventID...)
+		code := 0
+		for j, t := range typeCodes {
+			if t == r.Type {
+				code = j + 1
+				break
+			}
+		}
+		dst = append(dst, byte(code))
+		if code == 0 {
+			dst = binary.AppendUvarint(dst, uint64(len(r.Type)))
+			dst = append(dst, r.Type...)
+		}
+		dst = binary.LittleEndian.AppendUint64(dst, r.Fingerprint)
+		dst = binary.AppendVarint(dst, 0) // window hour − time hour
+	}
+	return dst
+}
+
+// frameReader reads a frame's fields, remembering the first error.
+type frameReader struct {
+	b   []byte
+	err error
+}
+
+func (r *frameReader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s", ErrFrame, what)
+	}
+}
+
+func (r *frameReader) byte1(what string) byte {
+	if r.err != nil || len(r.b) == 0 {
+		r.fail("no " + what)
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *frameReader) uvarint(what string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("bad " + what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *frameReader) varint(what string) int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail("bad " + what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *frameReader) str(what string) string {
+	n := r.uvarint(what + " length")
+	if r.err != nil {
+		return ""
+	}
+	if n > uint64(len(r.b)) {
+		r.fail(what + " longer than the frame")
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+// DecodeFrame decodes a frame of any version up to FrameVersion.
+func DecodeFrame(b []byte) (Frame, error) {
+	var f Frame
+	if len(b) == 0 {
+		return f, fmt.Errorf("%w: empty", ErrFrame)
+	}
+	if v := b[0]; v == 0 || v > FrameVersion {
+		return f, fmt.Errorf("%w: version %d (this reader knows 1 to %d)", ErrFrameVersion, v, FrameVersion)
+	}
+	r := &frameReader{b: b[1:]}
+	part := r.uvarint("partition")
+	n := r.uvarint("record count")
+	if r.err != nil {
+		return Frame{}, r.err
+	}
+	if part > 1<<20 {
+		return Frame{}, fmt.Errorf("%w: partition %d", ErrFrame, part)
+	}
+	// Every record takes at least 3 bytes: a count beyond that is a lie,
+	// and must not make the reader allocate it.
+	if n > uint64(len(r.b))/3 {
+		return Frame{}, fmt.Errorf("%w: %d records in %d bytes", ErrFrame, n, len(r.b))
+	}
+	f.Partition = int(part)
+	f.Records = make([]FrameRecord, n)
+	var seq uint64
+	var t int64
+	for i := range f.Records {
+		rec := &f.Records[i]
+		rec.Kind = r.byte1("record kind")
+		seq += r.uvarint("RAW sequence")
+		t += r.varint("time")
+		rec.RawSeq, rec.Time = seq, t
+		if r.err != nil {
+			return Frame{}, r.err
+		}
+		switch rec.Kind {
+		case FrameHeartbeat:
+			continue
+		case FrameSubmission, FrameOther:
+		default:
+			return Frame{}, fmt.Errorf("%w: record %d has kind %q", ErrFrame, i, rec.Kind)
+		}
+		rec.EventID = r.str("event id")
+		switch code := r.byte1("type code"); {
+		case code == 0:
+			rec.Type = r.str("type")
+		case int(code) <= len(typeCodes):
+			rec.Type = typeCodes[code-1]
+		default:
+			r.fail("type code " + strconv.Itoa(int(code)))
+		}
+		if r.err == nil && len(r.b) < 8 {
+			r.fail("no fingerprint")
+		}
+		if r.err != nil {
+			return Frame{}, r.err
+		}
+		rec.Fingerprint = binary.LittleEndian.Uint64(r.b)
+		r.b = r.b[8:]
+		if d := r.varint("window"); r.err == nil && d != 0 {
+			return Frame{}, fmt.Errorf("%w: record %d (%s) is filed in window hour %d, its time is in hour %d",
+				ErrFrame, i, rec.EventID, hourOf(t)+d, hourOf(t))
+		}
+		if rec.EventID == "" {
+			r.fail("record " + strconv.Itoa(i) + " has no event id")
+		}
+	}
+	if r.err != nil {
+		return Frame{}, r.err
+	}
+	if len(r.b) != 0 {
+		return Frame{}, fmt.Errorf("%w: %d bytes after the last record", ErrFrame, len(r.b))
+	}
+	return f, nil
+}

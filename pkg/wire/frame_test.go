@@ -1,0 +1,122 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func goldFrame() Frame {
+	return Frame{Partition: 3, Records: []FrameRecord{
+		{Kind: FrameSubmission, RawSeq: 41, Time: 1767225600000, EventID: "e-1", Type: "submitted", Fingerprint: 0x0102030405060708},
+		{Kind: FrameHeartbeat, RawSeq: 42, Time: 1767225590000},
+		{Kind: FrameOther, RawSeq: 57, Time: 1767225500000, EventID: "e-2", Type: "viewed", Fingerprint: 1},
+		{Kind: FrameOther, RawSeq: 60, Time: 1767229200001, EventID: "e-3", Type: "future_type", Fingerprint: ^uint64(0)},
+	}}
+}
+
+// goldV1 is goldFrame as version 1 wrote it. It must decode to goldFrame
+// in every later version of this code: VALID keeps frames for the
+// retention period, and a windower upgraded meanwhile reads them.
+const goldV1 = "010304732980a0d5edee6603652d310108070605040302010068019f9c016f0f9ffe0a03652d32030100000000000000006f03c2d4c30303652d33000b6675747572655f74797065ffffffffffffffff00"
+
+func TestFrameRoundTrip(t *testing.T) {
+	f := goldFrame()
+	b := AppendFrame(nil, &f)
+	got, err := DecodeFrame(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, f) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, f)
+	}
+	empty := Frame{Partition: 7}
+	got, err = DecodeFrame(AppendFrame(nil, &empty))
+	if err != nil || got.Partition != 7 || len(got.Records) != 0 {
+		t.Fatalf("empty frame: %+v %v", got, err)
+	}
+}
+
+func TestFrameVersion1StillDecodes(t *testing.T) {
+	b, err := hex.DecodeString(goldV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeFrame(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := goldFrame(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("version 1 frame:\n got %+v\nwant %+v", got, want)
+	}
+	if FrameVersion == 1 {
+		if enc := AppendFrame(nil, &got); !bytes.Equal(enc, b) {
+			t.Fatalf("version 1 encoding changed:\n got %x\nwant %s", enc, goldV1)
+		}
+	}
+}
+
+func TestFrameNewerVersionRefused(t *testing.T) {
+	f := goldFrame()
+	b := AppendFrame(nil, &f)
+	for _, v := range []byte{0, FrameVersion + 1, 255} {
+		b[0] = v
+		if _, err := DecodeFrame(b); !errors.Is(err, ErrFrameVersion) {
+			t.Errorf("version %d: err %v, want ErrFrameVersion", v, err)
+		}
+	}
+}
+
+func TestFrameMalformed(t *testing.T) {
+	f := goldFrame()
+	b := AppendFrame(nil, &f)
+	cases := map[string][]byte{
+		"empty":          nil,
+		"cut":            b[:len(b)-3],
+		"trailing bytes": append(append([]byte(nil), b...), 0),
+		"huge count":     {FrameVersion, 0, 0xff, 0xff, 0xff, 0xff, 0x0f},
+		"bad kind":       {FrameVersion, 0, 1, 'x', 1, 0},
+		"wrong window":   AppendFrame(nil, &Frame{Records: []FrameRecord{{Kind: FrameOther, RawSeq: 1, EventID: "a", Type: "viewed"}}}),
+		"no event id":    AppendFrame(nil, &Frame{Records: []FrameRecord{{Kind: FrameOther, RawSeq: 1, Type: "viewed"}}}),
+	}
+	w := cases["wrong window"]
+	w[len(w)-1] = 2 // varint 1: one hour off
+	for name, c := range cases {
+		if _, err := DecodeFrame(c); !errors.Is(err, ErrFrame) {
+			t.Errorf("%s: err %v, want ErrFrame", name, err)
+		}
+	}
+}
+
+func TestFrameMsgID(t *testing.T) {
+	if got := FrameMsgID(3, 41, 60); got != "vf-3-41-60" {
+		t.Fatalf("FrameMsgID = %q", got)
+	}
+}
+
+// FuzzFrame: any bytes decode or fail with ErrFrame/ErrFrameVersion, never
+// panic; what decodes encodes to bytes that decode to the same frame.
+func FuzzFrame(f *testing.F) {
+	g := goldFrame()
+	f.Add(AppendFrame(nil, &g))
+	f.Add([]byte{FrameVersion, 0, 0})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr, err := DecodeFrame(b)
+		if err != nil {
+			if !errors.Is(err, ErrFrame) && !errors.Is(err, ErrFrameVersion) {
+				t.Fatalf("error %v is neither ErrFrame nor ErrFrameVersion", err)
+			}
+			return
+		}
+		again, err := DecodeFrame(AppendFrame(nil, &fr))
+		if err != nil {
+			t.Fatalf("re-encoded frame does not decode: %v", err)
+		}
+		if !reflect.DeepEqual(again, fr) {
+			t.Fatalf("re-encoded frame differs:\n got %+v\nwant %+v", again, fr)
+		}
+	})
+}
