@@ -3,7 +3,8 @@
 -- classify against the partition watermark, update window partials, advance
 -- the checkpoint.
 --
--- KEYS[1]          checkpoint hash  (seq, wm, retired, entries, pub, busy)
+-- KEYS[1]          checkpoint hash  (seq, wm, retired, entries, pub, busy,
+--                  raw)
 -- KEYS[2]          window index zset (member window id, score start ms)
 -- KEYS[2+j]        partial hash of window j, j = 1..W (n, corr, late, ver,
 --                  otv, d1, d2)
@@ -16,12 +17,21 @@
 --                  0: unknown), ARGV[6+2W] published mark (the last
 --                  sequence whose outputs the caller has published and
 --                  acked; 0: none), then ARGV[7+2W] record count N, then N
---                  records of 8 fields:
+--                  records of 9 fields:
 --                  seq, kind (s submission | o other type | h heartbeat),
 --                  event IDKey, window index j (1-based, 0 for h), ledger
 --                  shard index k (1-based, 0 unless s), time ms (event
 --                  time; for h the source progress), and the digest
---                  halves h1, h2 of the event id.
+--                  halves h1, h2 of the event id, and the RAW sequence
+--                  (0: unknown).
+--
+-- A record is already applied if its seq is at or below the checkpoint's
+-- seq as the call found it (the records of one VALID frame share the
+-- frame's seq, so a frame is applied whole or not at all), or if its RAW
+-- sequence is at or below raw, the highest RAW sequence the partition
+-- applied: VALID holds a partition's records in RAW order, and a lower one
+-- comes from a frame the validator published again after a crash with
+-- other bounds (a new VALID message, not a JetStream duplicate).
 --
 -- Returns {seq, wm, entries_added, decision_1, ..., decision_N} where a
 -- decision is "c:<ver>" counted on time, "k:<ver>" counted as correction,
@@ -52,15 +62,17 @@ local expect = tonumber(ARGV[5 + 2 * nw])
 local published = tonumber(ARGV[6 + 2 * nw])
 local base = 7 + 2 * nw
 local n = tonumber(ARGV[base])
-local F = 8
+local F = 9
 
-local cur = redis.call('HMGET', KEYS[1], 'seq', 'wm', 'retired', 'entries', 'pub', 'busy')
+local cur = redis.call('HMGET', KEYS[1], 'seq', 'wm', 'retired', 'entries', 'pub', 'busy', 'raw')
 local seq = tonumber(cur[1]) or 0
 local wm = tonumber(cur[2]) or 0
 local retired = tonumber(cur[3]) or 0
 local entries = tonumber(cur[4]) or 0
 local pub = tonumber(cur[5]) or 0
 local busy = tonumber(cur[6]) or 0
+local rawhw = tonumber(cur[7]) or 0
+local seq0 = seq
 if expect > 0 and seq < expect then
   -- Redis is behind what this writer applied: it lost writes (restarted
   -- from an older snapshot, or empty). Refuse; the writer restarts from
@@ -91,9 +103,11 @@ for i = 0, n - 1 do
   local j = tonumber(ARGV[o + 3])
   local k = tonumber(ARGV[o + 4])
   local t = tonumber(ARGV[o + 5])
+  local raw = tonumber(ARGV[o + 8])
   local d
-  if s <= seq then
+  if s <= seq0 or (raw > 0 and raw <= rawhw) then
     d = 'R'
+    if s > seq then seq = s end
     if kind == 's' then
       local lv = redis.call('HGET', KEYS[2 + nw + k], id)
       if lv and string.sub(lv, 1, 1) == 'L' then d = 'RL:' .. string.sub(lv, 2) end
@@ -103,6 +117,7 @@ for i = 0, n - 1 do
     if (busy == 0 or t >= EOS) and t - lateness > wm then wm = t - lateness end
     busy = 0
     seq = s
+    if raw > rawhw then rawhw = raw end
   else
     d = 'o'
     if kind == 's' then
@@ -151,6 +166,7 @@ for i = 0, n - 1 do
     if kind ~= 's' or (d ~= 'd' and string.sub(d, 1, 1) ~= 'x') then busy = 1 end
     if t - lateness > wm then wm = t - lateness end
     seq = s
+    if raw > rawhw then rawhw = raw end
   end
   out[#out + 1] = d
 end
@@ -164,7 +180,8 @@ for j, p in pairs(parts) do
 end
 if published > pub and published <= seq then pub = published end
 redis.call('HSET', KEYS[1], 'seq', string.format('%d', seq), 'wm', string.format('%d', wm),
-  'entries', string.format('%d', entries + added), 'pub', string.format('%d', pub), 'busy', busy)
+  'entries', string.format('%d', entries + added), 'pub', string.format('%d', pub), 'busy', busy,
+  'raw', string.format('%d', rawhw))
 local res = {string.format('%d', seq), string.format('%d', wm), added}
 for i = 1, #out do res[#res + 1] = out[i] end
 return res

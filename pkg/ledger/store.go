@@ -96,6 +96,12 @@ type Record struct {
 	EventID string
 	// Time is the event time (ms), or the source progress of a heartbeat.
 	Time int64
+	// RawSeq, when not 0, is the record's RAW sequence, and the record
+	// comes from the RAW partition of the same number, whose records VALID
+	// holds in RAW order: a record at or below the highest RAW sequence
+	// the partition applied is one applied before (a frame the validator
+	// published again after a crash, cut at other bounds) and is Replayed.
+	RawSeq uint64
 }
 
 // Code is the outcome of one record.
@@ -141,7 +147,9 @@ type Result struct {
 
 // Apply applies recs (in VALID order) to partition p in one atomic script
 // call. Applying the same records again changes nothing and returns
-// Replayed decisions. Safe for concurrent use on different partitions; one
+// Replayed decisions. Records of one VALID message (a frame) share its
+// Seq: a record is new if its Seq is above the checkpoint the call found,
+// so a frame is applied whole or not at all. Safe for concurrent use on different partitions; one
 // partition must have one writer.
 //
 // expect is the checkpoint sequence the caller last saw (0 when unknown):
@@ -195,7 +203,7 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, publish
 		keys = append(keys, s.keys.Partial(p, id))
 	}
 	keys = append(keys, shardKeys...)
-	args := make([]any, 0, 7+2*len(wids)+8*len(recs))
+	args := make([]any, 0, 7+2*len(wids)+9*len(recs))
 	args = append(args, s.lateness, s.grace, s.horizon, len(wids))
 	for _, st := range starts {
 		args = append(args, st)
@@ -209,7 +217,7 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, publish
 		if r.Kind == Submission {
 			h1, h2 = digest.Halves(r.EventID)
 		}
-		args = append(args, r.Seq, string(rune(r.Kind)), hids[i], recWin[i], recShard[i], r.Time, h1, h2)
+		args = append(args, r.Seq, string(rune(r.Kind)), hids[i], recWin[i], recShard[i], r.Time, h1, h2, r.RawSeq)
 	}
 	raw, err := applyScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
