@@ -145,18 +145,18 @@ func (e *conflictEnv) outcomes(n int) outcome {
 		return nil
 	})
 	got := outcome{}
-	for _, base := range []string{wire.Valid, wire.Rejected} {
-		if err := stream.ReadAll(e.ctx, e.js, e.names.Stream(base), func(m jetstream.Msg) error {
-			seq, _ := strconv.ParseUint(m.Headers().Get(wire.HdrRawSeq), 10, 64)
-			if base == wire.Valid {
-				got[seq] = "valid"
-			} else {
-				got[seq] = m.Headers().Get(wire.HdrReason)
-			}
-			return nil
-		}); err != nil {
-			e.t.Fatal(err)
-		}
+	if err := stream.ReadValid(e.ctx, e.js, e.names.Stream(wire.Valid), func(v stream.ValidRecord) error {
+		got[v.RawSeq] = "valid"
+		return nil
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := stream.ReadAll(e.ctx, e.js, e.names.Stream(wire.Rejected), func(m jetstream.Msg) error {
+		seq, _ := strconv.ParseUint(m.Headers().Get(wire.HdrRawSeq), 10, 64)
+		got[seq] = m.Headers().Get(wire.HdrReason)
+		return nil
+	}); err != nil {
+		e.t.Fatal(err)
 	}
 	return got
 }
@@ -354,7 +354,19 @@ func TestConflictManyCopiesAnyOrder(t *testing.T) {
 				var rejected map[uint64]string
 				testenv.CheckFor(t, 10*time.Second, 200*time.Millisecond, func() error {
 					valid, rejected = map[string][2]int{}, map[uint64]string{}
-					if err := stream.ReadAll(e.ctx, e.js, e.names.Stream(wire.Valid), func(m jetstream.Msg) error {
+					// VALID's frames name each record's RAW sequence; the
+					// content is read there.
+					raw := map[uint64][]byte{}
+					if err := stream.ReadAll(e.ctx, e.js, e.names.Stream(wire.Raw), func(m jetstream.Msg) error {
+						meta, err := m.Metadata()
+						if err == nil {
+							raw[meta.Sequence.Stream] = m.Data()
+						}
+						return err
+					}); err != nil {
+						return err
+					}
+					if err := stream.ReadValid(e.ctx, e.js, e.names.Stream(wire.Valid), func(v stream.ValidRecord) error {
 						var ev struct {
 							EventID      string `json:"event_id"`
 							PartitionKey string `json:"partition_key"`
@@ -362,13 +374,20 @@ func TestConflictManyCopiesAnyOrder(t *testing.T) {
 								V int `json:"v"`
 							} `json:"payload"`
 						}
-						if err := json.Unmarshal(m.Data(), &ev); err != nil {
+						if err := json.Unmarshal(raw[v.RawSeq], &ev); err != nil {
 							return err
 						}
-						if _, ok := valid[ev.EventID]; ok {
-							return fmt.Errorf("%s twice in VALID", ev.EventID)
+						if ev.EventID != v.EventID {
+							return fmt.Errorf("VALID names %s at RAW sequence %d, which holds %s", v.EventID, v.RawSeq, ev.EventID)
 						}
-						valid[ev.EventID] = [2]int{ev.Payload.V, window.Route(ev.PartitionKey, "", conflictParts, nil)}
+						// Identical copies may each be in VALID (frames carry no
+						// per-event message id; the windower's ledger counts
+						// the id once): never two contents.
+						c := [2]int{ev.Payload.V, window.Route(ev.PartitionKey, "", conflictParts, nil)}
+						if prev, ok := valid[ev.EventID]; ok && prev != c {
+							return fmt.Errorf("%s twice in VALID with other content: %v and %v", ev.EventID, prev, c)
+						}
+						valid[ev.EventID] = c
 						return nil
 					}); err != nil {
 						return err
@@ -432,8 +451,17 @@ func (e *conflictEnv) diagnose(conflicting map[uint64]bool) {
 }
 
 // count is the number of messages in a stream of the generation.
+// count is how many messages stream base holds; for VALID, how many
+// records its frames hold.
 func (e *conflictEnv) count(base string) uint64 {
 	e.t.Helper()
+	if base == wire.Valid {
+		var n uint64
+		if err := stream.ReadValid(e.ctx, e.js, e.names.Stream(base), func(stream.ValidRecord) error { n++; return nil }); err != nil {
+			e.t.Fatal(err)
+		}
+		return n
+	}
 	st, err := e.js.Stream(e.ctx, e.names.Stream(base))
 	if err != nil {
 		e.t.Fatal(err)

@@ -18,14 +18,6 @@ const DefaultMaxDeliveries = 5
 // calls it through a field so tests can make one record fail.
 type validateFunc func(raw []byte, receivedAt time.Time) (contract.Event, error)
 
-// heartbeatID is the VALID message id of the heartbeat at RAW sequence seq
-// of partition p. The '/' is outside the event id alphabet, so no event id
-// (the VALID message id of an event) can ever equal it: an event named like
-// a heartbeat cannot make JetStream drop the heartbeat, or the reverse.
-func heartbeatID(p int, seq uint64) string {
-	return "hb/" + strconv.Itoa(p) + "/" + strconv.FormatUint(seq, 10)
-}
-
 // poison returns the rejection of a record JetStream has delivered more than
 // MaxDeliveries times, or nil. Such a record was handed to this consumer
 // that often without its batch being acknowledged: whatever keeps failing,

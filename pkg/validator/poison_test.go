@@ -112,6 +112,19 @@ func (r *rig) handle(batch []jetstream.Msg) error {
 }
 
 // read returns every message of a stream.
+// validRecords reads every record of VALID.
+func (r *rig) validRecords() []stream.ValidRecord {
+	r.t.Helper()
+	var out []stream.ValidRecord
+	if err := stream.ReadValid(r.ctx, r.js, r.names.Stream(wire.Valid), func(v stream.ValidRecord) error {
+		out = append(out, v)
+		return nil
+	}); err != nil {
+		r.t.Fatal(err)
+	}
+	return out
+}
+
 func (r *rig) read(base string) []jetstream.Msg {
 	r.t.Helper()
 	var out []jetstream.Msg
@@ -251,8 +264,8 @@ func TestOneRecordFailingIsItsOwnRejection(t *testing.T) {
 		t.Errorf("REJECTED %v, want %s", got, want)
 	}
 	var valid []string
-	for _, m := range r.read(wire.Valid) {
-		valid = append(valid, m.Headers().Get(wire.HdrEventID))
+	for _, v := range r.validRecords() {
+		valid = append(valid, v.EventID)
 	}
 	if strings.Join(valid, " ") != "good-1 good-2" {
 		t.Errorf("VALID %v", valid)
@@ -286,15 +299,17 @@ func TestRejectedCopyIsBounded(t *testing.T) {
 		!strings.Contains(h.Get(wire.HdrDetail), fmt.Sprintf("record is %d bytes", len(big))) {
 		t.Errorf("REJECTED %v with %d bytes (keep %d)", h, len(rej[0].Data()), keep)
 	}
-	if n := len(r.read(wire.Valid)); n != 1 {
-		t.Errorf("VALID holds %d messages, want the record after the big one", n)
+	if v := r.validRecords(); len(v) != 1 || v[0].EventID != "after-1" {
+		t.Errorf("VALID holds %+v, want the record after the big one", v)
 	}
 }
 
-// TestValidHeartbeatIDsCannotCollide: the VALID message id of a heartbeat
-// holds '/', outside the event id alphabet, so an event named like the old
-// heartbeat ids ("hb-<p>-<seq>") can neither drop a heartbeat nor be
-// dropped by one.
+// TestValidHeartbeatIDsCannotCollide: VALID message ids (a frame's:
+// partition and RAW range) hold '/', outside the event id alphabet, so an
+// event named like a heartbeat or a frame can neither drop one nor be
+// dropped by one: the heartbeat and the event named like the old heartbeat
+// ids ("hb-<p>-<seq>") are both in VALID, and the event named like a
+// message id with '/' is rejected.
 func TestValidHeartbeatIDsCannotCollide(t *testing.T) {
 	r := newRig(t, 0)
 	hb := stream.NewMsg(r.names.Subject(wire.Raw, 0), "hb-raw-1", nil)
@@ -302,21 +317,21 @@ func TestValidHeartbeatIDsCannotCollide(t *testing.T) {
 	if _, err := r.js.PublishMsg(r.ctx, hb); err != nil {
 		t.Fatal(err)
 	}
-	r.publish(record("hb-0-1"), record("hb/0/1"))
+	r.publish(record("hb-0-1"), record("vf/0/1-2"))
 	if err := r.s.handle(r.ctx, 0, r.fetch(3)); err != nil {
 		t.Fatal(err)
 	}
-	var ids []string
-	for _, m := range r.read(wire.Valid) {
-		ids = append(ids, m.Headers().Get(jetstream.MsgIDHeader))
+	var got []string
+	for _, v := range r.validRecords() {
+		got = append(got, fmt.Sprintf("%c:%s@%d in %s", v.Kind, v.EventID, v.RawSeq, v.MsgID))
 	}
-	if strings.Join(ids, " ") != "hb/0/1 hb-0-1" {
-		t.Errorf("VALID message ids %v, want the heartbeat and the event", ids)
+	if want := "h:@1 in vf/0/1-2 s:hb-0-1@2 in vf/0/1-2"; strings.Join(got, " ") != want {
+		t.Errorf("VALID records %v, want %s", got, want)
 	}
 	if rej := r.read(wire.Rejected); len(rej) != 1 || rej[0].Headers().Get(wire.HdrReason) != "invalid_field" {
 		t.Errorf("an event id with '/' was not rejected: %d", len(rej))
 	}
-	if contract.PeekEventID(record("hb/0/1")) != "" {
+	if contract.PeekEventID(record("vf/0/1-2")) != "" {
 		t.Error("'/' is in the id alphabet")
 	}
 }

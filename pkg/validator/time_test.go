@@ -49,8 +49,8 @@ func TestReceivedTimeIsTheBrokers(t *testing.T) {
 		got[m.Headers().Get(wire.HdrEventID)] = m.Headers().Get(wire.HdrReason) + ": " + m.Headers().Get(wire.HdrDetail)
 	}
 	valid := map[string]bool{}
-	for _, m := range r.read(wire.Valid) {
-		valid[contract.PeekEventID(m.Data())] = true
+	for _, v := range r.validRecords() {
+		valid[v.EventID] = true
 	}
 	for _, tc := range recs {
 		id := contract.PeekEventID(tc.rec)

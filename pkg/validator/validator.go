@@ -6,16 +6,21 @@
 // (a conflicting duplicate is rejected), publish the batch's outputs and
 // wait for JetStream to store them; only then does the loop ack the batch
 // with one ack. A crash anywhere before the ack redelivers the batch, and
-// every output carries a Nats-Msg-Id, so nothing is stored twice. VALID outputs
-// go in ordered atomic batches (stream.GroupPublisher), so that each
-// VALID partition holds its messages in RAW order even when a publish
-// fails and is retried (a lost stream leader); REJECTED outputs go
-// pipelined (stream.PublishAll).
+// every output carries a Nats-Msg-Id, so nothing is stored twice.
+//
+// A batch's valid records and heartbeats go to VALID as one frame
+// (wire.Frame: per record what the windower needs, not the event body),
+// whose message id names the partition and the RAW range; a redelivered
+// batch cut at other bounds makes a frame with another id, whose records
+// the windower recognises by their RAW sequence (ledger.Record.RawSeq).
+// Frames go in order (stream.GroupPublisher's ordered atomic batches on a
+// replicated VALID), so that each VALID partition holds its records in RAW
+// order even when a publish fails and is retried (a lost stream leader);
+// REJECTED outputs go pipelined (stream.PublishAll).
 package validator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -191,9 +196,22 @@ type pending struct {
 	claim int
 }
 
+// item is one output of a batch, in RAW order: a frame record for VALID
+// partition vp, or (rec.Kind 0) a valid record waiting for its claim.
+type item struct {
+	vp  int
+	rec wire.FrameRecord
+	v   int // index in valid, for a record waiting for its claim
+}
+
+// maxFrameRecords bounds the records of one frame: with event ids of at
+// most 128 bytes a frame stays far below JetStream's 1 MB payload limit.
+const maxFrameRecords = 2000
+
 func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) error {
 	s.m.batch.Observe(float64(len(batch)))
-	out := make([]*nats.Msg, 0, len(batch))
+	var rejected []*nats.Msg
+	items := make([]item, 0, len(batch))
 	var valid []pending
 	var claims []ledger.Claim
 	for _, m := range batch {
@@ -203,34 +221,32 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 		}
 		seq := meta.Sequence.Stream
 		if hb := m.Headers().Get(wire.HdrHeartbeat); hb != "" {
-			if _, err := strconv.ParseInt(hb, 10, 64); err != nil {
-				out = append(out, s.rejectMsg(seq, m.Data(), contract.Reject(contract.ReasonInvalidField, "", "heartbeat progress %q is not an integer", hb)))
+			t, err := strconv.ParseInt(hb, 10, 64)
+			if err != nil {
+				rejected = append(rejected, s.rejectMsg(seq, m.Data(), contract.Reject(contract.ReasonInvalidField, "", "heartbeat progress %q is not an integer", hb)))
 				continue
 			}
-			msg := stream.NewMsg(s.cfg.Names.Subject(wire.Valid, p), heartbeatID(p, seq), nil)
-			msg.Header.Set(wire.HdrHeartbeat, hb)
-			msg.Header.Set(wire.HdrRawSeq, strconv.FormatUint(seq, 10))
-			out = append(out, msg)
+			items = append(items, item{vp: p, rec: wire.FrameRecord{Kind: wire.FrameHeartbeat, RawSeq: seq, Time: t}})
 			s.m.in.WithLabelValues("heartbeat").Inc()
 			continue
 		}
 		if rej := s.poison(meta, m.Data()); rej != nil {
 			s.cfg.Logger.Warn("poison message routed to REJECTED", "partition", p, "raw_seq", seq, "deliveries", meta.NumDelivered)
-			out = append(out, s.rejectMsg(seq, m.Data(), rej))
+			rejected = append(rejected, s.rejectMsg(seq, m.Data(), rej))
 			continue
 		}
 		ev, rej := s.validateOne(m)
 		if rej != nil {
-			out = append(out, s.rejectMsg(seq, m.Data(), rej))
+			rejected = append(rejected, s.rejectMsg(seq, m.Data(), rej))
 			continue
 		}
+		items = append(items, item{v: len(valid)})
 		valid = append(valid, pending{ev: ev, raw: m.Data(), seq: seq, claim: len(claims)})
 		// The claim day is the day RAW stored the record, not its
 		// ingested_at: a producer may write ingested_at, and a forged one
 		// would file the claim where the first version's claim is not
 		// looked up, or advance the retirement past live claims.
 		claims = append(claims, ledger.Claim{EventID: ev.EventID, Fingerprint: ev.Fingerprint, Seq: seq, Day: ingestDay(meta.Timestamp)})
-		out = append(out, nil) // placeholder keeps stream order
 	}
 	// Claims, then the publication barrier: the lowest RAW sequence of an
 	// id in any partition holds it (docs/spec.md §2, barrier.go).
@@ -241,33 +257,25 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 	if err := s.retireClaims(ctx, claims); err != nil {
 		return err
 	}
-	vi := 0
-	for i := range out {
-		if out[i] != nil {
+	kept := items[:0]
+	for _, it := range items {
+		if it.rec.Kind != 0 {
+			kept = append(kept, it)
 			continue
 		}
-		v := valid[vi]
-		vi++
+		v := valid[it.v]
 		if conflicts[v.claim] {
-			out[i] = s.rejectMsg(v.seq, v.raw, contract.Reject(contract.ReasonConflictingDuplicate, v.ev.EventID,
-				"event_id %q was first seen with other content", v.ev.EventID))
+			rejected = append(rejected, s.rejectMsg(v.seq, v.raw, contract.Reject(contract.ReasonConflictingDuplicate, v.ev.EventID,
+				"event_id %q was first seen with other content", v.ev.EventID)))
 			continue
 		}
-		out[i] = s.validMsg(v)
+		kept = append(kept, s.validItem(v))
 	}
-	// VALID must hold each partition's messages in RAW order (the
-	// windower's watermark and lateness follow it), so it is written with
-	// ordered atomic batches; REJECTED is not read in order and goes
-	// pipelined, alongside.
-	var validOut, rejected []*nats.Msg
-	rejSubject := s.cfg.Names.Subject(wire.Rejected, 0)
-	for _, m := range out {
-		if m.Subject == rejSubject {
-			rejected = append(rejected, m)
-		} else {
-			validOut = append(validOut, m)
-		}
-	}
+	// VALID must hold each partition's records in RAW order (the
+	// windower's watermark and lateness follow it): they go as frames,
+	// written in order (publishValid). REJECTED is not read in order and
+	// goes pipelined, alongside.
+	validOut := s.frames(p, kept)
 	// REJECTED is published alongside VALID; a failure of one does not
 	// stop the other (no shared context), and VALID's error comes first.
 	var rej errgroup.Group
@@ -275,7 +283,9 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 		_, err := stream.PublishAll(ctx, s.js, rejected)
 		return err
 	})
-	err = s.publishValid(ctx, validOut)
+	if len(validOut) > 0 {
+		err = s.publishValid(ctx, validOut)
+	}
 	orderBroken := errors.Is(err, stream.ErrOrderBroken)
 	if orderBroken {
 		s.cfg.Logger.Error("VALID is out of RAW order: rebuild into a new generation (docs/recovery.md)", "partition", p, "err", err)
@@ -296,20 +306,48 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 	return s.cfg.Failpoints.Hit(failpoint.ValidatorAfterPublish)
 }
 
-func (s *Service) validMsg(v pending) *nats.Msg {
-	p := window.Route(v.ev.PartitionKey, v.ev.EventID, s.cfg.Partitions, s.cfg.HotKeys)
-	body, _ := json.Marshal(&v.ev)
-	msg := stream.NewMsg(s.cfg.Names.Subject(wire.Valid, p), v.ev.EventID, body)
-	kind := wire.KindOther
+// validItem is the frame record of a valid event, for its VALID partition.
+func (s *Service) validItem(v pending) item {
+	kind := byte(wire.FrameOther)
 	if v.ev.Counts() {
-		kind = wire.KindSubmission
+		kind = wire.FrameSubmission
 	}
-	msg.Header.Set(wire.HdrKind, kind)
-	msg.Header.Set(wire.HdrTime, strconv.FormatInt(v.ev.OccurredAt.UnixMilli(), 10))
-	msg.Header.Set(wire.HdrEventID, v.ev.EventID)
-	msg.Header.Set(wire.HdrRawSeq, strconv.FormatUint(v.seq, 10))
 	s.m.out.WithLabelValues("valid").Inc()
-	return msg
+	return item{
+		vp: window.Route(v.ev.PartitionKey, v.ev.EventID, s.cfg.Partitions, s.cfg.HotKeys),
+		rec: wire.FrameRecord{Kind: kind, RawSeq: v.seq, Time: v.ev.OccurredAt.UnixMilli(), EventID: v.ev.EventID,
+			Type: v.ev.Type, Fingerprint: v.ev.Fingerprint},
+	}
+}
+
+// frames groups the records of RAW partition p's batch into VALID frames:
+// one per VALID partition (ingest routes like the validator, so normally
+// one, p's own), in RAW order, at most maxFrameRecords each, in the order
+// of their first record. Each frame's message id names p and its RAW range.
+func (s *Service) frames(p int, items []item) []*nats.Msg {
+	var order []int
+	by := map[int][]wire.FrameRecord{}
+	for _, it := range items {
+		if _, ok := by[it.vp]; !ok {
+			order = append(order, it.vp)
+		}
+		by[it.vp] = append(by[it.vp], it.rec)
+	}
+	var out []*nats.Msg
+	for _, vp := range order {
+		recs := by[vp]
+		for len(recs) > 0 {
+			n := min(len(recs), maxFrameRecords)
+			f := wire.Frame{Partition: p, Records: recs[:n]}
+			recs = recs[n:]
+			first, last := f.Records[0].RawSeq, f.Records[n-1].RawSeq
+			msg := stream.NewMsg(s.cfg.Names.Subject(wire.Valid, vp), wire.FrameMsgID(p, first, last), wire.AppendFrame(nil, &f))
+			msg.Header.Set(wire.HdrFrame, strconv.Itoa(wire.FrameVersion))
+			msg.Header.Set(wire.HdrRawSeq, strconv.FormatUint(last, 10))
+			out = append(out, msg)
+		}
+	}
+	return out
 }
 
 // rejectMsg is the REJECTED message of the RAW record at seq. It carries

@@ -225,36 +225,39 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 // it without change and the outputs go again under their Nats-Msg-Ids.
 func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, lastWM int64, lastSeq, published uint64) (*ledger.Result, uint64, error) {
 	s.m.batch.Observe(float64(len(batch)))
-	recs := make([]ledger.Record, len(batch))
-	rawSeqs := make([]uint64, len(batch))
-	for i, m := range batch {
-		meta, err := m.Metadata()
-		if err != nil {
-			return nil, 0, fmt.Errorf("windower: metadata: %w", err)
-		}
-		h := m.Headers()
-		rawSeqs[i], _ = strconv.ParseUint(h.Get(wire.HdrRawSeq), 10, 64)
-		r := ledger.Record{Seq: meta.Sequence.Stream}
-		if hb := h.Get(wire.HdrHeartbeat); hb != "" {
-			r.Kind = ledger.Heartbeat
-			r.Time, err = strconv.ParseInt(hb, 10, 64)
-		} else {
-			r.Kind = ledger.Other
-			if h.Get(wire.HdrKind) == wire.KindSubmission {
-				r.Kind = ledger.Submission
-			}
-			r.EventID = h.Get(wire.HdrEventID)
-			r.Time, err = strconv.ParseInt(h.Get(wire.HdrTime), 10, 64)
-			if r.EventID == "" {
-				err = errors.New("no event id header")
-			}
+	recs := make([]ledger.Record, 0, len(batch))
+	// Per record: its RAW sequence, and the event body a VALID message of
+	// the releases before frames carried (nil for a frame's records).
+	rawSeqs := make([]uint64, 0, len(batch))
+	var bodies [][]byte
+	for _, m := range batch {
+		vrs, err := stream.ValidRecords(m)
+		if err == nil && len(vrs) == 0 {
+			err = errors.New("an empty frame")
 		}
 		if err != nil {
 			// VALID is written only by the validator; a message it could
 			// not have written is a bug or tampering, never skipped quietly.
-			return nil, 0, fmt.Errorf("windower: VALID sequence %d is not a validator message: %w", r.Seq, err)
+			return nil, 0, fmt.Errorf("windower: %w", err)
 		}
-		recs[i] = r
+		legacy := vrs[0].Source < 0
+		if legacy && bodies == nil {
+			bodies = make([][]byte, len(recs), len(batch))
+		}
+		for _, vr := range vrs {
+			r := ledger.Record{Seq: vr.Seq, Kind: ledger.Kind(vr.Kind), EventID: vr.EventID, Time: vr.Time}
+			if vr.Source == p {
+				r.RawSeq = vr.RawSeq // in RAW order: see ledger.Record
+			}
+			recs = append(recs, r)
+			rawSeqs = append(rawSeqs, vr.RawSeq)
+			switch {
+			case legacy:
+				bodies = append(bodies, m.Data())
+			case bodies != nil:
+				bodies = append(bodies, nil)
+			}
+		}
 	}
 	if err := s.cfg.Failpoints.Hit(failpoint.WindowerBeforeWrite); err != nil {
 		return nil, 0, err
@@ -288,7 +291,7 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, last
 		}
 		body, _ := json.Marshal(&wire.LateEvent{
 			EventID: recs[i].EventID, WindowID: d.WindowID, Reason: reason,
-			Watermark: window.Time(d.Watermark), Partition: p, Seq: rawSeqs[i], Event: batch[i].Data(),
+			Watermark: window.Time(d.Watermark), Partition: p, Seq: rawSeqs[i], Event: bodyOf(bodies, i),
 		})
 		out = append(out, stream.NewMsg(s.cfg.Names.Subject(wire.Late, p), "late-"+recs[i].EventID, body))
 	}
@@ -311,6 +314,14 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, last
 	s.m.watermark.WithLabelValues(strconv.Itoa(p)).Set(float64(res.Watermark) / 1000)
 	s.m.entries.Add(float64(res.Added))
 	return res, done, nil
+}
+
+// bodyOf is record i's event body, if its VALID message carried one.
+func bodyOf(bodies [][]byte, i int) []byte {
+	if i < len(bodies) {
+		return bodies[i]
+	}
+	return nil
 }
 
 func anyReplayed(res *ledger.Result) bool {

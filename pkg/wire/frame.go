@@ -79,9 +79,10 @@ type Frame struct {
 // FrameMsgID is the Nats-Msg-Id of the frame of RAW partition p holding the
 // records from RAW sequence first to last: a frame published again for the
 // same records (a validator that crashed before its ack) is a JetStream
-// duplicate.
+// duplicate. The '/' is outside the event id alphabet: no message id of
+// an event (RAW, or VALID as written before frames) can equal it.
 func FrameMsgID(p int, first, last uint64) string {
-	return "vf-" + strconv.Itoa(p) + "-" + strconv.FormatUint(first, 10) + "-" + strconv.FormatUint(last, 10)
+	return "vf/" + strconv.Itoa(p) + "/" + strconv.FormatUint(first, 10) + "-" + strconv.FormatUint(last, 10)
 }
 
 const hourMs = 3600 * 1000

@@ -91,7 +91,7 @@ func TestFrameMalformed(t *testing.T) {
 }
 
 func TestFrameMsgID(t *testing.T) {
-	if got := FrameMsgID(3, 41, 60); got != "vf-3-41-60" {
+	if got := FrameMsgID(3, 41, 60); got != "vf/3/41-60" {
 		t.Fatalf("FrameMsgID = %q", got)
 	}
 }
