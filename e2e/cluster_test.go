@@ -26,7 +26,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -438,22 +437,20 @@ func clusterSlot(t testing.TB, ctx context.Context, rdb *redis.ClusterClient, ke
 }
 
 // clusterOrderReport logs, for each VALID partition, where the RAW order
-// of its messages breaks (a message from an earlier RAW sequence stored
+// of its records breaks (a message from an earlier RAW sequence stored
 // after a later one), and returns how many breaks there are.
 func clusterOrderReport(t testing.TB, ctx context.Context, js jetstream.JetStream) int {
 	t.Helper()
 	last := map[string]uint64{}
 	breaks := map[string]int{}
-	err := stream.ReadAll(ctx, js, wire.Valid, func(m jetstream.Msg) error {
-		raw, _ := strconv.ParseUint(m.Headers().Get(wire.HdrRawSeq), 10, 64)
-		meta, _ := m.Metadata()
-		if raw < last[m.Subject()] {
-			if breaks[m.Subject()] < 3 {
-				t.Logf("%s: VALID seq %d holds RAW seq %d after RAW seq %d (heartbeat %q)", m.Subject(), meta.Sequence.Stream, raw, last[m.Subject()], m.Headers().Get(wire.HdrHeartbeat))
+	err := stream.ReadValid(ctx, js, wire.Valid, func(v stream.ValidRecord) error {
+		if v.RawSeq < last[v.Subject] {
+			if breaks[v.Subject] < 3 {
+				t.Logf("%s: VALID seq %d holds RAW seq %d after RAW seq %d (kind %c)", v.Subject, v.Seq, v.RawSeq, last[v.Subject], v.Kind)
 			}
-			breaks[m.Subject()]++
+			breaks[v.Subject]++
 		}
-		last[m.Subject()] = max(last[m.Subject()], raw)
+		last[v.Subject] = max(last[v.Subject], v.RawSeq)
 		return nil
 	})
 	t.Logf("VALID order breaks by subject: %v (read error: %v)", breaks, err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 	"sort"
-	"strconv"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -54,13 +53,8 @@ func (b *bencher) stages(ctx context.Context, js jetstream.JetStream, names wire
 		ts  int64
 	}
 	byRaw := map[uint64]valid{}
-	if err := stream.ReadAll(ctx, js, names.Stream(wire.Valid), func(m jetstream.Msg) error {
-		md, err := m.Metadata()
-		if err != nil {
-			return err
-		}
-		rs, _ := strconv.ParseUint(m.Headers().Get(wire.HdrRawSeq), 10, 64)
-		byRaw[rs] = valid{md.Sequence.Stream, md.Timestamp.UnixNano()}
+	if err := stream.ReadValid(ctx, js, names.Stream(wire.Valid), func(v stream.ValidRecord) error {
+		byRaw[v.RawSeq] = valid{v.Seq, v.Stored.UnixNano()}
 		return nil
 	}); err != nil {
 		return nil, err

@@ -592,15 +592,24 @@ func (d *deployment) missingFrom(ctx context.Context, admin *connect.Conn, base 
 		return nil
 	}
 	held := map[string]bool{}
-	err := stream.ReadAll(ctx, admin.JS, wire.For("").Stream(base), func(m jetstream.Msg) error {
-		var ev struct {
-			EventID string `json:"event_id"`
-		}
-		if json.Unmarshal(m.Data(), &ev) == nil && ev.EventID != "" {
-			held[ev.EventID] = true
-		}
-		return nil
-	})
+	name := wire.For("").Stream(base)
+	var err error
+	if base == wire.Valid {
+		err = stream.ReadValid(ctx, admin.JS, name, func(v stream.ValidRecord) error {
+			held[v.EventID] = true
+			return nil
+		})
+	} else {
+		err = stream.ReadAll(ctx, admin.JS, name, func(m jetstream.Msg) error {
+			var ev struct {
+				EventID string `json:"event_id"`
+			}
+			if json.Unmarshal(m.Data(), &ev) == nil && ev.EventID != "" {
+				held[ev.EventID] = true
+			}
+			return nil
+		})
+	}
 	if err != nil {
 		d.t.Logf("reading %s for missing ids: %v", base, err)
 		return nil

@@ -262,12 +262,10 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, last
 	if err := s.cfg.Failpoints.Hit(failpoint.WindowerBeforeWrite); err != nil {
 		return nil, 0, err
 	}
-	began := time.Now()
-	res, err := s.store.Apply(ctx, p, recs, lastSeq, published)
+	res, err := s.apply(ctx, p, recs, lastSeq, published)
 	if err != nil {
 		return nil, 0, err
 	}
-	s.m.script.Observe(time.Since(began).Seconds())
 	if s.cfg.Trace != nil {
 		tr := make([]Trace, len(recs))
 		for i, r := range recs {
@@ -314,6 +312,64 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, last
 	s.m.watermark.WithLabelValues(strconv.Itoa(p)).Set(float64(res.Watermark) / 1000)
 	s.m.entries.Add(float64(res.Added))
 	return res, done, nil
+}
+
+// maxApplyRecords bounds the records of one script call: a batch of many
+// frames (a windower catching up) is applied in several calls, each of
+// whole frames, so that no call holds Redis for long.
+const maxApplyRecords = 4000
+
+// apply applies recs in script calls of whole VALID messages, at most
+// maxApplyRecords records each unless one message holds more, and returns
+// their results as one. A crash between two calls is a crash inside a
+// batch: the redelivery finds the first calls' records applied.
+func (s *Service) apply(ctx context.Context, p int, recs []ledger.Record, lastSeq, published uint64) (*ledger.Result, error) {
+	var res *ledger.Result
+	changed := map[string]bool{}
+	for len(recs) > 0 {
+		n := applyLen(recs, maxApplyRecords)
+		began := time.Now()
+		r, err := s.store.Apply(ctx, p, recs[:n], lastSeq, published)
+		if err != nil {
+			return nil, err
+		}
+		s.m.script.Observe(time.Since(began).Seconds())
+		recs, lastSeq = recs[n:], r.Seq
+		if res == nil {
+			res = r
+		} else {
+			res.Decisions = append(res.Decisions, r.Decisions...)
+			res.Seq, res.Watermark, res.Added = r.Seq, r.Watermark, res.Added+r.Added
+		}
+		for _, w := range r.Changed {
+			if !changed[w] {
+				if res != r {
+					res.Changed = append(res.Changed, w)
+				}
+				changed[w] = true
+			}
+		}
+	}
+	return res, nil
+}
+
+// applyLen is how many of recs the next script call takes: at most limit,
+// never part of a message (the records of one message share its Seq),
+// and a whole message longer than limit on its own.
+func applyLen(recs []ledger.Record, limit int) int {
+	n := len(recs)
+	if n <= limit {
+		return n
+	}
+	n = limit
+	for n > 0 && recs[n].Seq == recs[n-1].Seq {
+		n--
+	}
+	if n == 0 {
+		for n = 1; n < len(recs) && recs[n].Seq == recs[0].Seq; n++ {
+		}
+	}
+	return n
 }
 
 // bodyOf is record i's event body, if its VALID message carried one.
