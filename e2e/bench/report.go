@@ -14,14 +14,17 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// Targets of issue 5 on the reference 2-core machine.
+// Targets on the reference 2-core machine (docs/performance.md). The batch
+// pass has no target against the Python reference any more: that one
+// validates nothing, so the ratio says little; the row is kept for
+// information.
 const (
-	TargetE2ERatio    = 0.40
-	TargetP99Ms       = 25.0
-	TargetLedgerBytes = 64.0
-	TargetBatchEPS    = 500_000.0
-	TargetBatchRatio  = 20.0
-	TargetDupCost     = 0.15
+	TargetE2ERatio      = 0.40
+	TargetCPUPerEventUs = 60.0
+	TargetP99Ms         = 25.0
+	TargetLedgerBytes   = 64.0
+	TargetBatchEPS      = 1_000_000.0
+	TargetDupCost       = 0.15
 )
 
 // Keys are the top-level keys of bench-results.json, in order.
@@ -319,7 +322,9 @@ func (r *Results) print(w io.Writer) {
 			total += e.CPU[k]
 			parts = append(parts, k+" "+us(e.CPU[k], e.Records))
 		}
-		row("E2E CPU per event", us(total, e.Records), strings.Join(parts, ", "))
+		perEvent := float64(total.Microseconds()) / float64(max(e.Records, 1))
+		row("E2E CPU per event", us(total, e.Records), verdict(perEvent <= TargetCPUPerEventUs,
+			fmt.Sprintf("target ≤ %.0f µs; %s", TargetCPUPerEventUs, strings.Join(parts, ", "))))
 	} else {
 		skipped("E2E", "E2E / B0 publish", "E2E CPU per event")
 	}
@@ -371,7 +376,7 @@ func (r *Results) print(w io.Writer) {
 		row("Batch reconcile", eps(bt.ReconcileEPS), verdict(bt.ReconcileEPS >= TargetBatchEPS,
 			fmt.Sprintf("target ≥ %s; %s, %s", eps(TargetBatchEPS), how, dur(bt.Reconcile))))
 		row("Batch python", eps(bt.PythonEPS), fmt.Sprintf("seed receipt_hourly_counts incl. json.loads, %s (process %s)", dur(bt.Python), dur(bt.PythonWall)))
-		row("Batch ratio", fmt.Sprintf("%.2f×", bt.Ratio), verdict(bt.Ratio >= TargetBatchRatio, fmt.Sprintf("target ≥ %.0f×", TargetBatchRatio)))
+		row("Batch ratio", fmt.Sprintf("%.2f×", bt.Ratio), "no target: the reference validates nothing")
 	} else {
 		skipped("Batch reconcile", "Batch python", "Batch ratio")
 	}
