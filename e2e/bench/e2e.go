@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
@@ -277,7 +278,8 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 		rawSeq = make([]uint64, 0, n)
 		onAck = func(_ string, seq uint64, _ bool) { rawSeq = append(rawSeq, seq) }
 	}
-	in := ingest.New(conn.JS, ingest.Options{Partitions: P, HotKeys: spec.ds.hot, Validator: v, EndOfStream: true, OnAck: onAck})
+	in := ingest.New(conn.JS, ingest.Options{Partitions: P, HotKeys: spec.ds.hot, Validator: v, EndOfStream: true, OnAck: onAck,
+		Linger: config.WaitsFor(config.DefaultLatencyBudget).IngestLinger})
 	f, err := os.Open(ds.path)
 	if err != nil {
 		return nil, err

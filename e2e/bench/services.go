@@ -150,13 +150,16 @@ func runInProcess(ctx context.Context, spec deploySpec, svc string, owned []int,
 	defer rdb.Close()
 	names := wire.For("")
 	store := ledger.NewStore(rdb, ledger.Keys{Prefix: names.RedisPrefix()}, 5*time.Minute, time.Hour, ledger.WithHorizon(24*time.Hour))
+	waits := config.WaitsFor(config.DefaultLatencyBudget) // the services' default --latency-budget
 	switch svc {
 	case "validator":
-		return validator.New(conn.JS, store, validator.Config{Names: names, Partitions: spec.partitions, HotKeys: hotKeys(spec.hot, spec.partitions), Owned: owned, Validator: v, Registerer: reg}).Run(ctx)
+		return validator.New(conn.JS, store, validator.Config{Names: names, Partitions: spec.partitions, HotKeys: hotKeys(spec.hot, spec.partitions), Owned: owned, Validator: v, Registerer: reg,
+			IdleEvery: waits.BarrierIdle, BarrierPoll: waits.BarrierPoll}).Run(ctx)
 	case "windower":
 		return windower.New(conn.JS, store, windower.Config{Names: names, Partitions: spec.partitions, Owned: owned, Registerer: reg}).Run(ctx)
 	case "publisher":
-		return publisher.New(conn.JS, store, publisher.Config{Names: names, Partitions: spec.partitions, Grace: time.Hour, Registerer: reg}).Run(ctx)
+		return publisher.New(conn.JS, store, publisher.Config{Names: names, Partitions: spec.partitions, Grace: time.Hour, Registerer: reg,
+			Linger: waits.PublishLinger}).Run(ctx)
 	}
 	return fmt.Errorf("bench: unknown service %q", svc)
 }

@@ -42,7 +42,45 @@ type Common struct {
 	Retention time.Duration
 	// DedupWindow is JetStream's duplicate window on RAW and VALID.
 	DedupWindow time.Duration
+	// LatencyBudget is what the hops may add, together, by waiting for
+	// batches to fill and for progress to be polled (Waits).
+	LatencyBudget time.Duration
 }
+
+// DefaultLatencyBudget is --latency-budget's default.
+const DefaultLatencyBudget = 25 * time.Millisecond
+
+// Waits are the waits a latency budget allows each hop.
+type Waits struct {
+	// IngestLinger: how long ingest's sender waits for an atomic batch to
+	// fill (ingest.Options.Linger).
+	IngestLinger time.Duration
+	// PublishLinger: how long the publisher waits for more change notices
+	// after the first.
+	PublishLinger time.Duration
+	// BarrierIdle: how often the validator advances an idle partition's
+	// claim progress; BarrierPoll: how often a partition waiting at the
+	// publication barrier reads the progress of partitions other
+	// instances run (validator.Config).
+	BarrierIdle, BarrierPoll time.Duration
+}
+
+// WaitsFor splits budget over the hops that wait. A waiting hop adds at
+// most about its wait, the barrier up to two ticks; the bounds keep a
+// tiny budget from turning waits into busy polling and a large one from
+// waiting longer than the releases before the budget did.
+func WaitsFor(budget time.Duration) Waits {
+	clamp := func(d, lo, hi time.Duration) time.Duration { return min(max(d, lo), hi) }
+	return Waits{
+		IngestLinger:  clamp(budget/5, time.Millisecond, 20*time.Millisecond),
+		PublishLinger: clamp(budget/5, time.Millisecond, 5*time.Millisecond),
+		BarrierIdle:   clamp(budget/3, 5*time.Millisecond, 50*time.Millisecond),
+		BarrierPoll:   clamp(budget/5, 2*time.Millisecond, 20*time.Millisecond),
+	}
+}
+
+// Waits returns the waits of --latency-budget.
+func (c *Common) Waits() Waits { return WaitsFor(c.LatencyBudget) }
 
 // DefaultRetention is --retention's default: 7 days.
 const DefaultRetention = stream.DefaultMaxAge
@@ -65,6 +103,8 @@ func (c *Common) Register(fs *flag.FlagSet) {
 		"how long the streams keep their messages, the window for replays from sequence numbers (env RECEIPTS_RETENTION); applied when the streams are created or updated")
 	fs.DurationVar(&c.DedupWindow, "dedup-window", envDuration("RECEIPTS_DEDUP_WINDOW", stream.DefaultDupWindow),
 		"JetStream's duplicate window on RAW and VALID: a retry with the same Nats-Msg-Id within it is stored once (env RECEIPTS_DEDUP_WINDOW)")
+	fs.DurationVar(&c.LatencyBudget, "latency-budget", envDuration("RECEIPTS_LATENCY_BUDGET", DefaultLatencyBudget),
+		"what waiting for batches and progress may add to an event's way from ingest to the KV bucket (env RECEIPTS_LATENCY_BUDGET); shorter costs more CPU when the load is light")
 	fs.DurationVar(&c.ReplayHorizon, "replay-horizon", 24*time.Hour, "event time after a window is final before its ledger and state are retired (0: never); events of retired windows are dropped as too late")
 }
 
@@ -87,6 +127,8 @@ func (c *Common) Validate() error {
 		return fmt.Errorf("--retention must be positive (streams are never kept forever by accident), got %s", c.Retention)
 	case c.DedupWindow <= 0:
 		return fmt.Errorf("--dedup-window must be positive, got %s", c.DedupWindow)
+	case c.LatencyBudget <= 0 || c.LatencyBudget > time.Minute:
+		return fmt.Errorf("--latency-budget must be between 0 and 1m, got %s", c.LatencyBudget)
 	case c.DedupWindow > c.Retention:
 		return fmt.Errorf("--dedup-window %s must not be longer than --retention %s", c.DedupWindow, c.Retention)
 	case c.Generation == "" || strings.ContainsAny(c.Generation, ".*> {}:"):

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/embedded"
@@ -69,6 +70,17 @@ type Config struct {
 	ReplayHorizon time.Duration
 	// PublisherTick is the publisher's health period (default 1s).
 	PublisherTick time.Duration
+	// Waits are the hops' waits (config.WaitsFor; zero: those of
+	// config.DefaultLatencyBudget).
+	Waits config.Waits
+}
+
+// waits is cfg.Waits or the default budget's.
+func (c *Config) waits() config.Waits {
+	if c.Waits == (config.Waits{}) {
+		return config.WaitsFor(config.DefaultLatencyBudget)
+	}
+	return c.Waits
 }
 
 // Service names.
@@ -234,6 +246,7 @@ func (p *Pipeline) runOnce(ctx context.Context, svc string) error {
 		return validator.New(conn.JS, store, validator.Config{
 			Names: p.Names, Partitions: p.cfg.Partitions, HotKeys: p.cfg.HotKeys, Validator: p.Validator,
 			Logger: log, Registerer: p.cfg.Registerer, Failpoints: p.cfg.Failpoints,
+			IdleEvery: p.cfg.waits().BarrierIdle, BarrierPoll: p.cfg.waits().BarrierPoll,
 		}).Run(ctx)
 	case Windower:
 		return windower.New(conn.JS, store, windower.Config{
@@ -243,7 +256,7 @@ func (p *Pipeline) runOnce(ctx context.Context, svc string) error {
 	case Publisher:
 		return publisher.New(conn.JS, store, publisher.Config{
 			Names: p.Names, Partitions: p.cfg.Partitions, Grace: p.cfg.Grace, StaleAfter: p.cfg.StaleAfter,
-			Tick: p.cfg.PublisherTick, Logger: log, Registerer: p.cfg.Registerer, Failpoints: p.cfg.Failpoints,
+			Tick: p.cfg.PublisherTick, Linger: p.cfg.waits().PublishLinger, Logger: log, Registerer: p.cfg.Registerer, Failpoints: p.cfg.Failpoints,
 		}).Run(ctx)
 	}
 	return fmt.Errorf("pipeline: unknown service %q", svc)

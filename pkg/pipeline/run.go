@@ -152,7 +152,7 @@ func Run(ctx context.Context, rc RunConfig) (*RunResult, error) {
 
 	in := ingest.New(p.Admin.JS, ingest.Options{
 		Partitions: p.cfg.Partitions, HotKeys: p.cfg.HotKeys, Validator: p.Validator, HeartbeatEvery: rc.HeartbeatEvery,
-		EndOfStream: true, Now: func() time.Time { return rc.Now },
+		EndOfStream: true, Now: func() time.Time { return rc.Now }, Linger: p.cfg.waits().IngestLinger,
 		OnAck: func(msgID string, seq uint64, dup bool) {
 			if !dup {
 				return

@@ -39,11 +39,22 @@ type Config struct {
 	// are published as stale (default 2m).
 	StaleAfter time.Duration
 	// Tick is how often health and staleness are refreshed (default 1s).
-	Tick       time.Duration
+	Tick time.Duration
+	// Linger is how long a batch of change notices waits for more after
+	// its first (default 5ms; config.Waits.PublishLinger).
+	Linger     time.Duration
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	Failpoints *failpoint.Set
 	Now        func() time.Time
+}
+
+// linger is Config.Linger or its default.
+func (s *Service) linger() time.Duration {
+	if s.cfg.Linger > 0 {
+		return s.cfg.Linger
+	}
+	return 5 * time.Millisecond
 }
 
 // Service is one publisher instance.
@@ -147,7 +158,7 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}
 	}()
-	err = stream.Consume(ctx, s.js, spec, stream.BatchOptions{Max: 2000, Linger: 5 * time.Millisecond, Logger: s.cfg.Logger}, s.handle)
+	err = stream.Consume(ctx, s.js, spec, stream.BatchOptions{Max: 2000, Linger: s.linger(), Logger: s.cfg.Logger}, s.handle)
 	cancel(err)
 	wg.Wait()
 	return err

@@ -55,12 +55,13 @@ import (
 )
 
 const (
-	// idleEvery is how often an idle partition's progress is advanced.
-	idleEvery = 50 * time.Millisecond
-	// barrierPoll is how often a waiting partition reads the progress of
-	// partitions other instances run; partitions of its own instance wake
-	// it as they advance.
-	barrierPoll = 20 * time.Millisecond
+	// defaultIdleEvery is how often an idle partition's progress is
+	// advanced (Config.IdleEvery).
+	defaultIdleEvery = 50 * time.Millisecond
+	// defaultBarrierPoll is how often a waiting partition reads the
+	// progress of partitions other instances run (Config.BarrierPoll);
+	// partitions of its own instance wake it as they advance.
+	defaultBarrierPoll = 20 * time.Millisecond
 	// localPoll bounds the wait for a partition of this instance between
 	// wake-ups (a safety net: its marks wake the waiters).
 	localPoll = 500 * time.Millisecond
@@ -228,7 +229,7 @@ func (s *Service) waitClaimed(ctx context.Context, p int, target uint64) error {
 			s.cfg.Logger.Warn("validator partition waits for another partition's claims before publishing (is a validator running it?)",
 				"partition", p, "waiting_for", q, "through", target, "waited", time.Since(start).Round(time.Second).String())
 		}
-		poll := barrierPoll
+		poll := s.cfg.BarrierPoll
 		if local {
 			poll = localPoll
 		}
@@ -247,11 +248,11 @@ func (s *Service) waitClaimed(ctx context.Context, p int, target uint64) error {
 	}
 }
 
-// rawLast is RAW's last sequence, read at most once per idleEvery/2 for
+// rawLast is RAW's last sequence, read at most once per IdleEvery/2 for
 // all the instance's partitions.
 func (s *Service) rawLast(ctx context.Context) (uint64, error) {
 	s.bar.mu.Lock()
-	if time.Since(s.bar.lastAt) < idleEvery/2 {
+	if time.Since(s.bar.lastAt) < s.cfg.IdleEvery/2 {
 		defer s.bar.mu.Unlock()
 		return s.bar.last, nil
 	}
@@ -292,7 +293,7 @@ func (s *Service) trackIdle(ctx context.Context, p int, spec stream.ConsumerSpec
 // on a replicated stream the consumer's leader may be a moment behind the
 // stream's, and a tick gives it the time to have stored what L covers.
 func (s *Service) idleProgress(ctx context.Context, p int, spec stream.ConsumerSpec) {
-	t := time.NewTicker(idleEvery)
+	t := time.NewTicker(s.cfg.IdleEvery)
 	defer t.Stop()
 	var prev uint64
 	for {
@@ -312,7 +313,7 @@ func (s *Service) idleProgress(ctx context.Context, p int, spec stream.ConsumerS
 		// last tick: it is busy and marks its progress itself, so the
 		// consumer need not be asked.
 		s.bar.mu.Lock()
-		done := s.bar.known[p] >= cand || time.Since(s.bar.active[p]) < idleEvery
+		done := s.bar.known[p] >= cand || time.Since(s.bar.active[p]) < s.cfg.IdleEvery
 		s.bar.mu.Unlock()
 		if done {
 			continue

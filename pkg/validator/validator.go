@@ -68,6 +68,11 @@ type Config struct {
 	// (invalid_field, "poison message") without being validated again.
 	// Zero means DefaultMaxDeliveries; negative turns the guard off.
 	MaxDeliveries int
+	// IdleEvery is how often an idle partition's claim progress is
+	// advanced (default 50ms), BarrierPoll how often a partition waiting
+	// at the publication barrier reads the progress other instances write
+	// (default 20ms); see barrier.go and config.WaitsFor.
+	IdleEvery, BarrierPoll time.Duration
 }
 
 // Service is one validator instance. Run it once.
@@ -131,6 +136,12 @@ func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
 	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = 500
+	}
+	if cfg.IdleEvery <= 0 {
+		cfg.IdleEvery = defaultIdleEvery
+	}
+	if cfg.BarrierPoll <= 0 {
+		cfg.BarrierPoll = defaultBarrierPoll
 	}
 	if cfg.MaxDeliveries == 0 {
 		cfg.MaxDeliveries = DefaultMaxDeliveries

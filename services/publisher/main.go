@@ -17,7 +17,7 @@ func main() {
 	code := daemon.Main(ctx, "publisher", os.Args[1:], os.Stderr, func(d *daemon.Deps) (daemon.Runner, error) {
 		return publisher.New(d.NATS.JS, d.Store, publisher.Config{
 			Names: d.Names, Partitions: d.Common.Partitions, Grace: d.Common.Grace, StaleAfter: d.Common.StaleAfter,
-			Logger: d.Logger, Registerer: d.Registerer, Failpoints: d.Failpoints,
+			Linger: d.Common.Waits().PublishLinger, Logger: d.Logger, Registerer: d.Registerer, Failpoints: d.Failpoints,
 		}), nil
 	})
 	stop()

@@ -66,7 +66,8 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer func() { stopDash(); <-dashDone }()
 	fmt.Fprintf(stdout, "receiptflow demo: dashboard at http://%s\n", ln.Addr())
 
-	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: c.Partitions, HotKeys: c.Hot(), Validator: p.Validator, HeartbeatEvery: 50, HeartbeatInterval: time.Second})
+	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: c.Partitions, HotKeys: c.Hot(), Validator: p.Validator, HeartbeatEvery: 50, HeartbeatInterval: time.Second,
+		Linger: c.Waits().IngestLinger})
 	defer in.Close(context.Background())
 	b, err := openBoard(ctx, p.Admin.JS, c.Generation)
 	if err != nil {

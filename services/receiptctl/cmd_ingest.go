@@ -72,7 +72,7 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	in := ingest.New(conn.JS, ingest.Options{Partitions: c.Partitions, HotKeys: c.Hot(), Validator: v, HeartbeatEvery: *hbEvery,
-		EndOfStream: *eos, RetryFor: *retryFor})
+		EndOfStream: *eos, RetryFor: *retryFor, Linger: c.Waits().IngestLinger})
 	began := time.Now()
 	st, err := ingest.File(ctx, in, r, func(s ingest.Stats) {
 		fmt.Fprintf(stderr, "ingest: %d records, %d published, %d duplicates\n", s.Records, s.Published, s.Duplicates)

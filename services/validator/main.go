@@ -17,6 +17,7 @@ func main() {
 		return validator.New(d.NATS.JS, d.Store, validator.Config{
 			Names: d.Names, Partitions: d.Common.Partitions, HotKeys: d.Common.Hot(), Owned: d.Owned, Validator: d.Validator,
 			Logger: d.Logger, Registerer: d.Registerer, Failpoints: d.Failpoints,
+			IdleEvery: d.Common.Waits().BarrierIdle, BarrierPoll: d.Common.Waits().BarrierPoll,
 		}), nil
 	})
 	stop()
