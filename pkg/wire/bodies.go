@@ -41,7 +41,9 @@ type Health struct {
 	GlobalWatermark time.Time `json:"global_watermark"`
 	// Watermarks by partition.
 	Watermarks []time.Time `json:"watermarks"`
-	// Backlog is each consumer's unprocessed messages (pending + unacked).
+	// Backlog is each consumer's unprocessed messages (pending + unacked);
+	// for the windower's consumers of VALID a message is a frame (one
+	// validator batch, up to its batch size of events).
 	Backlog map[string]uint64 `json:"backlog"`
 	// LedgerEntries and Windows are the state size held in Redis.
 	LedgerEntries int64 `json:"ledger_entries"`
