@@ -45,9 +45,9 @@ type RunConfig struct {
 	// Now is the ingest time stamped on records without ingested_at, and
 	// given to the batch pass for the same records (default: start time).
 	Now time.Time
-	// StallTimeout bounds the wait for the drain: when no consumer of the
-	// pipeline acknowledges anything new for this long while work is left,
-	// Run stops with a *StuckError naming the stuck stage. Zero means
+	// StallTimeout bounds the wait for the drain: when no consumer of a
+	// stage with work left acknowledges anything new for this long, Run
+	// stops with a *StuckError naming the stuck stage. Zero means
 	// DefaultStallTimeout; negative waits until ctx ends.
 	StallTimeout time.Duration
 }

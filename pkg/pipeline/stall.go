@@ -12,17 +12,17 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
-// DefaultStallTimeout is RunConfig.StallTimeout when it is zero: a run
-// whose consumers acknowledge nothing new for a minute while work is left
-// cannot drain.
+// DefaultStallTimeout is RunConfig.StallTimeout when it is zero: a stage
+// whose consumers acknowledge nothing new for a minute while it has work
+// left cannot drain.
 const DefaultStallTimeout = 60 * time.Second
 
 // ErrStuck matches every *StuckError with errors.Is.
 var ErrStuck = errors.New("pipeline stuck")
 
 // StuckError says that a run could not drain: for Stall, no consumer of
-// the pipeline acknowledged a message it had not acknowledged before,
-// while some still had work.
+// a stage with work left acknowledged a message it had not acknowledged
+// before.
 type StuckError struct {
 	// Stall is how long nothing moved.
 	Stall time.Duration
@@ -108,11 +108,17 @@ func (p *Pipeline) consumers(ctx context.Context) (map[string]consumerState, err
 
 // drain waits until every consumer has processed everything in its stream
 // (seen three polls in a row), as WaitDrained does, but gives up with a
-// *StuckError when for stall (DefaultStallTimeout if zero; negative: no
-// bound) no consumer's acknowledged floor moved past the highest it had
-// reached, and no expected consumer appeared. Progress is measured by the
+// *StuckError when a stage with work left made no progress for stall
+// (DefaultStallTimeout if zero; negative: no bound). A stage progresses
+// when one of its consumers' acknowledged floors moves past the highest it
+// had reached, or an expected consumer of it appears. Progress is the
 // floor, not the backlog: a crash-looping service whose consumer is
 // recreated at its checkpoint shows the same floor again, never a higher.
+// And it is each stage's own: a validator that crashes after every publish
+// and never acknowledges RAW may still publish frames of new RAW ranges
+// (its batches after each restart differ), which the windower acknowledges
+// without applying anything new; the windower moving is no progress of the
+// validator.
 func (p *Pipeline) drain(ctx context.Context, stall time.Duration) error {
 	if stall == 0 {
 		stall = DefaultStallTimeout
@@ -126,8 +132,12 @@ func (p *Pipeline) drain(ctx context.Context, stall time.Duration) error {
 		}
 	}
 	floors := map[string]uint64{} // highest ack floor seen, by consumer
-	moved := time.Now()
-	crashesAt := p.Crashes()
+	moved := map[string]time.Time{}
+	crashesAt := map[string]map[string]int{}
+	start, startCrashes := time.Now(), p.Crashes()
+	for svc := range want {
+		moved[svc], crashesAt[svc] = start, startCrashes
+	}
 	quiet := 0
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
@@ -143,20 +153,25 @@ func (p *Pipeline) drain(ctx context.Context, stall time.Duration) error {
 			continue // e.g. the server restarting; try again
 		}
 		have := map[string]int{}
+		busy := map[string]bool{} // stages with work left
 		var total uint64
 		for k, c := range cs {
-			have[serviceOf(k)]++
+			svc := serviceOf(k)
+			have[svc]++
 			total += c.backlog
+			if c.backlog > 0 {
+				busy[svc] = true
+			}
 			if f, seen := floors[k]; !seen || c.ackFloor > f {
 				floors[k] = c.ackFloor
-				moved = time.Now()
-				crashesAt = p.Crashes()
+				moved[svc], crashesAt[svc] = time.Now(), p.Crashes()
 			}
 		}
 		complete := true
 		for svc, n := range want {
 			if have[svc] < n {
 				complete = false
+				busy[svc] = true
 			}
 		}
 		if complete && total == 0 {
@@ -166,33 +181,31 @@ func (p *Pipeline) drain(ctx context.Context, stall time.Duration) error {
 			continue
 		}
 		quiet = 0
-		if stall < 0 || time.Since(moved) < stall {
+		if stall < 0 {
 			continue
 		}
-		e := &StuckError{Stall: stall, Backlog: map[string]uint64{}, Missing: map[string]int{}, Crashes: map[string]int{}}
-		for k, c := range cs {
-			if c.backlog > 0 {
-				e.Backlog[k] = c.backlog
-			}
-		}
-		for svc, n := range want {
-			if have[svc] < n {
-				e.Missing[svc] = n - have[svc]
-			}
-		}
-		now := p.Crashes()
-		for svc, n := range now {
-			if d := n - crashesAt[svc]; d > 0 {
-				e.Crashes[svc] = d
-			}
-		}
+		var stuck []string
 		for _, svc := range []string{Validator, Windower, Publisher} {
-			stuck := e.Missing[svc] > 0
-			for k := range e.Backlog {
-				stuck = stuck || serviceOf(k) == svc
+			if busy[svc] && time.Since(moved[svc]) >= stall {
+				stuck = append(stuck, svc)
 			}
-			if stuck {
-				e.Stages = append(e.Stages, svc)
+		}
+		if len(stuck) == 0 {
+			continue
+		}
+		e := &StuckError{Stall: stall, Stages: stuck, Backlog: map[string]uint64{}, Missing: map[string]int{}, Crashes: map[string]int{}}
+		now := p.Crashes()
+		for _, svc := range stuck {
+			for k, c := range cs {
+				if c.backlog > 0 && serviceOf(k) == svc {
+					e.Backlog[k] = c.backlog
+				}
+			}
+			if n := want[svc] - have[svc]; n > 0 {
+				e.Missing[svc] = n
+			}
+			if d := now[svc] - crashesAt[svc][svc]; d > 0 {
+				e.Crashes[svc] = d
 			}
 		}
 		p.cfg.Logger.Error("run cannot drain", "stages", e.Stages, "backlog", e.Backlog, "crashes", e.Crashes, "stall", stall)

@@ -25,7 +25,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	syncAlways := fs.Bool("sync-always", false, "embedded nats-server fsyncs every write (sync_interval: always)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up if the pipeline has not drained by then")
 	verbose := fs.Bool("v", false, "log service events to stderr")
-	stall := fs.Duration("stall-timeout", pipeline.DefaultStallTimeout, "stop, naming the stuck stage, when the pipeline makes no progress for this long (exit 1)")
+	stall := fs.Duration("stall-timeout", pipeline.DefaultStallTimeout, "stop, naming the stuck stage, when a stage with work left makes no progress for this long (exit 1)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
