@@ -29,7 +29,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	idleFor := fs.Duration("idle-for", 150*time.Second, "how long the source stays silent")
 	rows := fs.Int("rows", 12, "table rows (most recent windows)")
 	listen := fs.String("listen", "127.0.0.1:8080", "address of the dashboard (the live web page)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := c.Validate(); err != nil {

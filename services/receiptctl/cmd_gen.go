@@ -33,7 +33,7 @@ func cmdGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	other := fs.Float64("other-type-share", d.OtherTypeShare, "share of draft_saved/viewed events")
 	payload := fs.Int("payload-bytes", d.PayloadBytes, "payload size per record (the default makes a record about 400 bytes)")
 	out := fs.String("out", "", "output file (default stdout)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -29,7 +29,7 @@ func cmdHandoff(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	out := fset.String("out", "handoff", "bundle directory")
 	events := fset.String("events", "e2e/testdata/seed.ndjson", "source events (the seed fixture)")
 	docs := fset.String("docs", "docs", "the repository's docs directory")
-	if err := fset.Parse(args); err != nil {
+	if err := parseFlags(fset, args); err != nil {
 		return err
 	}
 	for _, f := range []string{*events, filepath.Join(*docs, "sink-transaction-plan.md"), filepath.Join(*docs, "recovery.md")} {

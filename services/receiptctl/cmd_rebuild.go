@@ -21,7 +21,7 @@ func cmdRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	c.Register(fs)
 	noSwitch := fs.Bool("no-switch", false, "reconcile the new generation but do not switch readers to it")
 	out := fs.String("out", "", "write the parity report (parity.json, parity.md) here")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if c.Generation == "" || c.Generation == "1" && !flagSet(fs, "generation") {
@@ -64,7 +64,7 @@ func cmdSwitch(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	natsURL := fs.String("nats-url", os.Getenv("NATS_URL"), "NATS server URL (env NATS_URL)")
 	force := fs.Bool("force", false, "switch even without a passing parity record")
-	if err := fs.Parse(reorder(args)); err != nil {
+	if err := parseFlags(fs, reorder(args)); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

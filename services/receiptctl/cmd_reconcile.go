@@ -50,7 +50,7 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	horizon := fs.Duration("replay-horizon", 24*time.Hour, "the run's replay horizon: events whose window ended grace + this before the watermark are judged retired (0: never)")
 	hbEvery := fs.Int("heartbeat-every", reconcile.DefaultHeartbeatEvery, "ingest's heartbeat period in records, as given to run or ingest (0: no heartbeats)")
 	eos := fs.Bool("end-of-stream", true, "ingest sent the end-of-stream heartbeat after the last record (as run does)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	switch {

@@ -28,7 +28,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	which := fs.String("stream", "", "stream to re-drive: RAW (through the validator) or VALID (through the windower)")
 	from := fs.Uint64("from-seq", 0, "first stream sequence (required)")
 	to := fs.Uint64("to-seq", 0, "last stream sequence (default: the stream's last)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *which != wire.Raw && *which != wire.Valid {

@@ -26,7 +26,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up if the pipeline has not drained by then")
 	verbose := fs.Bool("v", false, "log service events to stderr")
 	stall := fs.Duration("stall-timeout", pipeline.DefaultStallTimeout, "stop, naming the stuck stage, when a stage with work left makes no progress for this long (exit 1)")
-	if err := fs.Parse(args); err != nil {
+	maxReject := fs.Float64("max-reject-ratio", 0.5, "fail (exit 1) when more than this share of the records were rejected: parity over nothing is not parity")
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *events == "" || *out == "" {
@@ -34,6 +35,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if err := c.Validate(); err != nil {
 		return usageError("%v", err)
+	}
+	if *maxReject < 0 || *maxReject > 1 {
+		return usageError("--max-reject-ratio must be between 0 and 1, got %v", *maxReject)
 	}
 	if *stall <= 0 {
 		return usageError("--stall-timeout must be positive, got %s", *stall)
@@ -58,6 +62,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "run: %d records, %d windows (%d final), %d late, %d rejected, %d counted in %.1fs; crashes %v\n",
 		res.Ingest.Records, len(res.Windows), s.Final, len(res.Late), len(res.Rejected), s.StreamCount, res.Elapsed.Seconds(), res.Crashes)
 	fmt.Fprintf(stdout, "run: artifacts in %s\n", *out)
+	if n := res.Ingest.Records; n == 0 || float64(len(res.Rejected)) > *maxReject*float64(n) {
+		return &exitError{code: 1, msg: fmt.Sprintf("%d of %d records rejected, more than --max-reject-ratio %v allows: parity over nothing is not parity (see %s/rejected.ndjson)",
+			len(res.Rejected), n, *maxReject, *out)}
+	}
 	if !res.Report.Holds {
 		return &exitError{code: 1, msg: fmt.Sprintf("parity FAILED: %d unexplained differences (see %s/parity.md)", len(res.Report.Unexplained), *out)}
 	}

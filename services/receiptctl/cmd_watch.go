@@ -30,7 +30,7 @@ func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rows := fs.Int("rows", 24, "table rows (most recent windows)")
 	every := fs.Duration("every", time.Second, "redraw period")
 	once := fs.Bool("once", false, "print the table once the bucket is loaded, then exit")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	switch {

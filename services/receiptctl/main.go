@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/receiptflow/receiptflow/pkg/config"
@@ -22,17 +23,23 @@ type command struct {
 	usage string
 }
 
-var commands = map[string]command{
-	"demo":      {cmdDemo, "the whole pipeline on the embedded default with live sample traffic, until interrupted"},
-	"run":       {cmdRun, "bounded replay of an NDJSON file through the whole pipeline; writes artifacts; exit 0 only if parity holds"},
-	"ingest":    {cmdIngest, "publish an NDJSON file to a running deployment"},
-	"reconcile": {cmdReconcile, "independent batch pass over a fixed raw snapshot"},
-	"gen":       {cmdGen, "deterministic synthetic traffic (seeded)"},
-	"handoff":   {cmdHandoff, "write the hand-off bundle from a run over the seed fixture"},
-	"replay":    {cmdReplay, "re-drive a RAW or VALID sequence range through the downstream services (a no-op for every count)"},
-	"rebuild":   {cmdRebuild, "replay RAW into a new generation, reconcile it, and switch readers only if parity holds"},
-	"switch":    {cmdSwitch, "switch readers to generation G (refused without a passing parity record unless --force)"},
-	"watch":     {cmdWatch, "follow the KV bucket of a running deployment in a terminal (live table)"},
+// commands is set in init: the commands' flag parsing (parseFlags) reads
+// their summaries.
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"demo":      {cmdDemo, "the whole pipeline on the embedded default with live sample traffic, until interrupted"},
+		"run":       {cmdRun, "bounded replay of an NDJSON file through the whole pipeline; writes artifacts; exit 0 only if parity holds"},
+		"ingest":    {cmdIngest, "publish an NDJSON file to a running deployment"},
+		"reconcile": {cmdReconcile, "independent batch pass over a fixed raw snapshot"},
+		"gen":       {cmdGen, "deterministic synthetic traffic (seeded)"},
+		"handoff":   {cmdHandoff, "write the hand-off bundle from a run over the seed fixture"},
+		"replay":    {cmdReplay, "re-drive a RAW or VALID sequence range through the downstream services (a no-op for every count)"},
+		"rebuild":   {cmdRebuild, "replay RAW into a new generation, reconcile it, and switch readers only if parity holds"},
+		"switch":    {cmdSwitch, "switch readers to generation G (refused without a passing parity record unless --force)"},
+		"watch":     {cmdWatch, "follow the KV bucket of a running deployment in a terminal (live table)"},
+	}
 }
 
 // exitError carries a specific exit code (e.g. parity failed).
@@ -60,24 +67,43 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "receiptctl: unknown command %q\n\n", args[0])
-		usage(stderr)
+		fmt.Fprintf(stderr, "receiptctl: unknown command %q (receiptctl -h lists the commands)\n", args[0])
 		return 2
 	}
 	err := cmd.run(ctx, args[1:], stdout, stderr)
-	var ee *exitError
-	switch {
-	case err == nil:
+	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.As(err, &ee):
-		fmt.Fprintf(stderr, "receiptctl %s: %s\n", args[0], ee.msg)
-		return ee.code
-	default:
-		fmt.Fprintf(stderr, "receiptctl %s: %v\n", args[0], err)
-		return 1
 	}
+	code := 1
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+	}
+	// Errors of the packages a command calls may begin with the command's
+	// own name (pipeline.Run's "run: ..."): say it once.
+	msg := strings.TrimPrefix(err.Error(), args[0]+": ")
+	fmt.Fprintf(stderr, "receiptctl %s: %s\n", args[0], msg)
+	return code
+}
+
+// parseFlags parses args into fs (docs/spec.md §6). -h or --help prints
+// the command's full usage and returns flag.ErrHelp (exit 0); any other
+// parse error is a usage error (exit 2) of one line naming the flag or the
+// value, without the usage.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(out, "usage: receiptctl %s [flags]\n\n%s\n\nflags:\n", fs.Name(), commands[fs.Name()].usage)
+		fs.PrintDefaults()
+		return err
+	}
+	if err != nil {
+		return usageError("%v (receiptctl %s -h lists the flags)", err, fs.Name())
+	}
+	return nil
 }
 
 func usage(w io.Writer) {

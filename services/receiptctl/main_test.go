@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,6 +112,44 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestUsageErrorsAreOneLine (docs/spec.md §6): a usage error exits 2 with
+// one line naming the bad flag, value or command, not the whole usage; -h
+// prints the full usage and exits 0; an error is prefixed with the command
+// once. Before, a bad flag printed the flag set's usage (50 lines for run)
+// and exited 1, and run's errors read "receiptctl run: run: ...".
+func TestUsageErrorsAreOneLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		name string // what the line must name
+	}{
+		{[]string{"run", "--bogus"}, "-bogus"},
+		{[]string{"run", "--events", seed, "--out", t.TempDir(), "--partitions", "many"}, "-partitions"},
+		{[]string{"run", "--events", seed, "--out", t.TempDir(), "--lateness", "soon"}, "-lateness"},
+		{[]string{"reconcile", "--windows"}, "-windows"},
+		{[]string{"watch", "--nope=1"}, "-nope"},
+		{[]string{"nope"}, `"nope"`},
+	} {
+		code, out, errOut := runCLI(t, tc.args...)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2", tc.args, code)
+		}
+		if lines := strings.Count(strings.TrimRight(errOut, "\n"), "\n") + 1; lines != 1 || !strings.Contains(errOut, tc.name) {
+			t.Errorf("%v: stderr has %d lines, want one naming %s:\n%s", tc.args, lines, tc.name, errOut)
+		}
+		if out != "" {
+			t.Errorf("%v: stdout %q, want nothing", tc.args, out)
+		}
+	}
+	code, _, errOut := runCLI(t, "run", "-h")
+	if code != 0 || !strings.Contains(errOut, "-events") || !strings.Contains(errOut, "-stall-timeout") || !strings.Contains(errOut, "usage: receiptctl run") {
+		t.Errorf("run -h: exit %d, want 0 and the full usage:\n%s", code, errOut)
+	}
+	code, _, errOut = runCLI(t, "run", "--events", filepath.Join(t.TempDir(), "missing.ndjson"), "--out", t.TempDir())
+	if code != 1 || strings.Contains(errOut, "run: run:") || !strings.HasPrefix(errOut, "receiptctl run: ") {
+		t.Errorf("run of a missing file: exit %d, want 1 and the command named once:\n%s", code, errOut)
+	}
+}
+
 // TestReconcileJudgesARunsArtifacts: reconcile over the file a run read,
 // with the run's windows.json (late.ndjson read beside it by default),
 // holds; the same artifacts with one LATE row's watermark changed fail
@@ -202,5 +241,37 @@ func TestRunMaxFutureSkew(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, "run", "--events", path, "--out", t.TempDir(), "--stall-timeout", "-1s"); code != 2 || !strings.Contains(errOut, "--stall-timeout") {
 		t.Fatalf("--stall-timeout -1s: exit %d, %q; want 2 naming the flag", code, errOut)
+	}
+}
+
+// TestRunMaxRejectRatio (docs/spec.md §6): a run in which every record was
+// rejected exits 1 saying so, though its (empty) parity holds; under
+// --max-reject-ratio 1 the same run passes; a ratio outside [0, 1] is a
+// usage error. Before, such a run exited 0 with "parity holds".
+func TestRunMaxRejectRatio(t *testing.T) {
+	var b strings.Builder
+	for i := range 30 {
+		fmt.Fprintf(&b, `{"schema_version":2,"event_id":"bad-%d","type":"submitted"}`+"\n", i)
+	}
+	path := filepath.Join(t.TempDir(), "bad.ndjson")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	code, out, errOut := runCLI(t, "run", "--events", path, "--out", dir)
+	if code != 1 || !strings.Contains(errOut, "30 of 30 records rejected") || !strings.Contains(errOut, "--max-reject-ratio") {
+		t.Fatalf("all rejected: exit %d, want 1 naming the ratio\n%s\n%s", code, out, errOut)
+	}
+	if strings.Contains(out, "parity holds") {
+		t.Errorf("all rejected: stdout says parity holds:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "rejected.ndjson")); err != nil {
+		t.Errorf("the artifacts are not written: %v", err)
+	}
+	if code, out, errOut := runCLI(t, "run", "--events", path, "--out", t.TempDir(), "--max-reject-ratio", "1"); code != 0 {
+		t.Errorf("--max-reject-ratio 1: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, _, errOut := runCLI(t, "run", "--events", path, "--out", t.TempDir(), "--max-reject-ratio", "1.5"); code != 2 || !strings.Contains(errOut, "--max-reject-ratio") {
+		t.Errorf("--max-reject-ratio 1.5: exit %d, want 2 naming the flag\n%s", code, errOut)
 	}
 }
