@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
@@ -186,4 +189,105 @@ type stateError struct {
 
 func (e *stateError) Error() string {
 	return "partition " + itoa(e.p) + " holds " + itoa(int(e.entries)) + " ledger entries and " + itoa(e.windows) + " windows"
+}
+
+// TestReplayLeavesNoConsumerBehind (issue 14, papercut 1): a replay of RAW
+// and of VALID deletes the consumers it read with, and the health's
+// backlog counts the pipeline's durable consumers only, not an ordered
+// consumer some other reader left on RAW. Before, the replay's consumer
+// stayed on RAW and showed as a phantom backlog on the health panel.
+func TestReplayLeavesNoConsumerBehind(t *testing.T) {
+	o := troubled
+	o.Events = 2000
+	path, _ := writeGenerated(t, o)
+	// A short --stale-after: the health is written on change or every
+	// keep-alive (a quarter of it), and the reader's consumer changes
+	// nothing in it.
+	p := livePipeline(t, pipeline.Config{StaleAfter: 2 * time.Second}, path, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := replay.Raw(ctx, p.Admin.JS, p.Store, validator.Config{Names: p.Names, Partitions: 8, Validator: p.Validator}, replay.Range{From: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replay.Valid(ctx, p.Admin.JS, p.Names, replay.Range{From: 1}); err != nil {
+		t.Fatal(err)
+	}
+	foreign := func() []string {
+		var names []string
+		for _, base := range []string{wire.Raw, wire.Valid} {
+			st, err := p.Admin.JS.Stream(ctx, p.Names.Stream(base))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := st.ListConsumers(ctx)
+			for ci := range l.Info() {
+				if !p.Names.OwnsConsumer(ci.Name) {
+					names = append(names, base+"/"+ci.Name)
+				}
+			}
+			if err := l.Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return names
+	}
+	if left := foreign(); len(left) > 0 {
+		t.Errorf("consumers left after the replays: %v", left)
+	}
+
+	// Another reader's ordered consumer on RAW, read part way, stays.
+	raw, err := p.Admin.JS.Stream(ctx, wire.Raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := raw.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Fetch(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range b.Messages() {
+	}
+	other := c.CachedInfo().Name
+	if left := foreign(); len(left) != 1 {
+		t.Fatalf("foreign consumers %v, want the reader's %s", left, other)
+	}
+	kv, err := p.Admin.JS.KeyValue(ctx, p.Names.Bucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The health written after the reader's consumer exists (the publisher
+	// writes it every PublisherTick).
+	since := time.Now()
+	for {
+		e, err := kv.Get(ctx, wire.HealthKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h wire.Health
+		if err := json.Unmarshal(e.Value(), &h); err != nil {
+			t.Fatal(err)
+		}
+		if h.UpdatedAt.After(since.Add(200 * time.Millisecond)) {
+			if _, ok := h.Backlog[other]; ok {
+				t.Errorf("the health's backlog counts the reader's consumer %s: %v", other, h.Backlog)
+			}
+			for name := range h.Backlog {
+				if !p.Names.OwnsConsumer(name) {
+					t.Errorf("the health's backlog counts %s, not a pipeline durable: %v", name, h.Backlog)
+				}
+			}
+			if want := 8 + 8 + 1; len(h.Backlog) != want {
+				t.Errorf("the health's backlog has %d consumers, want %d: %v", len(h.Backlog), want, h.Backlog)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

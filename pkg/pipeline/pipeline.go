@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -281,7 +280,7 @@ func Backlog(ctx context.Context, js jetstream.JetStream, n wire.Names, services
 		}
 		l := st.ListConsumers(ctx)
 		for ci := range l.Info() {
-			if !ownsConsumer(n, ci.Name) {
+			if !n.OwnsConsumer(ci.Name) {
 				continue // another generation's consumer of RAW
 			}
 			out[ci.Stream+"/"+ci.Name] = ci.NumPending + uint64(ci.NumAckPending)
@@ -330,21 +329,6 @@ func WaitDrained(ctx context.Context, js jetstream.JetStream, n wire.Names, serv
 			quiet = 0
 		}
 	}
-}
-
-// ownsConsumer reports whether a durable consumer belongs to
-// generation n (names from the services' durable()).
-func ownsConsumer(n wire.Names, name string) bool {
-	for _, svc := range []string{Validator, Windower, Publisher} {
-		base := svc
-		if n.Generation != wire.DefaultGeneration {
-			base += "-g" + n.Generation
-		}
-		if name == base || strings.HasPrefix(name, base+"-p") {
-			return true
-		}
-	}
-	return false
 }
 
 // WaitDrained waits until every consumer has processed everything in its

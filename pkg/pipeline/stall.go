@@ -94,7 +94,7 @@ func (p *Pipeline) consumers(ctx context.Context) (map[string]consumerState, err
 		}
 		l := st.ListConsumers(ctx)
 		for ci := range l.Info() {
-			if !ownsConsumer(p.Names, ci.Name) {
+			if !p.Names.OwnsConsumer(ci.Name) {
 				continue
 			}
 			out[ci.Stream+"/"+ci.Name] = consumerState{ackFloor: ci.AckFloor.Stream, backlog: ci.NumPending + uint64(ci.NumAckPending)}

@@ -1,6 +1,7 @@
 package publisher
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -170,6 +171,11 @@ func (s *Service) health(ctx context.Context) (*wire.Health, error) {
 		}
 		lister := st.ListConsumers(ctx)
 		for ci := range lister.Info() {
+			// The pipeline's durables only: a replay's or a report's
+			// ordered consumer left on RAW is not the pipeline's backlog.
+			if !s.cfg.Names.OwnsConsumer(ci.Name) {
+				continue
+			}
 			h.Backlog[ci.Name] = ci.NumPending + uint64(ci.NumAckPending)
 		}
 		if err := lister.Err(); err != nil {
@@ -206,34 +212,48 @@ func correctionBacklog(ctx context.Context, late jetstream.Stream, total uint64)
 	return worst
 }
 
+// writeHealth writes h under meta.health and its parts under the other
+// meta.* keys: each when its content changed since it was last written, or
+// when it was last written KeepAlive ago. Watchers of the bucket see a
+// meta.* update when something changed, not every Tick.
 func (s *Service) writeHealth(ctx context.Context, h *wire.Health) error {
-	put := func(key string, v any) error {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		if _, err := s.kv.Put(ctx, key, b); err != nil {
-			return fmt.Errorf("publisher: put %s: %w", key, err)
-		}
-		return nil
-	}
 	wm := map[string]any{"global": h.GlobalWatermark, "partitions": map[string]time.Time{}}
 	for p, w := range h.Watermarks {
 		wm["partitions"].(map[string]time.Time)[strconv.Itoa(p)] = w
 	}
-	for key, v := range map[string]any{
-		wire.HealthKey:     h,
-		"meta.watermark":   wm,
-		"meta.backlog":     h.Backlog,
-		"meta.state":       map[string]any{"ledger_entries": h.LedgerEntries, "windows": h.Windows},
-		"meta.late":        map[string]any{"total": h.LateTotal, "per_minute": h.LateLastMinute},
-		"meta.corrections": map[string]any{"total": h.Corrections, "per_minute": h.CorrectionsLastMinute, "backlog": h.CorrectionBacklog},
-		"meta.source":      map[string]any{"last_seen": h.SourceLastSeen, "stale": h.Stale, "stale_after": h.StaleAfter},
-		"meta.generation":  map[string]any{"generation": h.Generation},
+	undated := *h
+	undated.UpdatedAt = time.Time{}
+	for _, kv := range []struct {
+		key       string
+		v, differ any // written, compared
+	}{
+		{wire.HealthKey, h, &undated},
+		{"meta.watermark", wm, nil},
+		{"meta.backlog", h.Backlog, nil},
+		{"meta.state", map[string]any{"ledger_entries": h.LedgerEntries, "windows": h.Windows}, nil},
+		{"meta.late", map[string]any{"total": h.LateTotal, "per_minute": h.LateLastMinute}, nil},
+		{"meta.corrections", map[string]any{"total": h.Corrections, "per_minute": h.CorrectionsLastMinute, "backlog": h.CorrectionBacklog}, nil},
+		{"meta.source", map[string]any{"last_seen": h.SourceLastSeen, "stale": h.Stale, "stale_after": h.StaleAfter}, nil},
+		{"meta.generation", map[string]any{"generation": h.Generation}, nil},
 	} {
-		if err := put(key, v); err != nil {
+		b, err := json.Marshal(kv.v)
+		if err != nil {
 			return err
 		}
+		cmp := b
+		if kv.differ != nil {
+			if cmp, err = json.Marshal(kv.differ); err != nil {
+				return err
+			}
+		}
+		last, ok := s.meta[kv.key]
+		if ok && bytes.Equal(last.body, cmp) && h.UpdatedAt.Sub(last.at) < s.cfg.KeepAlive {
+			continue
+		}
+		if _, err := s.kv.Put(ctx, kv.key, b); err != nil {
+			return fmt.Errorf("publisher: put %s: %w", kv.key, err)
+		}
+		s.meta[kv.key] = metaWritten{body: cmp, at: h.UpdatedAt}
 	}
 	return nil
 }

@@ -40,6 +40,12 @@ type Config struct {
 	StaleAfter time.Duration
 	// Tick is how often health and staleness are refreshed (default 1s).
 	Tick time.Duration
+	// KeepAlive: a meta.* key whose content did not change is written
+	// again after this long, so that readers can tell a live publisher
+	// (meta.health's updated_at) from a gone one; a changed key is written
+	// at the next Tick. Default 30s, and at most a quarter of StaleAfter
+	// (readers judge the publisher gone after StaleAfter).
+	KeepAlive time.Duration
 	// Linger is how long a batch of change notices waits for more after
 	// its first (default 5ms; config.Waits.PublishLinger).
 	Linger     time.Duration
@@ -75,6 +81,13 @@ type Service struct {
 	kvPrefix string
 	stale    bool
 	started  time.Time
+	// meta is what writeHealth last wrote under each meta.* key.
+	meta map[string]metaWritten
+}
+
+type metaWritten struct {
+	body []byte // the content compared (meta.health without updated_at)
+	at   time.Time
 }
 
 type stored struct {
@@ -96,21 +109,21 @@ func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = 30 * time.Second
+	}
+	cfg.KeepAlive = min(cfg.KeepAlive, cfg.StaleAfter/4)
 	parts := make([]int, cfg.Partitions)
 	for p := range parts {
 		parts[p] = p
 	}
 	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer),
 		stored: map[string]stored{}, known: map[string]bool{}, wms: make([]int64, cfg.Partitions),
-		parts: parts, kvPrefix: "$KV." + cfg.Names.Bucket() + "."}
+		parts: parts, kvPrefix: "$KV." + cfg.Names.Bucket() + ".", meta: map[string]metaWritten{}}
 }
 
 func (s *Service) durable() string {
-	name := "publisher"
-	if s.cfg.Names.Generation != wire.DefaultGeneration {
-		name += "-g" + s.cfg.Names.Generation
-	}
-	return name
+	return s.cfg.Names.ServiceDurable("publisher", -1)
 }
 
 // Run publishes until ctx ends (nil) or a failure (its error).

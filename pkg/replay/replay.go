@@ -94,10 +94,11 @@ func read(ctx context.Context, js jetstream.JetStream, name string, r Range, fn 
 	if r.From < info.State.FirstSeq {
 		return to, fmt.Errorf("replay: %s starts at sequence %d; %d..%d is no longer stored", name, info.State.FirstSeq, r.From, info.State.FirstSeq-1)
 	}
-	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: r.From})
+	c, done, err := stream.Ordered(ctx, st, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: r.From})
 	if err != nil {
 		return to, err
 	}
+	defer done() // a replay leaves no consumer behind
 	for {
 		b, err := c.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {

@@ -9,6 +9,28 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// Ordered creates an ordered consumer on st. done deletes the server-side
+// consumer it holds at that moment, so that a finished read leaves nothing
+// behind (in the health's backlog, in `nats consumer ls`); without it the
+// server removes an idle ordered consumer only after its inactive
+// threshold (5 minutes). The consumers an ordered consumer replaced on a
+// reset are deleted by nats.go itself.
+func Ordered(ctx context.Context, st jetstream.Stream, cfg jetstream.OrderedConsumerConfig) (c jetstream.Consumer, done func(), err error) {
+	c, err = st.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, func() {
+		ci := c.CachedInfo()
+		if ci == nil {
+			return // nothing fetched, so nothing created
+		}
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = st.DeleteConsumer(dctx, ci.Name) // best effort: the threshold removes it otherwise
+	}, nil
+}
+
 // ReadAll calls fn with every message stored in stream name at the time of
 // the call, in order, through an ordered (ephemeral) consumer.
 func ReadAll(ctx context.Context, js jetstream.JetStream, name string, fn func(jetstream.Msg) error) error {
@@ -24,10 +46,11 @@ func ReadAll(ctx context.Context, js jetstream.JetStream, name string, fn func(j
 	if info.State.Msgs == 0 {
 		return nil
 	}
-	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	c, done, err := Ordered(ctx, st, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		return fmt.Errorf("stream: %s ordered consumer: %w", name, err)
 	}
+	defer done()
 	for {
 		batch, err := c.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {

@@ -152,11 +152,7 @@ func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
 
 // Durable is the validator's consumer name for partition p.
 func (s *Service) durable(p int) string {
-	name := "validator"
-	if s.cfg.Names.Generation != wire.DefaultGeneration {
-		name += "-g" + s.cfg.Names.Generation
-	}
-	return wire.Durable(name, p)
+	return s.cfg.Names.ServiceDurable("validator", p)
 }
 
 // Run processes the owned partitions until ctx ends (nil) or one of them

@@ -94,11 +94,7 @@ func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
 }
 
 func (s *Service) durable(p int) string {
-	name := "windower"
-	if s.cfg.Names.Generation != wire.DefaultGeneration {
-		name += "-g" + s.cfg.Names.Generation
-	}
-	return wire.Durable(name, p)
+	return s.cfg.Names.ServiceDurable("windower", p)
 }
 
 // Run processes the owned partitions until ctx ends (nil) or one fails.

@@ -41,7 +41,8 @@ type Health struct {
 	GlobalWatermark time.Time `json:"global_watermark"`
 	// Watermarks by partition.
 	Watermarks []time.Time `json:"watermarks"`
-	// Backlog is each consumer's unprocessed messages (pending + unacked);
+	// Backlog is each of the pipeline's durable consumers' unprocessed
+	// messages (pending + unacked; wire.Names.OwnsConsumer);
 	// for the windower's consumers of VALID a message is a frame (one
 	// validator batch, up to its batch size of events).
 	Backlog map[string]uint64 `json:"backlog"`

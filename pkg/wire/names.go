@@ -3,6 +3,7 @@ package wire
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Stream names of docs/spec.md §1. RAW is shared by every generation; the
@@ -88,6 +89,41 @@ func WindowKey(windowID string) string { return WindowKeyPrefix + windowID }
 // also writes parts of it under meta.watermark, meta.backlog, meta.state,
 // meta.late, meta.corrections, meta.source and meta.generation.
 const HealthKey = "meta.health"
+
+// ServiceNames are the services that hold the pipeline's durable
+// consumers, in pipeline order: the validator (RAW, one per partition),
+// the windower (VALID, one per partition) and the publisher (CHANGES).
+var ServiceNames = []string{"validator", "windower", "publisher"}
+
+// ServiceDurable is the durable consumer name of service svc of this
+// generation for partition p (p < 0: a consumer over every partition):
+// validator-p3, or validator-g2-p3 in generation 2.
+func (n Names) ServiceDurable(svc string, p int) string {
+	if n.Generation != DefaultGeneration {
+		svc += "-g" + n.Generation
+	}
+	return Durable(svc, p)
+}
+
+// OwnsConsumer reports whether consumer is the durable consumer of one of
+// the pipeline's services (ServiceNames) in this generation. Other
+// consumers of the same streams (a replay's or a report's ordered
+// consumer, an operator's `nats consumer add`) are not the pipeline's:
+// their backlog is not the pipeline's backlog.
+func (n Names) OwnsConsumer(consumer string) bool {
+	for _, svc := range ServiceNames {
+		base := n.ServiceDurable(svc, -1)
+		if rest, ok := strings.CutPrefix(consumer, base); ok {
+			if rest == "" {
+				return true
+			}
+			if d, ok := strings.CutPrefix(rest, "-p"); ok && d != "" && strings.Trim(d, "0123456789") == "" {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // Durable is the durable consumer name of service svc for partition p
 // (p < 0: a consumer over every partition).

@@ -115,3 +115,32 @@ func TestKeepBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestOwnsConsumer(t *testing.T) {
+	one, two := wire.For(""), wire.For("2")
+	for _, tc := range []struct {
+		n    wire.Names
+		name string
+		want bool
+	}{
+		{one, "validator-p0", true},
+		{one, "windower-p15", true},
+		{one, "publisher", true},
+		{one, one.ServiceDurable("windower", 3), true},
+		{two, "validator-g2-p7", true},
+		{two, two.ServiceDurable("publisher", -1), true},
+		{two, "publisher-g2", true},
+		{one, "validator-g2-p7", false}, // another generation's
+		{two, "validator-p7", false},
+		{one, "publisher-g2", false},
+		{one, "validator-p", false},
+		{one, "validator-px", false},
+		{one, "validator-p1x", false},
+		{one, "Cq1hD7_1", false}, // an ordered consumer
+		{one, "report", false},
+	} {
+		if got := tc.n.OwnsConsumer(tc.name); got != tc.want {
+			t.Errorf("generation %s OwnsConsumer(%q) = %v, want %v", tc.n.Generation, tc.name, got, tc.want)
+		}
+	}
+}
