@@ -103,6 +103,7 @@ type Pipeline struct {
 	ns      *server.Server
 	mr      *miniredis.Miniredis
 	tmpDir  string
+	dataDir string
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	mu      sync.Mutex
@@ -146,6 +147,7 @@ func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 			}
 			dir = p.tmpDir
 		}
+		p.dataDir = dir
 		p.ns, err = embedded.StartNATS(embedded.NATSOptions{StoreDir: filepath.Join(dir, "jetstream"), SyncAlways: cfg.SyncAlways})
 		if err != nil {
 			return nil, err
@@ -186,6 +188,11 @@ func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 
 // Config returns the pipeline's configuration (with defaults applied).
 func (p *Pipeline) Config() Config { return p.cfg }
+
+// DataDir is the directory of the embedded nats-server's store (Config's
+// DataDir, or the temporary one made for it; removed by Close), or "" when
+// the pipeline runs against a given NATS URL.
+func (p *Pipeline) DataDir() string { return p.dataDir }
 
 // Crashes returns how often each service instance died and was restarted.
 func (p *Pipeline) Crashes() map[string]int {

@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/connect"
@@ -18,33 +23,57 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 )
 
+// demoURLs is what the demo writes to urls.json in its data directory:
+// where its dashboard, metrics and servers are.
+type demoURLs struct {
+	Dashboard string `json:"dashboard"`
+	Metrics   string `json:"metrics"`
+	NATS      string `json:"nats"`
+	Redis     string `json:"redis"`
+	DataDir   string `json:"data_dir"`
+}
+
+// demoIdleFor is how long the demo's source stays silent when --idle-for
+// is not given: long enough that STALE shows for 90 s of each idle phase
+// (the source is judged stale --stale-after into the silence).
+func demoIdleFor(staleAfter time.Duration) time.Duration { return staleAfter + 90*time.Second }
+
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c config.Common
 	c.Register(fs)
-	dataDir := fs.String("data-dir", "", "embedded nats-server store directory (default: a temporary one)")
+	dataDir := fs.String("data-dir", "", "embedded nats-server store directory, also holding urls.json (default: a temporary one)")
 	caseEvery := fs.Duration("case-every", 15*time.Second, "how often a seed case is injected")
-	idleEvery := fs.Duration("idle-every", 3*time.Minute, "how often the source goes silent (negative: never)")
-	idleFor := fs.Duration("idle-for", 150*time.Second, "how long the source stays silent")
+	idleEvery := fs.Duration("idle-every", 3*time.Minute, "how long the source sends between its silent phases (negative: never silent)")
+	idleFor := fs.Duration("idle-for", 0, "how long the source stays silent (default: --stale-after + 90s, so that STALE shows for 90 s)")
 	rows := fs.Int("rows", 12, "table rows (most recent windows)")
-	listen := fs.String("listen", "127.0.0.1:8080", "address of the dashboard (the live web page)")
+	listen := fs.String("listen", "127.0.0.1:8080", "address of the dashboard (the live web page and /metrics)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := c.Validate(); err != nil {
 		return usageError("%v", err)
 	}
+	if *idleFor < 0 || *rows < 1 {
+		return usageError("--idle-for must not be negative, --rows at least 1")
+	}
+	if *idleFor == 0 {
+		*idleFor = demoIdleFor(c.StaleAfter)
+	}
 	fps, _ := failpoint.Parse(c.Failpoints, failpoint.InProcess)
+	// One registry for the services and the dashboard, served as /metrics
+	// as the deployed services serve theirs.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	pc := pipelineConfig(&c)
-	pc.DataDir, pc.Failpoints = *dataDir, fps
+	pc.DataDir, pc.Failpoints, pc.Registerer = *dataDir, fps, reg
 	pc.Logger = slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	p, err := pipeline.Start(ctx, pc)
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	fmt.Fprintf(stdout, "receiptflow demo: NATS %s, Redis %s, %d partitions; Ctrl-C to stop\n", p.NATSURL, p.RedisURL, c.Partitions)
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("dashboard: listen %s: %w", *listen, err)
@@ -55,7 +84,8 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer dconn.Close()
-	dash, err := dashboard.New(dconn.NC, dashboard.Config{StaleAfter: c.StaleAfter, Listener: ln})
+	dash, err := dashboard.New(dconn.NC, dashboard.Config{Generation: c.Generation, StaleAfter: c.StaleAfter, Listener: ln,
+		Gatherer: reg, Registerer: reg})
 	if err != nil {
 		ln.Close()
 		return err
@@ -64,20 +94,40 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	dashDone := make(chan error, 1)
 	go func() { dashDone <- dash.Run(dashCtx) }()
 	defer func() { stopDash(); <-dashDone }()
-	fmt.Fprintf(stdout, "receiptflow demo: dashboard at http://%s\n", ln.Addr())
+
+	base := "http://" + ln.Addr().String()
+	urls := demoURLs{Dashboard: base + "/", Metrics: base + "/metrics", NATS: p.NATSURL, Redis: p.RedisURL, DataDir: p.DataDir()}
+	urlsFile := filepath.Join(p.DataDir(), "urls.json")
+	if err := writeArtifact(urlsFile, func(w io.Writer) error {
+		e := json.NewEncoder(w)
+		e.SetIndent("", "  ")
+		return e.Encode(urls)
+	}); err != nil {
+		return err
+	}
+	banner := fmt.Sprintf("receiptflow demo · %d partitions · Ctrl-C to stop\n"+
+		"  dashboard  %s\n  metrics    %s\n  NATS       %s\n  Redis      %s\n  (these in %s)\n",
+		c.Partitions, urls.Dashboard, urls.Metrics, urls.NATS, urls.Redis, urlsFile)
+	tty := isTerminal(stdout)
+	if !tty {
+		io.WriteString(stdout, banner) // once; a terminal keeps it at the top
+	}
+	scr := newScreen(stdout, tty, banner, *rows)
 
 	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: c.Partitions, HotKeys: c.Hot(), Validator: p.Validator, HeartbeatEvery: 50, HeartbeatInterval: time.Second,
 		Linger: c.Waits().IngestLinger})
 	defer in.Close(context.Background())
-	b, err := openBoard(ctx, p.Admin.JS, c.Generation)
-	if err != nil {
-		return err
-	}
 	feedErr := make(chan error, 1)
+	cases := make(chan string, 16)
 	go func() {
 		feedErr <- demo.Run(ctx, in, demo.Options{
 			CaseEvery: *caseEvery, IdleEvery: *idleEvery, IdleFor: *idleFor, Seed: uint64(time.Now().UnixNano()),
-			OnCase: func(name string) { fmt.Fprintf(stdout, "\n-- feed: %s\n", name) },
+			OnCase: func(name string) {
+				select {
+				case cases <- name:
+				default: // the screen is behind; the next case will show
+				}
+			},
 		})
 	}()
 	t := time.NewTicker(time.Second)
@@ -85,14 +135,22 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	for {
 		select {
 		case <-ctx.Done():
-			fmt.Fprintln(stdout, "\nreceiptflow demo: stopping")
+			fmt.Fprintln(stdout, "receiptflow demo: stopping")
 			return nil
 		case err := <-feedErr:
 			if err != nil {
 				return err
 			}
+		case name := <-cases:
+			msg := "feed: " + name
+			if name == "idle" {
+				msg = fmt.Sprintf("feed: idle for %s (STALE from %s in)", *idleFor, c.StaleAfter)
+			}
+			scr.note(msg)
 		case <-t.C:
-			b.render(stdout, *rows, false)
+			if v := dash.View(*rows); v.Loaded {
+				scr.show(v)
+			}
 		}
 	}
 }

@@ -17,9 +17,9 @@ import (
 )
 
 // cmdWatch follows the KV bucket in a terminal: the dashboard's view as a
-// table, redrawn in place on a terminal (appended when piped, and only
-// when something changed), with final, provisional, corrected and stale
-// windows marked. It follows the active-generation pointer and survives
+// table redrawn in place on a terminal, or plain lines (one per change of
+// a window or of the status) when the output is not a terminal, with
+// final, provisional, corrected and stale windows marked. It follows the active-generation pointer and survives
 // nats-server restarts as the dashboard does.
 func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
@@ -53,10 +53,9 @@ func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	go func() { done <- svc.Run(runCtx) }()
 	defer func() { stop(); <-done }()
 
-	tty := isTerminal(stdout)
+	scr := newScreen(stdout, isTerminal(stdout), "", *rows)
 	t := time.NewTicker(*every)
 	defer t.Stop()
-	var last string
 	waited := time.Now()
 	for {
 		v := svc.View(*rows)
@@ -69,16 +68,8 @@ func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		case *once:
 		case !v.Loaded && time.Since(waited) < 3*time.Second:
 			// Give the first load a moment rather than print an empty table.
-		case tty:
-			var buf bytes.Buffer
-			buf.WriteString("\x1b[H\x1b[2J") // home, clear screen: redraw in place
-			writeWatch(&buf, v, *rows)
-			stdout.Write(buf.Bytes())
 		default:
-			if k := watchKey(v); k != last {
-				last = k
-				writeWatch(stdout, v, *rows)
-			}
+			scr.show(v)
 		}
 		select {
 		case <-ctx.Done():
@@ -104,9 +95,18 @@ func writeWatch(w io.Writer, v dashboard.View, rows int) {
 		h.Stale = v.Stale
 		b.health = &h
 	}
-	b.render(w, rows, true)
-	var status []string
-	status = append(status, "generation "+v.Generation)
+	b.render(w, rows)
+	status := statusParts(v)
+	if hot := hottest(v.Health); hot != "" {
+		status = append(status, "hottest "+hot)
+	}
+	fmt.Fprintf(w, "-- %s; %d windows in all\n", strings.Join(status, " · "), v.TotalWindows)
+}
+
+// statusParts is the status of v that does not move with every event:
+// generation, connection, staleness and re-watches.
+func statusParts(v dashboard.View) []string {
+	status := []string{"generation " + v.Generation}
 	if v.Connected {
 		status = append(status, "NATS connected")
 	} else {
@@ -118,10 +118,81 @@ func writeWatch(w io.Writer, v dashboard.View, rows int) {
 	if v.Watch.Reloads > 0 {
 		status = append(status, fmt.Sprintf("re-watched %d× (last: %s)", v.Watch.Reloads, v.Watch.LastReason))
 	}
-	if hot := hottest(v.Health); hot != "" {
-		status = append(status, "hottest "+hot)
+	return status
+}
+
+// screen shows a live view: on a terminal it redraws in place, the banner
+// kept at the top; elsewhere (a pipe, a file, a log collector) it writes
+// plain lines, one per change of a window or of the status, so that the
+// output can be read and grepped.
+type screen struct {
+	w       io.Writer
+	tty     bool
+	banner  string
+	rows    int
+	notice  string            // the last notice (tty: shown under the banner)
+	status  string            // plain: the status last written
+	printed map[string]string // plain: each window's line last written
+}
+
+func newScreen(w io.Writer, tty bool, banner string, rows int) *screen {
+	return &screen{w: w, tty: tty, banner: banner, rows: rows, printed: map[string]string{}}
+}
+
+// show writes v: the whole screen on a terminal, the changes elsewhere.
+func (s *screen) show(v dashboard.View) {
+	if s.tty {
+		var buf bytes.Buffer
+		buf.WriteString("\x1b[H\x1b[2J") // home, clear screen: redraw in place
+		buf.WriteString(s.banner)
+		if s.notice != "" {
+			fmt.Fprintf(&buf, "%s\n", s.notice)
+		}
+		writeWatch(&buf, v, s.rows)
+		s.w.Write(buf.Bytes())
+		return
 	}
-	fmt.Fprintf(w, "-- %s; %d windows in all\n", strings.Join(status, " · "), v.TotalWindows)
+	now := time.Now().UTC().Format("15:04:05Z")
+	if st := strings.Join(statusParts(v), " · "); st != s.status {
+		s.status = st
+		fmt.Fprintf(s.w, "%s status: %s\n", now, st)
+	}
+	// Oldest first, as they happened.
+	for i := len(v.Windows) - 1; i >= 0; i-- {
+		wv := v.Windows[i]
+		if line := windowLine(wv); s.printed[wv.WindowID] != line {
+			s.printed[wv.WindowID] = line
+			fmt.Fprintf(s.w, "%s %s\n", now, line)
+		}
+	}
+}
+
+// note shows a notice (a demo feed case): under the banner on a terminal,
+// a line elsewhere.
+func (s *screen) note(msg string) {
+	s.notice = msg
+	if !s.tty {
+		fmt.Fprintf(s.w, "%s %s\n", time.Now().UTC().Format("15:04:05Z"), msg)
+	}
+}
+
+// windowLine is a window as one plain line.
+func windowLine(w dashboard.WindowView) string {
+	state := string(w.Status) + " provisional"
+	if w.Status == "final" {
+		state = "final"
+	}
+	line := fmt.Sprintf("window %s count %d version %d %s", w.WindowID, w.Count, w.Version, state)
+	if w.Corrections > 0 {
+		line += fmt.Sprintf(", corrected +%d", w.Corrections)
+	}
+	if w.LateDropped > 0 {
+		line += fmt.Sprintf(", %d late dropped", w.LateDropped)
+	}
+	if w.Stale {
+		line += ", STALE"
+	}
+	return line
 }
 
 func hottest(h *wire.Health) string {
@@ -135,16 +206,6 @@ func hottest(h *wire.Health) string {
 	return strings.Join(parts, ", ")
 }
 
-// watchKey identifies what a piped watch has printed, so it prints again
-// only when a window, the staleness or the connection changed.
-func watchKey(v dashboard.View) string {
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "%s|%t|%t|%s|", v.Generation, v.Connected, v.Stale, v.StaleReason)
-	for _, w := range v.Windows {
-		fmt.Fprintf(&sb, "%s:%d:%s:%t;", w.WindowID, w.Version, w.Status, w.Stale)
-	}
-	return sb.String()
-}
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
