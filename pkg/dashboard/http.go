@@ -1,8 +1,10 @@
 package dashboard
 
 import (
+	"bytes"
 	"embed"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"strconv"
@@ -41,6 +43,9 @@ func (s *Service) serveIndex(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
+	// The page asks /api/windows on load for as many windows as the
+	// stream will send it.
+	b = bytes.Replace(b, []byte("<body "), fmt.Appendf(nil, `<body data-recent="%d" `, s.cfg.Recent), 1)
 	securityHeaders(w.Header())
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")

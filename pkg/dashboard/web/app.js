@@ -138,10 +138,19 @@
 
   function renderChart(v, lost) {
     const svg = $('chart');
-    const W = 760, H = 270, left = 40, right = 10, top = 26, bottom = 34;
+    // One user unit is one CSS pixel: the chart is drawn for the width it
+    // has (redrawn on resize), so its labels keep their CSS font size on
+    // a phone instead of shrinking with a fixed viewBox.
+    const W = Math.max(Math.round(svg.getBoundingClientRect().width) || 760, 240);
+    const H = 270, left = 40, right = 10, bottom = 34;
+    svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
     const hours = v.hours || [];
     const slot = (W - left - right) / Math.max(hours.length, 1);
     const barW = Math.max(slot * 0.68, 4);
+    // Too narrow for a count beside its neighbour's: written upwards,
+    // with room above the tallest bar for it.
+    const upright = slot >= 30;
+    const top = upright ? 26 : 48;
     let max = 0;
     for (const h of hours) max = Math.max(max, h.count);
     const scaleMax = niceMax(max);
@@ -174,13 +183,18 @@
         const top_ = Math.min(y(h.count), base - 2);
         const fill = stale ? 'url(#hatch-stale)' : h.state === 'final' ? '#1f5fd1' : 'url(#hatch-provisional)';
         g.append(sv('rect', { class: 'body', x: x, y: top_, width: barW, height: base - top_, rx: 2, fill: fill }));
-        g.append(sv('text', { class: 'count', x: cx, y: top_ - 4, 'text-anchor': 'middle' }, h.count));
+        if (upright) {
+          g.append(sv('text', { class: 'count', x: cx, y: top_ - 4, 'text-anchor': 'middle' }, h.count));
+        } else {
+          g.append(sv('text', { class: 'count', x: cx + 4, y: top_ - 4, 'text-anchor': 'start',
+            transform: 'rotate(-90 ' + (cx + 4) + ' ' + (top_ - 4) + ')' }, h.count));
+        }
         if (h.corrected_by > 0) {
           const label = '+' + h.corrected_by;
-          const cw = Math.max(label.length * 6 + 4, 16);
-          const cy = Math.max(top_ - 28, 2);
-          g.append(sv('rect', { class: 'corr', x: cx - cw / 2, y: cy, width: cw, height: 12, rx: 3 }));
-          g.append(sv('text', { class: 'corr', x: cx, y: cy + 9, 'text-anchor': 'middle' }, label));
+          const cw = Math.max(label.length * 7 + 4, 18);
+          const cy = upright ? Math.max(top_ - 32, 2) : 2;
+          g.append(sv('rect', { class: 'corr', x: cx - cw / 2, y: cy, width: cw, height: 15, rx: 3 }));
+          g.append(sv('text', { class: 'corr', x: cx, y: cy + 11.5, 'text-anchor': 'middle' }, label));
         }
       } else if (h.state === 'confirmed_zero') {
         g.append(sv('rect', { class: 'zero-line', x: x, y: base - 2, width: barW, height: 2 }));
@@ -189,7 +203,8 @@
         g.append(sv('rect', { class: 'nodata', x: x, y: base - 22, width: barW, height: 22, rx: 2 }));
         g.append(sv('text', { class: 'nodata', x: cx, y: base - 8, 'text-anchor': 'middle' }, '?'));
       }
-      if (i % 3 === 0 || i === hours.length - 1) {
+      const every = slot >= 12 ? 3 : 4;
+      if (i % every === 0 || i === hours.length - 1) {
         g.append(sv('text', { x: cx, y: base + 14, 'text-anchor': 'middle' }, hourLabel(h.start)));
       }
       nodes.push(g);
@@ -327,5 +342,27 @@
     }));
   }
 
-  connect();
+  // Redraw the chart for its new width.
+  let resizing = 0;
+  window.addEventListener('resize', () => {
+    clearTimeout(resizing);
+    resizing = setTimeout(() => { if (lastView) renderChart(lastView, Date.now() - lastViewAt > LOST_AFTER_MS); }, 100);
+  });
+
+  // Render what the dashboard holds now from /api/windows, then follow
+  // the live stream: the page is not blank while the stream connects, or
+  // where a proxy holds the stream back (the page then says it has no
+  // live updates, as for a lost stream).
+  const recent = Number(document.body.dataset.recent) || 48;
+  fetch('/api/windows?recent=' + recent, { cache: 'no-store' })
+    .then((r) => (r.ok ? r.json() : null))
+    .then((v) => {
+      if (v && !lastView) {
+        lastView = v;
+        lastViewAt = Date.now();
+        render(v, false);
+      }
+    })
+    .catch(() => {})
+    .finally(connect);
 })();
