@@ -211,15 +211,21 @@ type browserRig struct {
 	n       int    // events sent
 }
 
-func browserStartRig(t *testing.T, staleAfter time.Duration) *browserRig {
+// browserStartRig starts the rig; each option adjusts the pipeline's
+// configuration before it starts.
+func browserStartRig(t *testing.T, staleAfter time.Duration, options ...func(*pipeline.Config)) *browserRig {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	ns, url := testenv.NATS(t)
-	p, err := pipeline.Start(ctx, pipeline.Config{
+	cfg := pipeline.Config{
 		NATSURL: url, Partitions: 2, Lateness: 5 * time.Minute, Grace: time.Hour,
 		StaleAfter: staleAfter, PublisherTick: 250 * time.Millisecond,
-	})
+	}
+	for _, o := range options {
+		o(&cfg)
+	}
+	p, err := pipeline.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,12 +19,7 @@ import (
 
 // Pointer is the value of the active-generation pointer
 // (wire.ControlBucket, key wire.ActiveKey).
-type Pointer struct {
-	Generation string    `json:"generation"`
-	Previous   string    `json:"previous,omitempty"`
-	SwitchedAt time.Time `json:"switched_at"`
-	Forced     bool      `json:"forced,omitempty"`
-}
+type Pointer = wire.Pointer
 
 // Parity is the record of a generation's last reconciliation, kept in the
 // control bucket under ParityKey(gen).
@@ -51,8 +46,10 @@ func control(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, e
 	return kv, nil
 }
 
-// Active returns the active generation (DefaultGeneration when the pointer
-// was never set) and the pointer's KV revision (0 when unset).
+// Active returns the active generation and the pointer's KV revision.
+// stream.Ensure writes the pointer of the default generation; a bucket
+// without it (set up by an older version, or the key deleted) reads as
+// DefaultGeneration at revision 0.
 func Active(ctx context.Context, js jetstream.JetStream) (Pointer, uint64, error) {
 	kv, err := control(ctx, js)
 	if err != nil {

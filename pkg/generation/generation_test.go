@@ -31,18 +31,26 @@ func deployment(t *testing.T) (context.Context, jetstream.JetStream) {
 	return ctx, js
 }
 
-// TestActiveDefaultsAndRejectsCorruptPointer: with no pointer the default
-// generation is active at revision 0; a pointer that is not a Pointer is an
-// error, not a silent fallback.
+// TestActiveDefaultsAndRejectsCorruptPointer: a fresh deployment's pointer
+// names the default generation; with no pointer (a bucket set up by an
+// older version) the default generation is active at revision 0; a pointer
+// that is not a Pointer is an error, not a silent fallback.
 func TestActiveDefaultsAndRejectsCorruptPointer(t *testing.T) {
 	ctx, js := deployment(t)
 	p, rev, err := Active(ctx, js)
-	if err != nil || p.Generation != wire.DefaultGeneration || rev != 0 {
-		t.Fatalf("Active = %+v, %d, %v; want the default generation at revision 0", p, rev, err)
+	if err != nil || p.Generation != wire.DefaultGeneration || rev == 0 {
+		t.Fatalf("Active = %+v, %d, %v; want the default generation's pointer", p, rev, err)
 	}
 	kv, err := js.KeyValue(ctx, wire.ControlBucket)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if err := kv.Purge(ctx, wire.ActiveKey); err != nil {
+		t.Fatal(err)
+	}
+	p, rev, err = Active(ctx, js)
+	if err != nil || p.Generation != wire.DefaultGeneration || rev != 0 {
+		t.Fatalf("Active without a pointer = %+v, %d, %v; want the default generation at revision 0", p, rev, err)
 	}
 	for _, bad := range []string{"not json", `{"previous":"g1"}`} {
 		if _, err := kv.Put(ctx, wire.ActiveKey, []byte(bad)); err != nil {

@@ -150,6 +150,14 @@ func (s *Service) health(ctx context.Context) (*wire.Health, error) {
 		h.Windows += len(ids)
 	}
 	h.GlobalWatermark = window.Time(max(global, 0))
+	for p, wm := range h.Watermarks {
+		if d := wm.Sub(now).Milliseconds(); d > 0 {
+			h.AheadPartitions = append(h.AheadPartitions, p)
+			h.WatermarkAheadMs = max(h.WatermarkAheadMs, d)
+		}
+	}
+	sort.Ints(h.AheadPartitions)
+	s.m.ahead.Set(float64(h.WatermarkAheadMs) / 1000)
 	raw, err := s.js.Stream(ctx, wire.Raw)
 	if err != nil {
 		return nil, fmt.Errorf("publisher: stream RAW: %w", err)
@@ -217,7 +225,8 @@ func correctionBacklog(ctx context.Context, late jetstream.Stream, total uint64)
 // when it was last written KeepAlive ago. Watchers of the bucket see a
 // meta.* update when something changed, not every Tick.
 func (s *Service) writeHealth(ctx context.Context, h *wire.Health) error {
-	wm := map[string]any{"global": h.GlobalWatermark, "partitions": map[string]time.Time{}}
+	wm := map[string]any{"global": h.GlobalWatermark, "partitions": map[string]time.Time{},
+		"ahead_of_clock_ms": h.WatermarkAheadMs}
 	for p, w := range h.Watermarks {
 		wm["partitions"].(map[string]time.Time)[strconv.Itoa(p)] = w
 	}

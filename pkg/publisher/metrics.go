@@ -10,6 +10,7 @@ type metrics struct {
 	writes    prometheus.Counter
 	skipped   prometheus.Counter
 	conflicts prometheus.Counter
+	ahead     prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -22,6 +23,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		})),
 		conflicts: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "receiptflow_publisher_kv_conflicts_total", Help: "Compare-and-set conflicts with another writer.",
+		})),
+		ahead: telemetry.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "receiptflow_publisher_watermark_ahead_of_clock_seconds",
+			Help: "How far the furthest partition watermark is ahead of the publisher's clock (0: none is); above 0 a future-dated input moved it, and windows close early.",
 		})),
 	}
 }

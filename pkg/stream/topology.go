@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -73,6 +74,28 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n wire.Names, c Config)
 		}); err != nil {
 			return fmt.Errorf("stream: ensure bucket %s: %w", b, err)
 		}
+	}
+	if n.Generation == wire.DefaultGeneration {
+		return ensurePointer(ctx, js)
+	}
+	return nil
+}
+
+// ensurePointer writes the active-generation pointer of a fresh
+// deployment (the default generation) unless the key holds a value: a
+// pointer a switch wrote is never replaced here, and of concurrent
+// Ensures one creates it.
+func ensurePointer(ctx context.Context, js jetstream.JetStream) error {
+	kv, err := js.KeyValue(ctx, wire.ControlBucket)
+	if err != nil {
+		return fmt.Errorf("stream: control bucket: %w", err)
+	}
+	b, err := json.Marshal(wire.Pointer{Generation: wire.DefaultGeneration, SwitchedAt: time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Create(ctx, wire.ActiveKey, b); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("stream: write the active-generation pointer: %w", err)
 	}
 	return nil
 }

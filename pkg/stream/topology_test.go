@@ -2,6 +2,8 @@ package stream
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -51,5 +53,58 @@ func TestEnsureConcurrentDifferentConfigs(t *testing.T) {
 	}
 	if got := s.CachedInfo().Config.MaxAge; got != DefaultMaxAge {
 		t.Errorf("LATE kept for %v, want the default %v", got, DefaultMaxAge)
+	}
+}
+
+// TestEnsureWritesTheActivePointer (issue 14, papercut 12): the control
+// bucket holds the active-generation pointer from the start, so a reader
+// of the bucket sees which generation is live; Ensure never replaces a
+// pointer a switch wrote, and concurrent Ensures both succeed. Before, the
+// bucket stayed empty until the first switch.
+func TestEnsureWritesTheActivePointer(t *testing.T) {
+	_, url := testenv.NATS(t)
+	js := testenv.JetStream(t, url)
+	ctx := context.Background()
+	// Another generation's set-up does not write it.
+	if err := Ensure(ctx, js, wire.For("7"), Config{Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, wire.ControlBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := kv.Get(ctx, wire.ActiveKey); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("after setting up generation 7 the pointer is %v (%v), want none", e, err)
+	}
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() { errs[i] = Ensure(ctx, js, wire.For(""), Config{Partitions: 2}) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent Ensure: %v", err)
+		}
+	}
+	e, err := kv.Get(ctx, wire.ActiveKey)
+	if err != nil {
+		t.Fatalf("no active-generation pointer after Ensure: %v", err)
+	}
+	var p wire.Pointer
+	if err := json.Unmarshal(e.Value(), &p); err != nil || p.Generation != wire.DefaultGeneration || p.SwitchedAt.IsZero() {
+		t.Fatalf("pointer %s (%v), want generation %s with its time", e.Value(), err, wire.DefaultGeneration)
+	}
+	// A switch to 7, then a service restarting: the pointer stays at 7.
+	switched, _ := json.Marshal(wire.Pointer{Generation: "7", Previous: "1", SwitchedAt: time.Now().UTC()})
+	rev, err := kv.Update(ctx, wire.ActiveKey, switched, e.Revision())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Ensure(ctx, js, wire.For(""), Config{Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := kv.Get(ctx, wire.ActiveKey); err != nil || e.Revision() != rev || string(e.Value()) != string(switched) {
+		t.Fatalf("after a switch and Ensure the pointer is %s at revision %d (%v), want %s at %d", e.Value(), e.Revision(), err, switched, rev)
 	}
 }

@@ -79,10 +79,29 @@ type Health struct {
 	// Hottest lists up to three partitions with the most submissions
 	// counted in the last minute, busiest first (none when all are idle).
 	Hottest []PartitionHeat `json:"hottest_partitions"`
+	// WatermarkAheadMs is how far the furthest partition watermark is
+	// ahead of the publisher's clock, in ms (0: none is). A watermark
+	// follows event times, which the validator bounds by the broker's
+	// receive time plus --max-future-skew: with a skew larger than the
+	// lateness a future-dated input can move it past the clock, and then
+	// windows close early. AheadPartitions are the partitions ahead.
+	WatermarkAheadMs int64 `json:"watermark_ahead_ms,omitempty"`
+	AheadPartitions  []int `json:"watermark_ahead_partitions,omitempty"`
 }
 
 // PartitionHeat is one partition's recent traffic.
 type PartitionHeat struct {
 	Partition int   `json:"partition"`
 	Recent    int64 `json:"recent"`
+}
+
+// Pointer is the value of the active-generation pointer (ControlBucket,
+// key ActiveKey) that readers follow (docs/spec.md §5). Setting up the
+// default generation's topology writes it once (generation
+// DefaultGeneration) when it is absent; a switch replaces it by revision.
+type Pointer struct {
+	Generation string    `json:"generation"`
+	Previous   string    `json:"previous,omitempty"`
+	SwitchedAt time.Time `json:"switched_at"`
+	Forced     bool      `json:"forced,omitempty"`
 }

@@ -115,6 +115,10 @@ func statusParts(v dashboard.View) []string {
 	if v.Stale {
 		status = append(status, "STALE: "+v.StaleReason)
 	}
+	if h := v.Health; h != nil && h.WatermarkAheadMs > 0 {
+		status = append(status, fmt.Sprintf("WATERMARK AHEAD OF CLOCK by %s (partitions %v)",
+			(time.Duration(h.WatermarkAheadMs) * time.Millisecond).Round(time.Second), h.AheadPartitions))
+	}
 	if v.Watch.Reloads > 0 {
 		status = append(status, fmt.Sprintf("re-watched %d× (last: %s)", v.Watch.Reloads, v.Watch.LastReason))
 	}

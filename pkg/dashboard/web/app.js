@@ -305,7 +305,16 @@
       $('backlog').tBodies[0].replaceChildren();
       return;
     }
-    set('h-global-wm', fmtTime(h.global_watermark));
+    if (h.watermark_ahead_ms > 0) {
+      // A future-dated input moved a watermark past the clock: windows
+      // close (turn final) before their hour has passed.
+      set('h-global-wm', fmtTime(h.global_watermark), ' ',
+        el('span', { id: 'h-ahead', class: 'badge late', title: 'a future-dated input moved the watermark past the clock; windows close early' },
+          'watermark ahead of clock by ' + ahead(h.watermark_ahead_ms).replace('+', '') + ' (' +
+          (h.watermark_ahead_partitions || []).map((p) => 'p' + p).join(', ') + ')'));
+    } else {
+      set('h-global-wm', fmtTime(h.global_watermark));
+    }
     set('h-source', fmtTime(h.source_last_seen), ' ', el('span', { class: 'detail' }, ago(h.source_last_seen, v.now) + ' · stale after ' + h.stale_after));
     set('h-report', fmtTime(h.updated_at), ' ', el('span', { class: 'detail' }, ago(h.updated_at, v.now)));
     set('h-late', (h.late_per_minute || 0) + ' / min', ' ', el('span', { class: 'detail' }, h.late_total + ' routed to LATE in all'));
