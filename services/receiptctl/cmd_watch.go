@@ -117,7 +117,7 @@ func statusParts(v dashboard.View) []string {
 	}
 	if h := v.Health; h != nil && h.WatermarkAheadMs > 0 {
 		status = append(status, fmt.Sprintf("WATERMARK AHEAD OF CLOCK by %s (partitions %v)",
-			(time.Duration(h.WatermarkAheadMs) * time.Millisecond).Round(time.Second), h.AheadPartitions))
+			(time.Duration(h.WatermarkAheadMs)*time.Millisecond).Round(time.Second), h.AheadPartitions))
 	}
 	if v.Watch.Reloads > 0 {
 		status = append(status, fmt.Sprintf("re-watched %d× (last: %s)", v.Watch.Reloads, v.Watch.LastReason))
@@ -209,7 +209,6 @@ func hottest(h *wire.Health) string {
 	}
 	return strings.Join(parts, ", ")
 }
-
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
