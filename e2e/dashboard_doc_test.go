@@ -1,0 +1,72 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestReadingTheDashboardCoversThePage (issue 14, papercut 14):
+// docs/reading-the-dashboard.md explains every label the page can show —
+// the connection pills, the badges, the health panel's items and the
+// windows table's columns, taken from the page's own files — and every
+// screenshot it shows exists. A label added to the page without a word in
+// the doc fails here.
+func TestReadingTheDashboardCoversThePage(t *testing.T) {
+	root := repoRoot(t)
+	read := func(rel string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(root, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	doc := read("docs/reading-the-dashboard.md")
+	html := read("pkg/dashboard/web/index.html")
+	js := read("pkg/dashboard/web/app.js")
+
+	images := regexp.MustCompile(`!\[[^\]]*\]\(([^)]+)\)`).FindAllStringSubmatch(doc, -1)
+	if len(images) < 3 {
+		t.Errorf("%d screenshots in the doc, want at least 3 (the page, STALE, the phone)", len(images))
+	}
+	for _, m := range images {
+		if fi, err := os.Stat(filepath.Join(root, "docs", m[1])); err != nil || fi.Size() == 0 {
+			t.Errorf("screenshot %s: %v", m[1], err)
+		}
+	}
+
+	var labels []string
+	add := func(what string, re *regexp.Regexp, src string, min int) {
+		found := re.FindAllStringSubmatch(src, -1)
+		if len(found) < min {
+			t.Errorf("%s: found %d in the page's files, want at least %d (did the page change shape?)", what, len(found), min)
+		}
+		for _, m := range found {
+			labels = append(labels, strings.TrimSpace(m[1]))
+		}
+	}
+	add("health items", regexp.MustCompile(`<dt>([^<]+)</dt>`), html, 9)
+	add("table columns", regexp.MustCompile(`<th class="c-[a-z]+[^"]*">([^<]+)</th>`), html, 8)
+	add("connection pills", regexp.MustCompile(`setPill\('\w+', '\w+', '([^']+)'\)`), js, 5)
+	add("badges", regexp.MustCompile(`class: 'badge [a-z]+'[^}]*\}, '([^']+)'`), js, 5)
+	add("chart marks", regexp.MustCompile(`class: '(?:zero|nodata)'[^}]*\}, '([^']+)'`), js, 2)
+	add("legend", regexp.MustCompile(`<li><span class="sw [^"]+">[^<]*</span>([^<(]+)`), html, 6)
+	labels = append(labels, "STALE", "watermark ahead of clock", "corrected +", "in grace", "0✓")
+	for _, l := range labels {
+		if !strings.Contains(doc, l) {
+			t.Errorf("the page shows %q; docs/reading-the-dashboard.md does not explain it", l)
+		}
+	}
+	// Each item of the health panel says what the operator does.
+	for _, row := range strings.Split(doc, "\n") {
+		if strings.HasPrefix(row, "| ") && strings.Count(row, "|") == 4 && !strings.HasPrefix(row, "| shown") &&
+			!strings.HasPrefix(row, "| item") && !strings.HasPrefix(row, "| bar") {
+			if cells := strings.Split(row, "|"); strings.TrimSpace(cells[3]) == "" {
+				t.Errorf("no action in row %q", row)
+			}
+		}
+	}
+}
