@@ -37,6 +37,7 @@ func init() {
 		"handoff":   {cmdHandoff, "write the hand-off bundle from a run over the seed fixture"},
 		"replay":    {cmdReplay, "re-drive a RAW or VALID sequence range through the downstream services (a no-op for every count)"},
 		"rebuild":   {cmdRebuild, "replay RAW into a new generation, reconcile it, and switch readers only if parity holds"},
+		"backfill":  {cmdBackfill, "re-admit the active generation's too-late LATE events into a new generation with a wider grace; switch only if parity holds"},
 		"switch":    {cmdSwitch, "switch readers to generation G (refused without a passing parity record unless --force)"},
 		"watch":     {cmdWatch, "follow the KV bucket of a running deployment in a terminal (live table)"},
 	}

@@ -127,6 +127,9 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{[]string{"run", "--events", seed, "--out", t.TempDir(), "--lateness", "soon"}, "-lateness"},
 		{[]string{"reconcile", "--windows"}, "-windows"},
 		{[]string{"watch", "--nope=1"}, "-nope"},
+		{[]string{"backfill"}, "--generation"},
+		{[]string{"backfill", "--generation", "2"}, "--nats-url"},
+		{[]string{"backfill", "--generation", "2", "--nats-url", "nats://127.0.0.1:1", "--redis-url", "redis://127.0.0.1:1", "--margin", "-1m"}, "--margin"},
 		{[]string{"nope"}, `"nope"`},
 	} {
 		code, out, errOut := runCLI(t, tc.args...)
