@@ -34,7 +34,7 @@ func TestBackfillReadmitsTooLateEvents(t *testing.T) {
 		t.Fatalf("the input has no events after the grace: %+v", st)
 	}
 	live := runFile(t, base, path) // generation 1
-	tooLate := map[string]int{}     // window → after_grace events
+	tooLate := map[string]int{}    // window → after_grace events
 	n := 0
 	for _, row := range live.Late {
 		if row.Reason == wire.ReasonAfterGrace {
