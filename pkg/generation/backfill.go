@@ -107,7 +107,7 @@ func Backfill(ctx context.Context, bc BackfillConfig) (*BackfillResult, error) {
 	res := &BackfillResult{From: active.Generation}
 	least := bc.Grace
 	if least <= 0 {
-		least = time.Hour // pipeline.Config's default grace
+		least = pipeline.DefaultGrace
 	}
 	if res.Grace, res.TooLate, err = GraceFor(late, least, bc.Margin); err != nil {
 		return nil, err

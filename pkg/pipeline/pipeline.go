@@ -110,6 +110,9 @@ type Pipeline struct {
 	crashes map[string]int
 }
 
+// DefaultGrace is the grace a Config without one gets.
+const DefaultGrace = time.Hour
+
 // Start starts the servers (if embedded), creates the streams and starts
 // the services. Close stops everything.
 func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
@@ -120,7 +123,7 @@ func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 		cfg.Lateness = 5 * time.Minute
 	}
 	if cfg.Grace <= 0 {
-		cfg.Grace = time.Hour
+		cfg.Grace = DefaultGrace
 	}
 	if cfg.StaleAfter <= 0 {
 		cfg.StaleAfter = 2 * time.Minute

@@ -12,49 +12,85 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/generation"
+	"github.com/receiptflow/receiptflow/pkg/pipeline"
+	"github.com/receiptflow/receiptflow/pkg/reconcile"
 )
+
+// generationFlags are the flags rebuild and backfill share: the common
+// ones (--generation names the new generation), --no-switch and --out.
+type generationFlags struct {
+	common   config.Common
+	noSwitch *bool
+	out      *string
+}
+
+func registerGenerationFlags(fs *flag.FlagSet) *generationFlags {
+	g := &generationFlags{}
+	g.common.Register(fs)
+	g.noSwitch = fs.Bool("no-switch", false, "reconcile the new generation but do not switch readers to it")
+	g.out = fs.String("out", "", "write the parity report (parity.json, parity.md) here")
+	return g
+}
+
+// config checks the parsed flags (usage errors) and returns the pipeline
+// configuration of the new generation, logging warnings to stderr.
+func (g *generationFlags) config(fs *flag.FlagSet, stderr io.Writer) (pipeline.Config, error) {
+	c := &g.common
+	if c.Generation == "" || c.Generation == "1" && !flagSet(fs, "generation") {
+		return pipeline.Config{}, usageError("--generation G is required (a new generation, e.g. 2)")
+	}
+	if c.NATSURL == "" || c.RedisURL == "" {
+		return pipeline.Config{}, usageError("--nats-url and --redis-url (or NATS_URL, REDIS_URL) of the running deployment are required")
+	}
+	if err := c.Validate(); err != nil {
+		return pipeline.Config{}, usageError("%v", err)
+	}
+	pc := pipelineConfig(c)
+	pc.Logger = slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return pc, nil
+}
+
+// report writes the parity report when --out is set, and fails (exit 1)
+// when parity does not hold, naming the generation readers stay on.
+func (g *generationFlags) report(rep *reconcile.Report, stayOn string) error {
+	if *g.out != "" {
+		if err := writeReport(*g.out, rep); err != nil {
+			return err
+		}
+	}
+	if !rep.Holds {
+		return &exitError{code: 1, msg: fmt.Sprintf("generation %s failed parity (%d unexplained differences); readers stay on %s", g.common.Generation, len(rep.Unexplained), stayOn)}
+	}
+	return nil
+}
 
 func cmdRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("rebuild", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var c config.Common
-	c.Register(fs)
-	noSwitch := fs.Bool("no-switch", false, "reconcile the new generation but do not switch readers to it")
-	out := fs.String("out", "", "write the parity report (parity.json, parity.md) here")
+	g := registerGenerationFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if c.Generation == "" || c.Generation == "1" && !flagSet(fs, "generation") {
-		return usageError("--generation G is required (a new generation, e.g. 2)")
+	pc, err := g.config(fs, stderr)
+	if err != nil {
+		return err
 	}
-	if c.NATSURL == "" || c.RedisURL == "" {
-		return usageError("--nats-url and --redis-url (or NATS_URL, REDIS_URL) of the running deployment are required")
-	}
-	if err := c.Validate(); err != nil {
-		return usageError("%v", err)
-	}
-	pc := pipelineConfig(&c)
-	pc.Logger = slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	res, err := generation.Rebuild(ctx, generation.RebuildConfig{
 		Config:   pc,
-		NoSwitch: *noSwitch, Progress: stderr,
+		NoSwitch: *g.noSwitch, Progress: stderr,
 	})
 	if err != nil {
 		return err
 	}
-	if *out != "" {
-		if err := writeReport(*out, res.Report); err != nil {
-			return err
-		}
+	if err := g.report(res.Report, "the active generation"); err != nil {
+		return err
 	}
-	switch {
-	case !res.Report.Holds:
-		return &exitError{code: 1, msg: fmt.Sprintf("generation %s failed parity (%d unexplained differences); readers stay on the active generation", c.Generation, len(res.Report.Unexplained))}
-	case res.Switched:
-		fmt.Fprintf(stdout, "rebuild: generation %s reconciled and active (previous %s; roll back with: receiptctl switch %s)\n", c.Generation, res.Pointer.Previous, res.Pointer.Previous)
-		fmt.Fprintf(stdout, "rebuild: restart the services with --generation %s so it keeps up with new events\n", c.Generation)
-	default:
-		fmt.Fprintf(stdout, "rebuild: generation %s reconciled; not switched (--no-switch). Switch with: receiptctl switch %s\n", c.Generation, c.Generation)
+	gen := pc.Generation
+	if res.Switched {
+		fmt.Fprintf(stdout, "rebuild: generation %s reconciled and active (previous %s; roll back with: receiptctl switch %s)\n", gen, res.Pointer.Previous, res.Pointer.Previous)
+		fmt.Fprintf(stdout, "rebuild: restart the services with --generation %s so it keeps up with new events\n", gen)
+	} else {
+		fmt.Fprintf(stdout, "rebuild: generation %s reconciled; not switched (--no-switch). Switch with: receiptctl switch %s\n", gen, gen)
 	}
 	return nil
 }
