@@ -16,6 +16,9 @@ type Checked struct {
 	OccurredAt time.Time
 	// Fingerprint is the event's Fingerprint.
 	Fingerprint uint64
+	// Payload is the payload's text as written (nil when absent), shared
+	// with the raw record like EventID.
+	Payload []byte
 }
 
 // Counts reports whether the event is a submission (type submitted).
@@ -40,6 +43,10 @@ func (v *Validator) Check(raw []byte, receivedAt time.Time, c *Checked) error {
 				OccurredAt:   fr.occurred,
 				Fingerprint:  fr.fp,
 			}
+			if fr.has(fxPayload) {
+				pl := fr.vals[fxPayload]
+				c.Payload = raw[pl.start:pl.end:pl.end]
+			}
 			return nil
 		}
 	}
@@ -53,6 +60,7 @@ func (v *Validator) Check(raw []byte, receivedAt time.Time, c *Checked) error {
 		Type:         e.Type,
 		OccurredAt:   e.OccurredAt,
 		Fingerprint:  e.Fingerprint,
+		Payload:      e.Payload,
 	}
 	return nil
 }

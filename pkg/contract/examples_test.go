@@ -245,6 +245,8 @@ func TestSnapshotSchemaMatchesType(t *testing.T) {
 		Digest:             d.String(),
 		Partitions:         []wire.Partial{{Partition: 1, Count: 3, Corrections: 1, Version: 3}},
 		Generation:         "g1",
+		Breakdown: wire.NewBreakdown(map[string]wire.StoreTotal{
+			"store-a": {Count: 2, AmountCents: 2500}, "store-b": {Count: 1, Unpriced: 1}}),
 	}
 	checkSnapshot(t, snap, w)
 

@@ -441,7 +441,7 @@ func (g *generator) invalidRecord(base int64) []byte {
 
 // payload returns a JSON object of about size bytes.
 func (g *generator) payload(key string, size int) string {
-	p := fmt.Sprintf(`{"store":%q,"total_cents":%d,"items":%d,"currency":"EUR","pad":""}`,
+	p := fmt.Sprintf(`{"store":%q,"amount_cents":%d,"items":%d,"currency":"EUR","pad":""}`,
 		key, 100+g.r.IntN(99900), 1+g.r.IntN(20))
 	if pad := size - len(p); pad > 0 {
 		p = p[:len(p)-2] + strings.Repeat("x", pad) + `"}`

@@ -7,7 +7,9 @@
 --                  raw)
 -- KEYS[2]          window index zset (member window id, score start ms)
 -- KEYS[2+j]        partial hash of window j, j = 1..W (n, corr, late, ver,
---                  otv, d1, d2)
+--                  otv, d1, d2, and the breakdown: c:<store> submissions
+--                  counted, a:<store> their amount_cents sum, u:<store>
+--                  how many of them were unpriced)
 -- KEYS[2+W+k]      ledger shard k of the batch, k = 1..L (event IDKey ->
 --                  "C" | "L<wm>"; each a shard of one window's ledger)
 -- ARGV[1] lateness ms, ARGV[2] grace ms, ARGV[3] replay horizon ms (0: none),
@@ -17,13 +19,18 @@
 --                  0: unknown), ARGV[6+2W] published mark (the last
 --                  sequence whose outputs the caller has published and
 --                  acked; 0: none), then ARGV[7+2W] record count N, then N
---                  records of 9 fields:
+--                  records of 11 fields:
 --                  seq, kind (s submission | o other type | h heartbeat),
 --                  event IDKey, window index j (1-based, 0 for h), ledger
 --                  shard index k (1-based, 0 unless s), time ms (event
 --                  time; for h the source progress), and the digest
---                  halves h1, h2 of the event id, and the RAW sequence
---                  (0: unknown).
+--                  halves h1, h2 of the event id, the RAW sequence
+--                  (0: unknown), the store (a submission's partition_key;
+--                  "" unknown) and its amount in cents ("" unpriced).
+--
+-- A submission counted (on time or as a correction) adds to its store's
+-- breakdown in the same step as to the count, so a replay that changes no
+-- count changes no breakdown either.
 --
 -- A record is already applied if its seq is at or below the checkpoint's
 -- seq as the call found it (the records of one VALID frame share the
@@ -62,7 +69,7 @@ local expect = tonumber(ARGV[5 + 2 * nw])
 local published = tonumber(ARGV[6 + 2 * nw])
 local base = 7 + 2 * nw
 local n = tonumber(ARGV[base])
-local F = 9
+local F = 11
 
 local cur = redis.call('HMGET', KEYS[1], 'seq', 'wm', 'retired', 'entries', 'pub', 'busy', 'raw')
 local seq = tonumber(cur[1]) or 0
@@ -88,7 +95,7 @@ local function partial(j)
     local v = redis.call('HMGET', KEYS[2 + j], 'n', 'corr', 'late', 'ver', 'otv', 'd1', 'd2')
     p = {n = tonumber(v[1]) or 0, corr = tonumber(v[2]) or 0, late = tonumber(v[3]) or 0,
          ver = tonumber(v[4]) or 0, otv = tonumber(v[5]) or 0, d1 = tonumber(v[6]) or 0,
-         d2 = tonumber(v[7]) or 0, dirty = false}
+         d2 = tonumber(v[7]) or 0, dirty = false, stores = {}}
     parts[j] = p
   end
   return p
@@ -150,6 +157,15 @@ for i = 0, n - 1 do
           p.d1 = (p.d1 + tonumber(ARGV[o + 6])) % M
           p.d2 = (p.d2 + tonumber(ARGV[o + 7])) % M
           p.dirty = true
+          local store = ARGV[o + 9]
+          local b = p.stores[store]
+          if b == nil then
+            b = {c = 0, a = 0, u = 0}
+            p.stores[store] = b
+          end
+          b.c = b.c + 1
+          local amount = ARGV[o + 10]
+          if amount == '' then b.u = b.u + 1 else b.a = b.a + tonumber(amount) end
           added = added + 1
           if wm >= e then
             p.corr = p.corr + 1
@@ -176,6 +192,11 @@ for j, p in pairs(parts) do
     redis.call('HSET', KEYS[2 + j], 'n', p.n, 'corr', p.corr, 'late', p.late, 'ver', p.ver,
       'otv', p.otv, 'd1', string.format('%d', p.d1), 'd2', string.format('%d', p.d2))
     redis.call('ZADD', KEYS[2], starts[j], ids[j])
+    for store, b in pairs(p.stores) do
+      redis.call('HINCRBY', KEYS[2 + j], 'c:' .. store, b.c)
+      if b.a ~= 0 then redis.call('HINCRBY', KEYS[2 + j], 'a:' .. store, string.format('%d', b.a)) end
+      if b.u ~= 0 then redis.call('HINCRBY', KEYS[2 + j], 'u:' .. store, b.u) end
+    end
   end
 end
 if published > pub and published <= seq then pub = published end

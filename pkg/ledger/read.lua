@@ -4,11 +4,12 @@
 --
 -- KEYS[1]    checkpoint hash
 -- KEYS[2..]  partial hashes
--- Returns {wm, seq, retired, p_1, ..., p_n} where p_i is the HMGET of
--- n, corr, late, ver, otv, d1, d2 (false where absent).
+-- Returns {wm, seq, retired, p_1, ..., p_n} where p_i is the HGETALL of
+-- partial i (field, value, ...; empty where absent): the counts, the
+-- digest and the breakdown fields (apply.lua).
 local cur = redis.call('HMGET', KEYS[1], 'wm', 'seq', 'retired')
 local res = {cur[1] or '0', cur[2] or '0', cur[3] or '0'}
 for i = 2, #KEYS do
-  res[#res + 1] = redis.call('HMGET', KEYS[i], 'n', 'corr', 'late', 'ver', 'otv', 'd1', 'd2')
+  res[#res + 1] = redis.call('HGETALL', KEYS[i])
 end
 return res

@@ -102,6 +102,11 @@ type Record struct {
 	// the partition applied is one applied before (a frame the validator
 	// published again after a crash, cut at other bounds) and is Replayed.
 	RawSeq uint64
+	// Store, AmountCents and Priced are a submission's breakdown key (its
+	// partition_key; "" unknown) and amount (wire.FrameRecord).
+	Store       string
+	AmountCents int64
+	Priced      bool
 }
 
 // Code is the outcome of one record.
@@ -203,7 +208,7 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, publish
 		keys = append(keys, s.keys.Partial(p, id))
 	}
 	keys = append(keys, shardKeys...)
-	args := make([]any, 0, 7+2*len(wids)+9*len(recs))
+	args := make([]any, 0, 7+2*len(wids)+11*len(recs))
 	args = append(args, s.lateness, s.grace, s.horizon, len(wids))
 	for _, st := range starts {
 		args = append(args, st)
@@ -217,7 +222,11 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, publish
 		if r.Kind == Submission {
 			h1, h2 = digest.Halves(r.EventID)
 		}
-		args = append(args, r.Seq, string(rune(r.Kind)), hids[i], recWin[i], recShard[i], r.Time, h1, h2, r.RawSeq)
+		amount := ""
+		if r.Priced {
+			amount = strconv.FormatInt(r.AmountCents, 10)
+		}
+		args = append(args, r.Seq, string(rune(r.Kind)), hids[i], recWin[i], recShard[i], r.Time, h1, h2, r.RawSeq, r.Store, amount)
 	}
 	raw, err := applyScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
@@ -435,14 +444,62 @@ func parseView(p int, ids []string, raw []any) (*PartitionView, error) {
 	v.Retired, _ = strconv.ParseInt(str(raw[2]), 10, 64)
 	for i, id := range ids {
 		f, _ := raw[3+i].([]any)
-		if len(f) != 7 || f[3] == nil {
-			continue
-		}
-		n := func(k int) int64 { x, _ := strconv.ParseInt(str(f[k]), 10, 64); return x }
-		v.Partials[id] = wire.Partial{
-			Partition: p, Count: n(0), Corrections: n(1), LateDropped: n(2), Version: n(3),
-			OnTimeVersion: n(4), Digest: digest.Digest{Hi: uint32(n(5)), Lo: uint32(n(6))}, Watermark: v.Watermark,
+		if part, ok := parsePartial(p, f); ok {
+			part.Watermark = v.Watermark
+			v.Partials[id] = part
 		}
 	}
 	return v, nil
+}
+
+// parsePartial reads a partial hash's fields (HGETALL: field, value, ...)
+// as apply.lua writes them; ok is false for a hash that holds none (no
+// version: the window has nothing in this partition).
+func parsePartial(p int, f []any) (wire.Partial, bool) {
+	part := wire.Partial{Partition: p}
+	var hi, lo int64
+	hasVer := false
+	for i := 0; i+1 < len(f); i += 2 {
+		k, val := str(f[i]), str(f[i+1])
+		x, _ := strconv.ParseInt(val, 10, 64)
+		switch k {
+		case "n":
+			part.Count = x
+		case "corr":
+			part.Corrections = x
+		case "late":
+			part.LateDropped = x
+		case "ver":
+			part.Version, hasVer = x, true
+		case "otv":
+			part.OnTimeVersion = x
+		case "d1":
+			hi = x
+		case "d2":
+			lo = x
+		default:
+			kind, store, ok := strings.Cut(k, ":")
+			if !ok {
+				continue
+			}
+			if part.Stores == nil {
+				part.Stores = map[string]wire.StoreTotal{}
+			}
+			st := part.Stores[store]
+			st.Store = store
+			switch kind {
+			case "c":
+				st.Count = x
+			case "a":
+				st.AmountCents = x
+			case "u":
+				st.Unpriced = x
+			default:
+				continue
+			}
+			part.Stores[store] = st
+		}
+	}
+	part.Digest = digest.Digest{Hi: uint32(hi), Lo: uint32(lo)}
+	return part, hasVer
 }

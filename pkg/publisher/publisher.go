@@ -382,10 +382,14 @@ func (s *Service) merge(id string, views []*ledger.PartitionView, global int64, 
 		Partitions: []wire.Partial{},
 	}
 	var d digest.Digest
+	stores := map[string]wire.StoreTotal{}
 	for _, v := range views {
 		p, ok := v.Partials[id]
 		if !ok {
 			continue
+		}
+		for _, st := range p.Stores {
+			wire.AddStore(stores, st) // a hot key's store is in several partitions
 		}
 		w.Count += p.Count
 		w.Corrections += p.Corrections
@@ -395,6 +399,7 @@ func (s *Service) merge(id string, views []*ledger.PartitionView, global int64, 
 		w.Partitions = append(w.Partitions, p)
 	}
 	w.Digest = d.String()
+	w.Breakdown = wire.NewBreakdown(stores)
 	w.Status = window.StatusOf(global, end, s.cfg.Grace.Milliseconds())
 	w.Version += w.Status.Ordinal()
 	if w.Status != window.StatusFinal {

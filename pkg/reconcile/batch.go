@@ -12,6 +12,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/internal/digest"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // Batch is the result of one batch pass over a raw snapshot. It is built by
@@ -130,6 +131,9 @@ type WindowCount struct {
 	Late []LateVerdict
 	// Duplicates are the retries of submissions counted in this window.
 	Duplicates []Duplicate
+	// Stores is the breakdown of Count by store (wire.NewBreakdown gives
+	// the snapshot's form).
+	Stores map[string]wire.StoreTotal
 }
 
 // Rejection is a record the batch pass rejected.
@@ -416,6 +420,13 @@ func (b *Batch) applyRecord(d *verdict) error {
 	w.Digest.Add(d.id)
 	w.IDs = append(w.IDs, d.id)
 	w.ByPartition[p]++
+	st := wire.StoreTotal{Store: d.store, Count: 1}
+	if d.priced {
+		st.AmountCents = d.amountCents
+	} else {
+		st.Unpriced = 1
+	}
+	wire.AddStore(w.Stores, st)
 	b.InWindows++
 	c.window = w.ID
 	b.claims[d.id] = c
@@ -451,6 +462,7 @@ func (b *Batch) windowAt(ms int64) *WindowCount {
 			Start:       window.Time(bounds.Start),
 			End:         window.Time(bounds.End),
 			ByPartition: make([]int64, b.Partitions),
+			Stores:      map[string]wire.StoreTotal{},
 		}
 		b.Windows[bounds.ID] = w
 	}

@@ -67,6 +67,10 @@ const (
 	// KindPartitionMismatch: a partition's partial count is not the batch's
 	// count of that partition.
 	KindPartitionMismatch DiffKind = "partition_mismatch"
+	// KindBreakdownMismatch: the window's breakdown by store (counts,
+	// amounts, unpriced, as wire.NewBreakdown forms it) is not the
+	// batch's.
+	KindBreakdownMismatch DiffKind = "breakdown_mismatch"
 	// KindMissingInStream: the batch counted (or judged too late) the event
 	// in a window the stream never published.
 	KindMissingInStream DiffKind = "missing_in_stream"
@@ -480,6 +484,7 @@ func (c *comparison) compareFinal(wr *WindowReport, want digest.Digest) {
 		}
 		c.diffs = append(c.diffs, d)
 	}
+	c.compareBreakdown()
 	if len(c.sw.Partitions) == 0 {
 		return
 	}
@@ -503,6 +508,44 @@ func (c *comparison) compareFinal(wr *WindowReport, want digest.Digest) {
 				Detail: fmt.Sprintf("partition %d: stream count %d, batch count %d", p, gotByPartition[p], n),
 			})
 		}
+	}
+}
+
+// compareBreakdown compares the window's breakdown by store with the
+// batch's own: one difference naming what differs first (the totals, the
+// number of stores, a store's line, the other stores' sum).
+func (c *comparison) compareBreakdown() {
+	want := wire.NewBreakdown(c.bw.Stores)
+	got := c.sw.Breakdown
+	detail := ""
+	show := func(st wire.StoreTotal) string {
+		name := st.Store
+		if name == wire.UnknownStore {
+			name = "(unknown)"
+		}
+		return fmt.Sprintf("%s: %d submissions, %d cents, %d unpriced", name, st.Count, st.AmountCents, st.Unpriced)
+	}
+	switch {
+	case got.AmountCents != want.AmountCents:
+		detail = fmt.Sprintf("stream amount_cents %d, the batch summed %d", got.AmountCents, want.AmountCents)
+	case got.Unpriced != want.Unpriced:
+		detail = fmt.Sprintf("stream unpriced %d, the batch counted %d submissions without an amount", got.Unpriced, want.Unpriced)
+	case got.StoreCount != want.StoreCount:
+		detail = fmt.Sprintf("stream store_count %d, the batch counted submissions of %d stores", got.StoreCount, want.StoreCount)
+	case len(got.ByStore) != len(want.ByStore):
+		detail = fmt.Sprintf("stream lists %d stores, the batch's top %d lists %d", len(got.ByStore), wire.TopStores, len(want.ByStore))
+	case got.OtherStores != want.OtherStores:
+		detail = fmt.Sprintf("stream other stores (%s), the batch (%s)", show(got.OtherStores), show(want.OtherStores))
+	default:
+		for i := range want.ByStore {
+			if got.ByStore[i] != want.ByStore[i] {
+				detail = fmt.Sprintf("store %d of the breakdown: stream (%s), batch (%s)", i+1, show(got.ByStore[i]), show(want.ByStore[i]))
+				break
+			}
+		}
+	}
+	if detail != "" {
+		c.diffs = append(c.diffs, Difference{WindowID: c.id, Kind: KindBreakdownMismatch, Detail: detail})
 	}
 }
 

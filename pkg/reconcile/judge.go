@@ -25,6 +25,11 @@ type verdict struct {
 	counts bool
 	ms     int64
 	part   int
+	// A submission's store (its partition_key) and amount, for the
+	// window's breakdown.
+	store       string
+	amountCents int64
+	priced      bool
 	// idOff and idLen place id in the ids of a chunk until they are one
 	// string (see judge.chunk).
 	idOff, idLen int
@@ -52,13 +57,15 @@ type judge struct {
 	maxLine    int
 	// parts caches the partition of the partition keys met.
 	parts map[string]int
+	// stores interns the partition keys of submissions (judge.store).
+	stores map[string]string
 	// hot are the declared hot keys, routed by event id (window.Route).
 	hot window.HotKeys
 	c   contract.Checked
 }
 
 func newJudge(v *contract.Validator, partitions, maxLine int) *judge {
-	return &judge{v: v, partitions: partitions, maxLine: maxLine, parts: make(map[string]int)}
+	return &judge{v: v, partitions: partitions, maxLine: maxLine, parts: make(map[string]int), stores: make(map[string]string)}
 }
 
 // record fills d with the verdict on raw, line n, and returns the event id
@@ -84,6 +91,10 @@ func (j *judge) record(d *verdict, n int, raw []byte, defaultIngestedAt time.Tim
 	// needs its partition (the VALID partition the validator routes it
 	// to).
 	d.part = j.partition(c.PartitionKey, c.EventID)
+	if d.counts {
+		d.store = j.store(c.PartitionKey)
+		d.amountCents, d.priced = contract.AmountCents(c.Payload)
+	}
 	return c.EventID
 }
 
@@ -123,6 +134,19 @@ func (j *judge) partition(key, eventID []byte) int {
 		j.parts[string(key)] = p
 	}
 	return p
+}
+
+// store is key as a string, shared by the records of one key for the
+// keys met first (a cache as big as the partitions').
+func (j *judge) store(key []byte) string {
+	if s, ok := j.stores[string(key)]; ok {
+		return s
+	}
+	s := string(key)
+	if len(j.stores) < maxCachedKeys {
+		j.stores[s] = s
+	}
+	return s
 }
 
 // tooLong is the verdict on line n, cut at the pass's limit: too_large.

@@ -31,6 +31,7 @@ type modelWindow struct {
 	count, corrections, late int64
 	digest                   digest.Digest
 	partials                 map[int]*wire.Partial
+	stores                   map[string]wire.StoreTotal
 }
 
 type streamResult struct {
@@ -105,7 +106,7 @@ func runStreamEvery(t *testing.T, data []byte, partitions int, ingestedAt time.T
 			b := window.Of(ms)
 			w := windows[b.ID]
 			if w == nil {
-				w = &modelWindow{partials: map[int]*wire.Partial{}}
+				w = &modelWindow{partials: map[int]*wire.Partial{}, stores: map[string]wire.StoreTotal{}}
 				windows[b.ID] = w
 			}
 			part := w.partials[p]
@@ -129,6 +130,14 @@ func runStreamEvery(t *testing.T, data []byte, partitions int, ingestedAt time.T
 				w.count++
 				part.Count++
 				w.digest.Add(ev.EventID)
+				st := w.stores[ev.PartitionKey]
+				st.Count++
+				if a, ok := contract.AmountCents(ev.Payload); ok {
+					st.AmountCents += a
+				} else {
+					st.Unpriced++
+				}
+				w.stores[ev.PartitionKey] = st
 			}
 		}
 		wp[p] = window.Advance(wp[p], ms, modelLateness)
@@ -166,6 +175,7 @@ func runStreamEvery(t *testing.T, data []byte, partitions int, ingestedAt time.T
 			Corrections: w.corrections,
 			LateDropped: w.late,
 			Digest:      w.digest.String(),
+			Breakdown:   wire.NewBreakdown(w.stores),
 		}
 		for _, p := range slices.Sorted(maps.Keys(w.partials)) {
 			sw.Partitions = append(sw.Partitions, *w.partials[p])

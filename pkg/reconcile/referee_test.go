@@ -172,6 +172,20 @@ func TestParityFailsOnACorruptStream(t *testing.T) {
 				})
 				mustFailNaming(t, reconcile.Compare(b, ws, late), id, nil)
 			})
+			t.Run("file one event under another store", func(t *testing.T) {
+				// Count, digest and partials all right: only the
+				// breakdown moved one submission between stores.
+				ws := editWindow(res.windows, wid, func(w *wire.Window) {
+					moveOneBetweenStores(t, w)
+				})
+				mustFailKind(t, reconcile.Compare(b, ws, res.late), wid, reconcile.KindBreakdownMismatch)
+			})
+			t.Run("sum one amount twice", func(t *testing.T) {
+				ws := editWindow(res.windows, wid, func(w *wire.Window) {
+					w.AmountCents += max(w.ByStore[0].AmountCents, 1)
+				})
+				mustFailKind(t, reconcile.Compare(b, ws, res.late), wid, reconcile.KindBreakdownMismatch)
+			})
 			t.Run("never publish one window", func(t *testing.T) {
 				mustFailNaming(t, reconcile.Compare(b, dropWindow(res.windows, wid), res.late), id, nil)
 			})
@@ -248,4 +262,48 @@ func TestRefereeJudgesRetiredItself(t *testing.T) {
 	other[0].Watermark = wm.Add(time.Hour)
 	owm := other[0].Watermark
 	mustFailNaming(t, reconcile.Compare(b, dropped, other), "x2", &owm)
+}
+
+// moveOneBetweenStores moves one submission of w's busiest store to its
+// second (or to a new store when it has one), keeping every total.
+func moveOneBetweenStores(t *testing.T, w *wire.Window) {
+	t.Helper()
+	by := map[string]wire.StoreTotal{}
+	for _, st := range w.ByStore {
+		by[st.Store] = st
+	}
+	if len(w.ByStore) == 0 || w.OtherStores.Count != 0 {
+		t.Fatalf("window %s: want a fully listed breakdown, got %+v", w.WindowID, w.Breakdown)
+	}
+	from := w.ByStore[0]
+	to := "store-moved-to"
+	if len(w.ByStore) > 1 {
+		to = w.ByStore[1].Store
+	}
+	f := by[from.Store]
+	f.Count--
+	f.Unpriced-- // keeps the window's unpriced total when the input is unpriced
+	if from.Unpriced == 0 {
+		f.Unpriced++
+	}
+	by[from.Store] = f
+	wire.AddStore(by, wire.StoreTotal{Store: to, Count: 1, Unpriced: from.Unpriced - f.Unpriced})
+	amount := w.AmountCents
+	w.Breakdown = wire.NewBreakdown(by)
+	w.AmountCents = amount
+}
+
+// mustFailKind requires rep to fail with an unexplained difference of kind
+// in window wid.
+func mustFailKind(t *testing.T, rep *reconcile.Report, wid string, kind reconcile.DiffKind) {
+	t.Helper()
+	if rep.Holds {
+		t.Fatalf("parity holds; want a %s in %s", kind, wid)
+	}
+	for _, d := range rep.Unexplained {
+		if d.WindowID == wid && d.Kind == kind {
+			return
+		}
+	}
+	t.Fatalf("no unexplained %s in %s: %+v", kind, wid, rep.Unexplained)
 }

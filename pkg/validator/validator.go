@@ -320,11 +320,15 @@ func (s *Service) validItem(v pending) item {
 		kind = wire.FrameSubmission
 	}
 	s.m.out.WithLabelValues("valid").Inc()
-	return item{
-		vp: window.Route(v.ev.PartitionKey, v.ev.EventID, s.cfg.Partitions, s.cfg.HotKeys),
-		rec: wire.FrameRecord{Kind: kind, RawSeq: v.seq, Time: v.ev.OccurredAt.UnixMilli(), EventID: v.ev.EventID,
-			Type: v.ev.Type, Fingerprint: v.ev.Fingerprint},
+	rec := wire.FrameRecord{Kind: kind, RawSeq: v.seq, Time: v.ev.OccurredAt.UnixMilli(), EventID: v.ev.EventID,
+		Type: v.ev.Type, Fingerprint: v.ev.Fingerprint}
+	if kind == wire.FrameSubmission {
+		// The window's breakdown: by store, with the amount the batch
+		// pass reads the same way (docs/spec.md "Breakdowns").
+		rec.Store = v.ev.PartitionKey
+		rec.AmountCents, rec.Priced = contract.AmountCents(v.ev.Payload)
 	}
+	return item{vp: window.Route(v.ev.PartitionKey, v.ev.EventID, s.cfg.Partitions, s.cfg.HotKeys), rec: rec}
 }
 
 // frames groups the records of RAW partition p's batch into VALID frames:

@@ -241,7 +241,8 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, last
 			bodies = make([][]byte, len(recs), len(batch))
 		}
 		for _, vr := range vrs {
-			r := ledger.Record{Seq: vr.Seq, Kind: ledger.Kind(vr.Kind), EventID: vr.EventID, Time: vr.Time}
+			r := ledger.Record{Seq: vr.Seq, Kind: ledger.Kind(vr.Kind), EventID: vr.EventID, Time: vr.Time,
+				Store: vr.Store, AmountCents: vr.AmountCents, Priced: vr.Priced}
 			if vr.Source == p {
 				r.RawSeq = vr.RawSeq // in RAW order: see ledger.Record
 			}

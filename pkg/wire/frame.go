@@ -12,7 +12,7 @@ import (
 // windower needs. The event bodies stay in RAW (a record's RawSeq finds
 // its body there); VALID carries no copy of them.
 //
-// Layout (version 1), all integers varints (encoding/binary):
+// Layout (version 2), all integers varints (encoding/binary):
 //
 //	byte     FrameVersion
 //	uvarint  source RAW partition
@@ -28,13 +28,20 @@ import (
 //	    8 bytes  content fingerprint, little endian
 //	    varint   window start hour − the record's time hour (always 0 for
 //	             a frame the validator writes: kept so a reader can check it)
+//	  a submission only (version 2 on):
+//	    uvarint  len, store bytes (the event's partition_key)
+//	    byte     1 when the amount follows (priced), else 0
+//	    varint   amount in cents, when priced
 //
+// A version 1 frame has no store and no amount: its submissions read with
+// Store "" and unpriced, and a window's breakdown files them under
+// UnknownStore.
 // A reader accepts every version up to FrameVersion and refuses newer ones
 // (ErrFrameVersion): a windower older than its validator stops instead of
 // misreading.
 
 // FrameVersion is the version this code writes.
-const FrameVersion = 1
+const FrameVersion = 2
 
 // HdrFrame marks a VALID message whose body is a frame; its value is the
 // frame's version. A VALID message without it is one event as the releases
@@ -67,6 +74,13 @@ type FrameRecord struct {
 	EventID     string
 	Type        string
 	Fingerprint uint64
+	// Store is a submission's partition_key, the key of the window's
+	// breakdown ("" in a version 1 frame).
+	Store string
+	// AmountCents is the submission's payload.amount_cents when Priced
+	// (contract.AmountCents).
+	AmountCents int64
+	Priced      bool
 }
 
 // Frame is the decoded body of a frame message.
@@ -127,6 +141,16 @@ func AppendFrame(dst []byte, f *Frame) []byte {
 		}
 		dst = binary.LittleEndian.AppendUint64(dst, r.Fingerprint)
 		dst = binary.AppendVarint(dst, 0) // window hour − time hour
+		if r.Kind == FrameSubmission {
+			dst = binary.AppendUvarint(dst, uint64(len(r.Store)))
+			dst = append(dst, r.Store...)
+			if r.Priced {
+				dst = append(dst, 1)
+				dst = binary.AppendVarint(dst, r.AmountCents)
+			} else {
+				dst = append(dst, 0)
+			}
+		}
 	}
 	return dst
 }
@@ -199,8 +223,9 @@ func DecodeFrame(b []byte) (Frame, error) {
 	if len(b) == 0 {
 		return f, fmt.Errorf("%w: empty", ErrFrame)
 	}
-	if v := b[0]; v == 0 || v > FrameVersion {
-		return f, fmt.Errorf("%w: version %d (this reader knows 1 to %d)", ErrFrameVersion, v, FrameVersion)
+	version := b[0]
+	if version == 0 || version > FrameVersion {
+		return f, fmt.Errorf("%w: version %d (this reader knows 1 to %d)", ErrFrameVersion, version, FrameVersion)
 	}
 	r := &frameReader{b: b[1:]}
 	part := r.uvarint("partition")
@@ -256,6 +281,16 @@ func DecodeFrame(b []byte) (Frame, error) {
 		if d := r.varint("window"); r.err == nil && d != 0 {
 			return Frame{}, fmt.Errorf("%w: record %d (%s) is filed in window hour %d, its time is in hour %d",
 				ErrFrame, i, rec.EventID, hourOf(t)+d, hourOf(t))
+		}
+		if version >= 2 && rec.Kind == FrameSubmission {
+			rec.Store = r.str("store")
+			switch r.byte1("priced flag") {
+			case 0:
+			case 1:
+				rec.AmountCents, rec.Priced = r.varint("amount"), true
+			default:
+				r.fail("record " + strconv.Itoa(i) + " has a bad priced flag")
+			}
 		}
 		if rec.EventID == "" {
 			r.fail("record " + strconv.Itoa(i) + " has no event id")

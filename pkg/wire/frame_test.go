@@ -10,16 +10,27 @@ import (
 
 func goldFrame() Frame {
 	return Frame{Partition: 3, Records: []FrameRecord{
-		{Kind: FrameSubmission, RawSeq: 41, Time: 1767225600000, EventID: "e-1", Type: "submitted", Fingerprint: 0x0102030405060708},
+		{Kind: FrameSubmission, RawSeq: 41, Time: 1767225600000, EventID: "e-1", Type: "submitted", Fingerprint: 0x0102030405060708,
+			Store: "store-7", AmountCents: -1299, Priced: true},
 		{Kind: FrameHeartbeat, RawSeq: 42, Time: 1767225590000},
+		{Kind: FrameSubmission, RawSeq: 43, Time: 1767225600001, EventID: "e-4", Type: "submitted", Fingerprint: 9, Store: "s"},
 		{Kind: FrameOther, RawSeq: 57, Time: 1767225500000, EventID: "e-2", Type: "viewed", Fingerprint: 1},
 		{Kind: FrameOther, RawSeq: 60, Time: 1767229200001, EventID: "e-3", Type: "future_type", Fingerprint: ^uint64(0)},
 	}}
 }
 
-// goldV1 is goldFrame as version 1 wrote it. It must decode to goldFrame
-// in every later version of this code: VALID keeps frames for the
-// retention period, and a windower upgraded meanwhile reads them.
+// goldV1Frame is goldFrame as version 1 could hold it: no stores, no
+// amounts, and without the record version 1 cannot tell from another.
+func goldV1Frame() Frame {
+	f := goldFrame()
+	f.Records = append(f.Records[:2:2], f.Records[3:]...)
+	f.Records[0].Store, f.Records[0].AmountCents, f.Records[0].Priced = "", 0, false
+	return f
+}
+
+// goldV1 is goldV1Frame as version 1 wrote it. It must decode to
+// goldV1Frame in every later version of this code: VALID keeps frames for
+// the retention period, and a windower upgraded meanwhile reads them.
 const goldV1 = "010304732980a0d5edee6603652d310108070605040302010068019f9c016f0f9ffe0a03652d32030100000000000000006f03c2d4c30303652d33000b6675747572655f74797065ffffffffffffffff00"
 
 func TestFrameRoundTrip(t *testing.T) {
@@ -48,13 +59,31 @@ func TestFrameVersion1StillDecodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := goldFrame(); !reflect.DeepEqual(got, want) {
+	if want := goldV1Frame(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("version 1 frame:\n got %+v\nwant %+v", got, want)
 	}
-	if FrameVersion == 1 {
-		if enc := AppendFrame(nil, &got); !bytes.Equal(enc, b) {
-			t.Fatalf("version 1 encoding changed:\n got %x\nwant %s", enc, goldV1)
-		}
+}
+
+// goldV2 is goldFrame as version 2 writes it; a change of the encoding is
+// a new version.
+const goldV2 = "020305732980a0d5edee6603652d31010807060504030201000773746f72652d3701a51468019f9c017301a29c0103652d34010900000000000000000173006f0ec19a0c03652d32030100000000000000006f03c2d4c30303652d33000b6675747572655f74797065ffffffffffffffff00"
+
+func TestFrameVersion2Encoding(t *testing.T) {
+	f := goldFrame()
+	if enc := hex.EncodeToString(AppendFrame(nil, &f)); FrameVersion == 2 && enc != goldV2 {
+		t.Fatalf("version 2 encoding changed:\n got %s\nwant %s", enc, goldV2)
+	}
+	b, _ := hex.DecodeString(goldV2)
+	got, err := DecodeFrame(b)
+	if err != nil || !reflect.DeepEqual(got, f) {
+		t.Fatalf("version 2 frame: %v\n got %+v\nwant %+v", err, got, f)
+	}
+	// A bad priced flag is a malformed frame.
+	bad := bytes.Clone(b)
+	i := bytes.Index(bad, []byte("store-7")) + len("store-7")
+	bad[i] = 2
+	if _, err := DecodeFrame(bad); !errors.Is(err, ErrFrame) {
+		t.Fatalf("priced flag 2: err %v, want ErrFrame", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"sort"
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/internal/digest"
@@ -26,6 +27,8 @@ type Partial struct {
 	Digest digest.Digest `json:"-"`
 	// Watermark is the partition watermark read with the partial.
 	Watermark int64 `json:"-"`
+	// Stores is the partition's breakdown of Count by store.
+	Stores map[string]StoreTotal `json:"-"`
 }
 
 // Window is the KV value of one window, under WindowKey (docs/spec.md §5).
@@ -48,4 +51,85 @@ type Window struct {
 	Partitions []Partial `json:"partitions"`
 	// Generation is the state generation the snapshot was built from.
 	Generation string `json:"generation"`
+	// The breakdown (docs/spec.md "Breakdowns"): Count by store, with the
+	// amounts. AmountCents sums the counted submissions' amount_cents;
+	// Unpriced counts those without one (contract.AmountCents).
+	Breakdown
+}
+
+// UnknownStore is the store of a submission counted from a VALID message
+// that did not carry one (a frame of version 1, or a message from before
+// frames): a partition_key is never empty, so it is no real store's.
+const UnknownStore = ""
+
+// StoreTotal is one store's share of a window: the submissions counted,
+// the sum of their amounts, and how many of them had no amount.
+type StoreTotal struct {
+	Store       string `json:"store"`
+	Count       int64  `json:"count"`
+	AmountCents int64  `json:"amount_cents"`
+	Unpriced    int64  `json:"unpriced"`
+}
+
+// TopStores is how many stores a snapshot lists one by one; the rest are
+// summed in Breakdown.OtherStores, so a snapshot stays small whatever the
+// number of stores.
+const TopStores = 50
+
+// Breakdown is a window's count by store in the form snapshots hold it:
+// the TopStores stores with the most submissions (ties by store name),
+// the sum of all others, and the window's totals.
+type Breakdown struct {
+	AmountCents int64 `json:"amount_cents"`
+	Unpriced    int64 `json:"unpriced"`
+	// StoreCount is the number of stores with a counted submission.
+	StoreCount int `json:"store_count"`
+	// ByStore lists at most TopStores stores, most submissions first.
+	ByStore []StoreTotal `json:"by_store"`
+	// OtherStores sums the stores ByStore leaves out (Store is empty).
+	OtherStores StoreTotal `json:"other_stores"`
+}
+
+// NewBreakdown builds the snapshot form of the per-store totals in by
+// (keyed by store; entries with no count are left out). The streaming
+// publisher and the batch pass build it the same way from their own
+// counts, so two breakdowns are equal exactly when the counts are.
+func NewBreakdown(by map[string]StoreTotal) Breakdown {
+	all := make([]StoreTotal, 0, len(by))
+	for store, st := range by {
+		if st.Count == 0 && st.AmountCents == 0 && st.Unpriced == 0 {
+			continue
+		}
+		st.Store = store
+		all = append(all, st)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].Count != all[j].Count {
+			return all[i].Count > all[j].Count
+		}
+		return all[i].Store < all[j].Store
+	})
+	b := Breakdown{StoreCount: len(all), ByStore: []StoreTotal{}}
+	for i, st := range all {
+		b.AmountCents += st.AmountCents
+		b.Unpriced += st.Unpriced
+		if i < TopStores {
+			b.ByStore = append(b.ByStore, st)
+			continue
+		}
+		b.OtherStores.Count += st.Count
+		b.OtherStores.AmountCents += st.AmountCents
+		b.OtherStores.Unpriced += st.Unpriced
+	}
+	return b
+}
+
+// AddStore adds st's totals to the entry of its store in by.
+func AddStore(by map[string]StoreTotal, st StoreTotal) {
+	cur := by[st.Store]
+	cur.Store = st.Store
+	cur.Count += st.Count
+	cur.AmountCents += st.AmountCents
+	cur.Unpriced += st.Unpriced
+	by[st.Store] = cur
 }
