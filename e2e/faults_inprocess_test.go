@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"reflect"
 	"sort"
 	"testing"
@@ -23,12 +24,15 @@ type comparable struct {
 	LateDropped int64
 	Digest      string
 	Partitions  string
+	// Breakdown is the window's breakdown by store, as text.
+	Breakdown string
 }
 
 func project(ws []wire.Window) []comparable {
 	out := make([]comparable, len(ws))
 	for i, w := range ws {
-		out[i] = comparable{w.WindowID, w.Count, w.Version, string(w.Status), w.Corrections, w.LateDropped, w.Digest, partialsText(w.Partitions)}
+		out[i] = comparable{w.WindowID, w.Count, w.Version, string(w.Status), w.Corrections, w.LateDropped, w.Digest, partialsText(w.Partitions),
+			fmt.Sprintf("%+v", w.Breakdown)}
 	}
 	return out
 }

@@ -73,6 +73,7 @@ func TestReplayOfRawAndValidChangesNoCountAndNoVersion(t *testing.T) {
 	if open == 0 {
 		t.Fatal("want some non-final windows to replay into")
 	}
+	requireBreakdowns(t, before)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -113,6 +114,10 @@ func TestReplayOfRawAndValidChangesNoCountAndNoVersion(t *testing.T) {
 	if got := windowsNow(t, p); !reflect.DeepEqual(project(got), project(before)) {
 		t.Fatalf("VALID replay changed windows:\n got %+v\nwant %+v", project(got), project(before))
 	}
+	// The state the snapshots come from is unchanged too: a replay that
+	// added to a store's breakdown without changing a count would not
+	// show in KV until the window's next change.
+	requireStateBreakdowns(t, p, before)
 	// The replays really went through the windower: VALID grew by the
 	// VALID replay, and holds every RAW record twice (live, replayed).
 	info, _ := vs.Info(ctx)
@@ -288,6 +293,54 @@ func TestReplayLeavesNoConsumerBehind(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal(ctx.Err())
 		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// requireBreakdowns checks that the windows carry real breakdowns (so that
+// comparing them before and after is not comparing nothing): each adds up
+// to its window's count, and some window has several stores and amounts.
+func requireBreakdowns(t *testing.T, ws []wire.Window) {
+	t.Helper()
+	rich := false
+	for _, w := range ws {
+		n := w.OtherStores.Count
+		for _, st := range w.ByStore {
+			n += st.Count
+		}
+		if n != w.Count {
+			t.Fatalf("window %s: breakdown adds up to %d, count is %d", w.WindowID, n, w.Count)
+		}
+		if w.StoreCount >= 2 && w.AmountCents > 0 {
+			rich = true
+		}
+	}
+	if !rich {
+		t.Fatal("no window has a breakdown of several stores with amounts")
+	}
+}
+
+// requireStateBreakdowns checks that the windower's state in Redis merges
+// to each window's published breakdown.
+func requireStateBreakdowns(t *testing.T, p *pipeline.Pipeline, ws []wire.Window) {
+	t.Helper()
+	ids := make([]string, len(ws))
+	for i, w := range ws {
+		ids[i] = w.WindowID
+	}
+	views, err := p.Store.ReadAll(context.Background(), []int{0, 1, 2, 3, 4, 5, 6, 7}, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		by := map[string]wire.StoreTotal{}
+		for _, v := range views {
+			for _, st := range v.Partials[w.WindowID].Stores {
+				wire.AddStore(by, st)
+			}
+		}
+		if got := wire.NewBreakdown(by); !reflect.DeepEqual(got, w.Breakdown) {
+			t.Fatalf("window %s: the state's breakdown is\n%+v\nthe snapshot's\n%+v", w.WindowID, got, w.Breakdown)
 		}
 	}
 }

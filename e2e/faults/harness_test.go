@@ -630,12 +630,15 @@ type comparable struct {
 	ID                                string
 	Count, Version, Corrections, Late int64
 	Status, Digest                    string
+	// Breakdown is the window's breakdown by store, as text.
+	Breakdown string
 }
 
 func project(ws []wire.Window) []comparable {
 	out := make([]comparable, len(ws))
 	for i, w := range ws {
-		out[i] = comparable{w.WindowID, w.Count, w.Version, w.Corrections, w.LateDropped, string(w.Status), w.Digest}
+		out[i] = comparable{w.WindowID, w.Count, w.Version, w.Corrections, w.LateDropped, string(w.Status), w.Digest,
+			fmt.Sprintf("%+v", w.Breakdown)}
 	}
 	return out
 }
