@@ -8,8 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/receiptflow/receiptflow/pkg/wire"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // The breakdown changes in the same step as the count, and only with it:
