@@ -261,13 +261,23 @@ func browserStartRig(t *testing.T, staleAfter time.Duration, options ...func(*pi
 // every partition's watermark follows the newest event time.
 func (r *browserRig) send(at time.Time) string {
 	r.t.Helper()
+	return r.sendStore(at, fmt.Sprintf("store-%d", (r.n+1)%3), nil)
+}
+
+// sendStore is send for a submission of store with payload (none if nil).
+func (r *browserRig) sendStore(at time.Time, store string, payload map[string]any) string {
+	r.t.Helper()
 	r.n++
 	id := fmt.Sprintf("browser-%d", r.n)
-	line, _ := json.Marshal(map[string]any{
+	ev := map[string]any{
 		"schema_version": 2, "event_id": id, "receipt_id": "rcpt-" + id, "type": "submitted",
-		"occurred_at": at.UTC().Format(time.RFC3339), "partition_key": fmt.Sprintf("store-%d", r.n%3),
+		"occurred_at": at.UTC().Format(time.RFC3339), "partition_key": store,
 		"producer_version": "e2e/browser",
-	})
+	}
+	if payload != nil {
+		ev["payload"] = payload
+	}
+	line, _ := json.Marshal(ev)
 	// After a server restart a publish can fail until JetStream is back;
 	// the same event id makes a retry harmless.
 	testenv.CheckFor(r.t, 20*time.Second, 100*time.Millisecond, func() error {

@@ -54,7 +54,10 @@ func TestReadingTheDashboardCoversThePage(t *testing.T) {
 	add("badges", regexp.MustCompile(`class: 'badge [a-z]+'[^}]*\}, '([^']+)'`), js, 5)
 	add("chart marks", regexp.MustCompile(`class: '(?:zero|nodata)'[^}]*\}, '([^']+)'`), js, 2)
 	add("legend", regexp.MustCompile(`<li><span class="sw [^"]+">[^<]*</span>([^<(]+)`), html, 6)
-	labels = append(labels, "STALE", "watermark ahead of clock", "corrected +", "in grace", "0✓")
+	add("cards", regexp.MustCompile(`<h2 id="[a-z-]+">([^<]+)</h2>`), html, 6)
+	add("store columns", regexp.MustCompile(`<th(?: class="num")?>([a-z]+)</th>`), html[strings.Index(html, `id="stores"`):strings.Index(html, `id="partitions"`)], 5)
+	labels = append(labels, "STALE", "watermark ahead of clock", "corrected +", "in grace", "0✓",
+		"(unknown store)", "(newest with data)", "(picked)", "other store")
 	for _, l := range labels {
 		if !strings.Contains(doc, l) {
 			t.Errorf("the page shows %q; docs/reading-the-dashboard.md does not explain it", l)

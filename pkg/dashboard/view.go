@@ -85,6 +85,8 @@ type WindowView struct {
 	// FirstOutputCount is the count at the first hourly output, if known.
 	FirstOutputCount *int64         `json:"first_output_count,omitempty"`
 	Partitions       []wire.Partial `json:"partitions,omitempty"`
+	// The window's breakdown by store (amounts in cents), as published.
+	wire.Breakdown
 }
 
 // HourView is one bar of the chart.
@@ -173,6 +175,10 @@ func windowView(w wire.Window, staleNow bool, first map[string]int64) WindowView
 		Watermark: w.Watermark, UpdatedAt: w.UpdatedAt, FirstOutputVersion: w.FirstOutputVersion,
 		Corrections: w.Corrections, LateDropped: w.LateDropped, PublishedStale: w.Stale,
 		Final: final, Stale: !final && (w.Stale || staleNow), CorrectedBy: w.Corrections,
+		Breakdown: w.Breakdown,
+	}
+	if wv.ByStore == nil {
+		wv.ByStore = []wire.StoreTotal{} // a snapshot from before breakdowns
 	}
 	if c, ok := first[w.WindowID]; ok {
 		wv.FirstOutputCount = &c

@@ -129,7 +129,58 @@
 
     renderChart(v, lost);
     renderTable(v, lost);
+    renderStores(v);
     renderHealth(v);
+  }
+
+  // The window whose stores are shown: the one picked in the table, else
+  // the newest with data.
+  let pickedWindow = null;
+  const topStores = 5;
+
+  function cents(n) {
+    const neg = n < 0;
+    const a = Math.abs(n);
+    const s = Math.floor(a / 100).toLocaleString('en-US') + '.' + String(a % 100).padStart(2, '0');
+    return (neg ? '−' : '') + s;
+  }
+
+  function renderStores(v) {
+    const ws = v.windows || [];
+    let w = ws.find((x) => x.window_id === pickedWindow);
+    if (!w) {
+      pickedWindow = null;
+      w = ws.find((x) => x.count > 0) || ws[0];
+    }
+    for (const tr of $('windows-body').rows) {
+      tr.classList.toggle('picked', !!w && tr.dataset.windowId === w.window_id);
+    }
+    const body = $('stores').tBodies[0];
+    if (!w) {
+      $('stores-window').textContent = '–';
+      body.replaceChildren(el('tr', { class: 'empty' }, el('td', { colspan: 5 }, 'no window yet')));
+      $('stores-total').textContent = '';
+      return;
+    }
+    $('stores-window').textContent = 'window ' + w.window_id + (pickedWindow ? ' (picked)' : ' (newest with data)');
+    const list = (w.by_store || []).slice(0, topStores);
+    if (list.length === 0) {
+      body.replaceChildren(el('tr', { class: 'empty' }, el('td', { colspan: 5 }, 'no submission counted')));
+    } else {
+      body.replaceChildren(...list.map((st) => el('tr', { 'data-store': st.store },
+        el('td', {}, st.store === '' ? '(unknown store)' : st.store),
+        el('td', { class: 'num' }, st.count),
+        el('td', { class: 'num' }, w.count > 0 ? Math.round(100 * st.count / w.count) + '%' : '–'),
+        el('td', { class: 'num' }, cents(st.amount_cents)),
+        el('td', { class: 'num' }, st.unpriced))));
+    }
+    const rest = (w.store_count || 0) - list.length;
+    const restCount = w.count - list.reduce((n, st) => n + st.count, 0);
+    $('stores-total').textContent = (rest > 0 ? '+ ' + rest + ' other store' + (rest === 1 ? '' : 's') +
+      ' with ' + restCount + ' submission' + (restCount === 1 ? '' : 's') + '. ' : '') +
+      'Window total ' + cents(w.amount_cents || 0) + ' over ' + (w.store_count || 0) + ' store' +
+      (w.store_count === 1 ? '' : 's') + (w.unpriced > 0 ? '; ' + w.unpriced + ' submission' +
+      (w.unpriced === 1 ? '' : 's') + ' without an amount' : '') + '. Click a window to see its stores.';
   }
 
   function windowStale(w, lost) {
@@ -279,7 +330,7 @@
       const late = el('td', { class: 'c-late num' });
       late.append(w.late_dropped > 0 ? el('span', { class: 'badge late' }, w.late_dropped) : '0');
       return el('tr', {
-        class: cls.join(' '), 'data-window-id': w.window_id, 'data-status': w.status,
+        class: cls.join(' '), 'data-window-id': w.window_id, 'data-status': w.status, tabindex: '0',
         'data-final': w.final ? 'true' : 'false', 'data-stale': stale ? 'true' : 'false',
         'data-corrected-by': w.corrected_by,
       },
@@ -291,6 +342,14 @@
       el('td', { class: 'c-updated' }, fmtTime(w.updated_at), ' ', el('span', { class: 'detail' }, ago(w.updated_at, v.now))));
     });
     body.replaceChildren(...rows);
+  }
+
+  function pick(ev) {
+    const tr = ev.target.closest('tr[data-window-id]');
+    if (!tr || (ev.type === 'keydown' && ev.key !== 'Enter' && ev.key !== ' ')) return;
+    if (ev.type === 'keydown') ev.preventDefault();
+    pickedWindow = tr.dataset.windowId;
+    if (lastView) renderStores(lastView);
   }
 
   function renderHealth(v) {
@@ -350,6 +409,9 @@
         el('td', { class: 'detail' }, list.map(([name, n]) => name.replace(svc + '-', '') + ' ' + n).join(' · ')));
     }));
   }
+
+  $('windows-body').addEventListener('click', pick);
+  $('windows-body').addEventListener('keydown', pick);
 
   // Redraw the chart for its new width.
   let resizing = 0;
