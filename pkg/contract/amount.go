@@ -22,7 +22,7 @@ const MaxAmountCents = 1_000_000_000_000
 // Anything else — absent, a string, a fraction, too large — is not an
 // error of the event, whose payload is the producer's own (docs/spec.md
 // §2): the submission counts, and is counted as unpriced in the window's
-// breakdown (docs/contract.md "Amounts").
+// breakdown (docs/contract.md, "Amounts").
 func AmountCents(payload []byte) (cents int64, ok bool) {
 	v, found := topLevelMember(payload, AmountKey)
 	if !found || len(v) == 0 {

@@ -324,7 +324,7 @@ func (s *Service) validItem(v pending) item {
 		Type: v.ev.Type, Fingerprint: v.ev.Fingerprint}
 	if kind == wire.FrameSubmission {
 		// The window's breakdown: by store, with the amount the batch
-		// pass reads the same way (docs/spec.md "Breakdowns").
+		// pass reads the same way (docs/spec.md §5.1).
 		rec.Store = v.ev.PartitionKey
 		rec.AmountCents, rec.Priced = contract.AmountCents(v.ev.Payload)
 	}

@@ -51,7 +51,7 @@ type Window struct {
 	Partitions []Partial `json:"partitions"`
 	// Generation is the state generation the snapshot was built from.
 	Generation string `json:"generation"`
-	// The breakdown (docs/spec.md "Breakdowns"): Count by store, with the
+	// The breakdown (docs/spec.md §5.1): Count by store, with the
 	// amounts. AmountCents sums the counted submissions' amount_cents;
 	// Unpriced counts those without one (contract.AmountCents).
 	Breakdown
