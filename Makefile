@@ -17,6 +17,9 @@ MODULES := schemas pkg services e2e
 # (staticcheck -matrix: a finding counts only if it holds in every row).
 LINT_MATRIX := default:\ndemo: -tags=demo\nrace: -tags=race\nchaos: -tags=chaos\n
 STATICCHECK ?= staticcheck
+# promtool of Prometheus, for the alerting rules (.ci/run installs it into
+# ${XDG_CACHE_HOME:-$HOME/.cache}/receiptflow/bin; docs/alerts.md).
+PROMTOOL ?= promtool
 # The unit packages that -race runs over (no process-level fault tests):
 # pkg and services, but the pure single-goroutine logic (the contract, the
 # batch pass, the generator, windows and wire formats), which rest runs
@@ -38,7 +41,7 @@ ifneq ($(wildcard services/dashboard/*.go),)
 BINARIES += dashboard
 endif
 
-.PHONY: all build test lint vet race rest unit faults chaos e2e bench demo handoff clean
+.PHONY: all build test lint alerts vet race rest unit faults chaos e2e bench demo handoff clean
 
 all: build
 
@@ -51,10 +54,19 @@ build:
 vet:
 	$(GO) vet $(PKGS)
 
-## test: lint (go vet included), then every test of every module (real
-## servers, no cache): schemas, pkg and services under -race (pkg/ingest
-## without), the e2e packages, and the process-level fault tests
-test: lint race rest faults
+## test: lint (go vet included), the alerting rules (alerts), then every
+## test of every module (real servers, no cache): schemas, pkg and services
+## under -race (pkg/ingest without), the e2e packages, and the
+## process-level fault tests
+test: lint alerts race rest faults
+
+## alerts: the Prometheus alerting rules (docs/alerts.md) with promtool:
+## check the rules, check prometheus.yml (which loads them; offline), and
+## run their unit tests deploy/prometheus/alerts_test.yml
+alerts:
+	$(PROMTOOL) check rules deploy/prometheus/alerts.yml
+	$(PROMTOOL) check config deploy/prometheus/prometheus.yml
+	$(PROMTOOL) test rules deploy/prometheus/alerts_test.yml
 
 ## lint: in each module alone (GOWORK=off): gofmt -l lists nothing, go vet,
 ## staticcheck (over every build tag in LINT_MATRIX), go mod tidy -diff
