@@ -55,6 +55,9 @@ func TestReadingTheDashboardCoversThePage(t *testing.T) {
 	add("chart marks", regexp.MustCompile(`class: '(?:zero|nodata)'[^}]*\}, '([^']+)'`), js, 2)
 	add("legend", regexp.MustCompile(`<li><span class="sw [^"]+">[^<]*</span>([^<(]+)`), html, 6)
 	labels = append(labels, "STALE", "watermark ahead of clock", "corrected +", "in grace", "0✓")
+	// The health panel's Alerts row (issue 14, alert rules).
+	add("alert states", regexp.MustCompile(`el\('span', \{ class: '(?:muted|alerts-[a-z]+)' \}, '([^':]+)`), js, 4)
+	labels = append(labels, "since", "checked", "last fetched", "never fetched")
 	for _, l := range labels {
 		if !strings.Contains(doc, l) {
 			t.Errorf("the page shows %q; docs/reading-the-dashboard.md does not explain it", l)
