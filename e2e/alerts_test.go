@@ -16,8 +16,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/receiptflow/receiptflow/pkg/pipeline"
+	"github.com/receiptflow/receiptflow/pkg/testenv"
 )
 
 // promtoolVersion is the promtool .ci/run installs.
@@ -286,5 +291,64 @@ func TestAlertRulesAreTestedAndDocumented(t *testing.T) {
 	}
 	if compose := read(filepath.Join(repoRoot(t), "docker-compose.yml")); !bytes.Contains(compose, []byte("./deploy/prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro")) {
 		t.Errorf("docker-compose.yml does not mount alerts.yml beside prometheus.yml")
+	}
+}
+
+// alertsGauge returns the value of the unlabelled gauge name in reg, and
+// whether there is one.
+func alertsGauge(t *testing.T, reg *prometheus.Registry, name string) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// TestSourceStaleGaugeFollowsTheSource: in a running pipeline the
+// publisher's receiptflow_publisher_source_stale, which
+// ReceiptflowSourceStale reads, is 0 while the source sends, turns 1 after
+// --stale-after of silence, and 0 again when the source is back; its
+// _source_last_seen_timestamp_seconds follows RAW's last message.
+func TestSourceStaleGaugeFollowsTheSource(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	rig := browserStartRig(t, 2*time.Second, func(c *pipeline.Config) { c.Registerer = reg })
+	sent := time.Now()
+	rig.send(sent.UTC())
+	want := func(stale float64) func() error {
+		return func() error {
+			v, ok := alertsGauge(t, reg, "receiptflow_publisher_source_stale")
+			if !ok || v != stale {
+				return fmt.Errorf("receiptflow_publisher_source_stale %v (exported %v), want %v", v, ok, stale)
+			}
+			return nil
+		}
+	}
+	var last float64
+	testenv.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		if err := want(0)(); err != nil {
+			return err
+		}
+		if last, _ = alertsGauge(t, reg, "receiptflow_publisher_source_last_seen_timestamp_seconds"); last == 0 {
+			return errNotYet("no source message seen yet")
+		}
+		return nil
+	})
+	if at := time.UnixMilli(int64(last * 1000)); at.Before(sent.Add(-time.Second)) || at.After(time.Now()) {
+		t.Errorf("source last seen %s, want about %s", at, sent)
+	}
+	testenv.CheckFor(t, 15*time.Second, 50*time.Millisecond, want(1))
+	if d := time.Since(sent); d < 2*time.Second {
+		t.Errorf("stale %s after the last message, before --stale-after (2s)", d)
+	}
+	rig.send(time.Now().UTC())
+	testenv.CheckFor(t, 10*time.Second, 50*time.Millisecond, want(0))
+	if again, _ := alertsGauge(t, reg, "receiptflow_publisher_source_last_seen_timestamp_seconds"); again <= last {
+		t.Errorf("source last seen %v after a new message, was %v", again, last)
 	}
 }
