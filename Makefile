@@ -17,9 +17,12 @@ MODULES := schemas pkg services e2e
 # (staticcheck -matrix: a finding counts only if it holds in every row).
 LINT_MATRIX := default:\ndemo: -tags=demo\nrace: -tags=race\nchaos: -tags=chaos\n
 STATICCHECK ?= staticcheck
-# promtool of Prometheus, for the alerting rules (.ci/run installs it into
-# ${XDG_CACHE_HOME:-$HOME/.cache}/receiptflow/bin; docs/alerts.md).
-PROMTOOL ?= promtool
+# promtool of Prometheus, for the alerting rules (docs/alerts.md): the one
+# on PATH, else the one in the tool cache that .ci/run also uses, which
+# make alerts installs there when it is missing (once, a few minutes).
+TOOLBIN          ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/receiptflow/bin
+PROMTOOL_VERSION ?= v0.316.0
+PROMTOOL         ?= $(or $(shell command -v promtool 2>/dev/null),$(TOOLBIN)/promtool)
 # The unit packages that -race runs over (no process-level fault tests):
 # pkg and services, but the pure single-goroutine logic (the contract, the
 # batch pass, the generator, windows and wire formats), which rest runs
@@ -50,6 +53,11 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(addprefix ./services/,$(BINARIES))
 
+# Installs promtool into the tool cache when make alerts finds none.
+$(TOOLBIN)/promtool:
+	@mkdir -p $(TOOLBIN)
+	GOBIN=$(TOOLBIN) GOWORK=off $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
+
 ## vet: go vet over every module
 vet:
 	$(GO) vet $(PKGS)
@@ -60,10 +68,11 @@ vet:
 ## process-level fault tests
 test: lint alerts race rest faults
 
-## alerts: the Prometheus alerting rules (docs/alerts.md) with promtool:
-## check the rules, check prometheus.yml (which loads them; offline), and
-## run their unit tests deploy/prometheus/alerts_test.yml
-alerts:
+## alerts: the Prometheus alerting rules (docs/alerts.md) with promtool
+## (installed into $(TOOLBIN) when missing): check the rules, check
+## prometheus.yml (which loads them; offline), and run their unit tests
+## deploy/prometheus/alerts_test.yml
+alerts: $(PROMTOOL)
 	$(PROMTOOL) check rules deploy/prometheus/alerts.yml
 	$(PROMTOOL) check config deploy/prometheus/prometheus.yml
 	$(PROMTOOL) test rules deploy/prometheus/alerts_test.yml

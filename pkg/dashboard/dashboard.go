@@ -3,7 +3,9 @@
 // it to people and programs on one HTTP port: an embedded web page with a
 // chart and a table of the hourly windows, a Server-Sent Events stream
 // that pushes every change to the page, GET /api/windows, GET /api/health,
-// /healthz, /readyz and /metrics.
+// /healthz, /readyz and /metrics. Given a Prometheus (Config.PrometheusURL)
+// it polls that server's alerts and shows the pipeline's firing and
+// pending ones on the health panel, or says why it cannot.
 //
 // The dashboard never lies about freshness or finality: provisional
 // windows (open, in_grace) are marked as such, an hour without events is a
