@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/receiptflow/receiptflow/pkg/testenv"
@@ -325,5 +327,45 @@ func TestAlertPollerIsBoundedAndStops(t *testing.T) {
 	}
 	if v := p.snapshot(); v.Status != AlertsWaiting {
 		t.Errorf("view %+v after a cancelled first poll, want waiting", v)
+	}
+}
+
+// TestAlertPollingEndsWithRun: when Run returns, the poller has stopped:
+// no goroutine of it is left.
+func TestAlertPollingEndsWithRun(t *testing.T) {
+	_, url := testenv.NATS(t)
+	prom := newFakePrometheus(t)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	svc, err := New(nc, Config{PrometheusURL: prom.URL + "/prom", AlertsEvery: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	testenv.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		prom.mu.Lock()
+		defer prom.mu.Unlock()
+		if prom.polls < 3 {
+			return fmt.Errorf("%d polls", prom.polls)
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of its context's end")
+	}
+	buf := make([]byte, 1<<20)
+	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "(*alertPoller)") {
+		t.Errorf("a poller goroutine is left after Run returned:\n%s", stacks)
 	}
 }
