@@ -17,6 +17,12 @@ MODULES := schemas pkg services e2e
 # (staticcheck -matrix: a finding counts only if it holds in every row).
 LINT_MATRIX := default:\ndemo: -tags=demo\nrace: -tags=race\nchaos: -tags=chaos\n
 STATICCHECK ?= staticcheck
+# promtool of Prometheus, for the alerting rules (docs/alerts.md): the one
+# on PATH, else the one in the tool cache that .ci/run also uses, which
+# make alerts installs there when it is missing (once, a few minutes).
+TOOLBIN          ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/receiptflow/bin
+PROMTOOL_VERSION ?= v0.316.0
+PROMTOOL         ?= $(or $(shell command -v promtool 2>/dev/null),$(TOOLBIN)/promtool)
 # The unit packages that -race runs over (no process-level fault tests):
 # pkg and services, but the pure single-goroutine logic (the contract, the
 # batch pass, the generator, windows and wire formats), which rest runs
@@ -38,7 +44,7 @@ ifneq ($(wildcard services/dashboard/*.go),)
 BINARIES += dashboard
 endif
 
-.PHONY: all build test lint vet race rest unit faults chaos e2e bench demo handoff clean
+.PHONY: all build test lint alerts vet race rest unit faults chaos e2e bench demo handoff clean
 
 all: build
 
@@ -47,14 +53,29 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(addprefix ./services/,$(BINARIES))
 
+# Installs promtool into the tool cache when make alerts finds none.
+$(TOOLBIN)/promtool:
+	@mkdir -p $(TOOLBIN)
+	GOBIN=$(TOOLBIN) GOWORK=off $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
+
 ## vet: go vet over every module
 vet:
 	$(GO) vet $(PKGS)
 
-## test: lint (go vet included), then every test of every module (real
-## servers, no cache): schemas, pkg and services under -race (pkg/ingest
-## without), the e2e packages, and the process-level fault tests
-test: lint race rest faults
+## test: lint (go vet included), the alerting rules (alerts), then every
+## test of every module (real servers, no cache): schemas, pkg and services
+## under -race (pkg/ingest without), the e2e packages, and the
+## process-level fault tests
+test: lint alerts race rest faults
+
+## alerts: the Prometheus alerting rules (docs/alerts.md) with promtool
+## (installed into $(TOOLBIN) when missing): check the rules, check
+## prometheus.yml (which loads them; offline), and run their unit tests
+## deploy/prometheus/alerts_test.yml
+alerts: $(PROMTOOL)
+	$(PROMTOOL) check rules deploy/prometheus/alerts.yml
+	$(PROMTOOL) check config deploy/prometheus/prometheus.yml
+	$(PROMTOOL) test rules deploy/prometheus/alerts_test.yml
 
 ## lint: in each module alone (GOWORK=off): gofmt -l lists nothing, go vet,
 ## staticcheck (over every build tag in LINT_MATRIX), go mod tidy -diff

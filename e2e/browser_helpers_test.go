@@ -215,6 +215,13 @@ type browserRig struct {
 // configuration before it starts.
 func browserStartRig(t *testing.T, staleAfter time.Duration, options ...func(*pipeline.Config)) *browserRig {
 	t.Helper()
+	return browserStartRigWith(t, staleAfter, nil, options...)
+}
+
+// browserStartRigWith is browserStartRig with dash, if not nil, adjusting
+// the dashboard's configuration before it starts.
+func browserStartRigWith(t *testing.T, staleAfter time.Duration, dash func(*dashboard.Config), options ...func(*pipeline.Config)) *browserRig {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	ns, url := testenv.NATS(t)
@@ -239,13 +246,17 @@ func browserStartRig(t *testing.T, staleAfter time.Duration, options ...func(*pi
 	if err != nil {
 		t.Fatal(err)
 	}
-	dash, err := dashboard.New(conn.NC, dashboard.Config{StaleAfter: staleAfter, Listener: ln})
+	dcfg := dashboard.Config{StaleAfter: staleAfter, Listener: ln}
+	if dash != nil {
+		dash(&dcfg)
+	}
+	svc, err := dashboard.New(conn.NC, dcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- dash.Run(dctx) }()
+	go func() { done <- svc.Run(dctx) }()
 	t.Cleanup(func() {
 		stop()
 		if err := <-done; err != nil {

@@ -3,7 +3,9 @@
 // it to people and programs on one HTTP port: an embedded web page with a
 // chart and a table of the hourly windows, a Server-Sent Events stream
 // that pushes every change to the page, GET /api/windows, GET /api/health,
-// /healthz, /readyz and /metrics.
+// /healthz, /readyz and /metrics. Given a Prometheus (Config.PrometheusURL)
+// it polls that server's alerts and shows the pipeline's firing and
+// pending ones on the health panel, or says why it cannot.
 //
 // The dashboard never lies about freshness or finality: provisional
 // windows (open, in_grace) are marked as such, an hour without events is a
@@ -57,6 +59,15 @@ type Config struct {
 	Logger     *slog.Logger
 	// Now is the clock staleness is judged with (default time.Now).
 	Now func() time.Time
+	// PrometheusURL, if set, is a Prometheus (http(s)://host:port, with a
+	// path prefix if it has one) whose GET /api/v1/alerts is polled every
+	// AlertsEvery (default 5s), each poll bounded by AlertsTimeout
+	// (default 2s, at most AlertsEvery); its receiptflow alerts (names
+	// starting with AlertPrefix) are shown on the health panel and in
+	// /api/health. Empty: the page says alerts are not configured.
+	PrometheusURL string
+	AlertsEvery   time.Duration
+	AlertsTimeout time.Duration
 }
 
 // Service is one dashboard instance. Create it with New.
@@ -67,12 +78,16 @@ type Service struct {
 	m   *metrics
 	st  *state
 	hub *hub
+	// alerts is nil without Config.PrometheusURL.
+	alerts *alertPoller
 
 	runMu   sync.Mutex
 	running bool
 }
 
 // New returns a dashboard reading the buckets through nc. It does no I/O.
+// It returns an error wrapping ErrPrometheusURL for a PrometheusURL that
+// CheckPrometheusURL refuses.
 func New(nc *nats.Conn, cfg Config) (*Service, error) {
 	if cfg.StaleAfter <= 0 {
 		cfg.StaleAfter = 2 * time.Minute
@@ -89,20 +104,35 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.AlertsEvery <= 0 {
+		cfg.AlertsEvery = 5 * time.Second
+	}
+	if cfg.AlertsTimeout <= 0 {
+		cfg.AlertsTimeout = 2 * time.Second
+	}
+	cfg.AlertsTimeout = min(cfg.AlertsTimeout, cfg.AlertsEvery)
+	if err := CheckPrometheusURL(cfg.PrometheusURL); err != nil {
+		return nil, err
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
 	}
 	s := &Service{nc: nc, js: js, cfg: cfg, m: newMetrics(cfg.Registerer), st: newState()}
 	s.hub = newHub(s.m)
+	s.alerts, err = newAlertPoller(cfg.PrometheusURL, cfg.AlertsEvery, cfg.AlertsTimeout, cfg.Now, s.m)
+	if err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
 // ErrRunning is returned by Run when the service is already running.
 var ErrRunning = errors.New("dashboard: already running")
 
-// Run follows the bucket and, with Config.Listener, serves HTTP until ctx
-// ends; then it closes every event stream, shuts the HTTP server down
+// Run follows the bucket, polls Prometheus's alerts (Config.PrometheusURL)
+// and, with Config.Listener, serves HTTP until ctx ends; then it stops
+// polling, closes every event stream, shuts the HTTP server down
 // (bounded by 5s) and returns nil. It returns an error only if the HTTP
 // server fails. Run must not be called twice at the same time.
 func (s *Service) Run(ctx context.Context) error {
@@ -143,6 +173,13 @@ func (s *Service) Run(ctx context.Context) error {
 		defer wg.Done()
 		s.hub.run(ctx, s.pageView)
 	}()
+	if s.alerts != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.alerts.run(ctx, s.hub.notify)
+		}()
+	}
 	s.follow(ctx)
 
 	// Ordered shutdown: end the event streams (their handlers return),

@@ -88,6 +88,8 @@ type HealthView struct {
 	Watch       WatchInfo `json:"watch"`
 	// Health is the publisher's report (meta.health), nil before the first.
 	Health *wire.Health `json:"health"`
+	// Alerts are the pipeline's alerts from Prometheus (--prometheus-url).
+	Alerts AlertsView `json:"alerts"`
 }
 
 func (s *Service) serveHealth(w http.ResponseWriter, r *http.Request) {
@@ -95,6 +97,7 @@ func (s *Service) serveHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, HealthView{
 		Generation: v.Generation, Now: v.Now, Connected: v.Connected, Loaded: v.Loaded,
 		Stale: v.Stale, StaleReason: v.StaleReason, StaleAfter: v.StaleAfter, Watch: v.Watch, Health: v.Health,
+		Alerts: v.Alerts,
 	})
 }
 

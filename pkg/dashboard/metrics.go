@@ -13,6 +13,7 @@ type metrics struct {
 	badEntries prometheus.Counter
 	clients    prometheus.Gauge
 	pushes     prometheus.Counter
+	alertPolls *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -35,5 +36,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		pushes: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "receiptflow_dashboard_pushes_total", Help: "Views pushed to the open event streams.",
 		})),
+		alertPolls: telemetry.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "receiptflow_dashboard_alert_polls_total", Help: "Polls of Prometheus's alerts (--prometheus-url), by result (ok, error).",
+		}, []string{"result"})),
 	}
 }

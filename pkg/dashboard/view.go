@@ -41,6 +41,9 @@ type View struct {
 	StaleAfter  string       `json:"stale_after"`
 	Watch       WatchInfo    `json:"watch"`
 	Health      *wire.Health `json:"health"`
+	// Alerts are the pipeline's alerts from Prometheus, or why there are
+	// none to show.
+	Alerts AlertsView `json:"alerts"`
 	// Windows are the newest windows first (all of them from
 	// /api/windows, Config.Recent on the page).
 	Windows      []WindowView `json:"windows"`
@@ -134,12 +137,13 @@ func sourceSince(h *wire.Health) string {
 // newest windows, without their partitions.
 func (s *Service) buildView(recent int, partitions bool) View {
 	now := s.cfg.Now().UTC()
+	alerts := s.alerts.snapshot()
 	st := s.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	v := View{
 		Generation: st.generation, Now: now, Connected: st.connected, Loaded: st.loaded,
-		StaleAfter: s.cfg.StaleAfter.String(), Health: st.cur.health,
+		StaleAfter: s.cfg.StaleAfter.String(), Health: st.cur.health, Alerts: alerts,
 		Watch: WatchInfo{Reloads: st.reloads, LastReason: st.lastReason, LastReload: st.lastReload, LastUpdate: st.lastUpdate},
 	}
 	v.Stale, v.StaleReason = judgeStale(st.cur.health, now, s.cfg.StaleAfter)

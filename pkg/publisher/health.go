@@ -172,6 +172,7 @@ func (s *Service) health(ctx context.Context) (*wire.Health, error) {
 		last = s.started // nothing sent yet: judge from our own start
 	}
 	h.Stale = now.Sub(last) > s.cfg.StaleAfter
+	s.m.observeSource(h)
 	for _, base := range []string{wire.Raw, wire.Valid, wire.Changes} {
 		st, err := s.js.Stream(ctx, s.cfg.Names.Stream(base))
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/receiptflow/receiptflow/pkg/internal/telemetry"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 type metrics struct {
@@ -11,6 +12,10 @@ type metrics struct {
 	skipped   prometheus.Counter
 	conflicts prometheus.Counter
 	ahead     prometheus.Gauge
+	// sourceStale and sourceLastSeen are meta.health's verdict on the
+	// source, for alerting (deploy/prometheus/alerts.yml).
+	sourceStale    prometheus.Gauge
+	sourceLastSeen prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -28,5 +33,27 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "receiptflow_publisher_watermark_ahead_of_clock_seconds",
 			Help: "How far the furthest partition watermark is ahead of the publisher's clock (0: none is); above 0 a future-dated input moved it, and windows close early.",
 		})),
+		sourceStale: telemetry.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "receiptflow_publisher_source_stale",
+			Help: "1 while no record or heartbeat has reached RAW for longer than --stale-after (readers are told the data is stale), else 0.",
+		})),
+		sourceLastSeen: telemetry.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "receiptflow_publisher_source_last_seen_timestamp_seconds",
+			Help: "When RAW last received a record or heartbeat, seconds since the epoch (0: nothing yet).",
+		})),
 	}
+}
+
+// observeSource sets the source gauges from the health report h.
+func (m *metrics) observeSource(h *wire.Health) {
+	stale := 0.0
+	if h.Stale {
+		stale = 1
+	}
+	m.sourceStale.Set(stale)
+	last := 0.0
+	if !h.SourceLastSeen.IsZero() && h.SourceLastSeen.Unix() > 0 {
+		last = float64(h.SourceLastSeen.UnixMilli()) / 1000
+	}
+	m.sourceLastSeen.Set(last)
 }

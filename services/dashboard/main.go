@@ -1,7 +1,8 @@
 // Command dashboard serves the live dashboard: it follows the active
 // generation's KV bucket on NATS and serves the web page, its event
 // stream, GET /api/windows, GET /api/health, /healthz, /readyz and /metrics
-// on one port. It needs NATS only.
+// on one port. It needs NATS only; with --prometheus-url it also shows the
+// pipeline's firing alerts (docs/alerts.md).
 package main
 
 import (
@@ -41,6 +42,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	listen := fs.String("listen", "127.0.0.1:8080", "address of the page, the API and the probes")
 	staleAfter := fs.Duration("stale-after", 2*time.Minute, "silence of the source (or the publisher) after which the data is shown as stale")
 	generation := fs.String("generation", "", "generation to show (default: follow the active-generation pointer)")
+	promURL := fs.String("prometheus-url", os.Getenv("PROMETHEUS_URL"), "Prometheus whose receiptflow alerts the health panel shows, http(s)://host:port (env PROMETHEUS_URL; empty: alerts not configured)")
 	var sec connect.NATSSecurity
 	sec.Register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -49,19 +51,22 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if err := serve(ctx, log, *natsURL, sec, *listen, *staleAfter, *generation); err != nil {
+	if err := serve(ctx, log, *natsURL, sec, *listen, *staleAfter, *generation, *promURL); err != nil {
 		log.Error("dashboard stopped", "err", err)
 		return 1
 	}
 	return 0
 }
 
-func serve(ctx context.Context, log *slog.Logger, natsURL string, sec connect.NATSSecurity, listen string, staleAfter time.Duration, gen string) error {
+func serve(ctx context.Context, log *slog.Logger, natsURL string, sec connect.NATSSecurity, listen string, staleAfter time.Duration, gen, promURL string) error {
 	if natsURL == "" {
 		return errors.New("--nats-url (or NATS_URL) is required")
 	}
 	if staleAfter <= 0 {
 		return errors.New("--stale-after must be positive")
+	}
+	if err := dashboard.CheckPrometheusURL(promURL); err != nil {
+		return fmt.Errorf("--prometheus-url (or PROMETHEUS_URL): %w", err)
 	}
 	opts, err := sec.Options()
 	if err != nil {
@@ -105,7 +110,7 @@ func serve(ctx context.Context, log *slog.Logger, natsURL string, sec connect.NA
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	svc, err := dashboard.New(conn.NC, dashboard.Config{
-		Generation: gen, StaleAfter: staleAfter,
+		Generation: gen, StaleAfter: staleAfter, PrometheusURL: promURL,
 		Gatherer: reg, Registerer: reg, Logger: log,
 	})
 	if err != nil {

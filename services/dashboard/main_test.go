@@ -131,3 +131,27 @@ func TestStopsCleanlyWhileWaiting(t *testing.T) {
 		t.Fatalf("not stopped 20s after SIGTERM:\n%s", log.String())
 	}
 }
+
+// TestRefusesABadPrometheusURL: a --prometheus-url (or PROMETHEUS_URL)
+// that is not an http(s) URL with a host ends the process with exit 1 and
+// the reason before it listens or connects.
+func TestRefusesABadPrometheusURL(t *testing.T) {
+	for _, args := range [][]string{
+		{"--prometheus-url", "prometheus:9090"},
+		{"--prometheus-url", "ftp://prometheus:9090"},
+	} {
+		var log syncBuf
+		args = append(args, "--nats-url", "nats://127.0.0.1:"+strconv.Itoa(freePort(t)), "--listen", "127.0.0.1:0")
+		if code := run(context.Background(), args, &log); code != 1 {
+			t.Errorf("%v: exit %d, want 1:\n%s", args, code, log.String())
+		}
+		if !strings.Contains(log.String(), "--prometheus-url") || strings.Contains(log.String(), "waiting for nats") {
+			t.Errorf("%v: the log does not name --prometheus-url, or it waited for NATS first:\n%s", args, log.String())
+		}
+	}
+	t.Setenv("PROMETHEUS_URL", "localhost")
+	var log syncBuf
+	if code := run(context.Background(), []string{"--nats-url", "nats://127.0.0.1:1", "--listen", "127.0.0.1:0"}, &log); code != 1 {
+		t.Errorf("PROMETHEUS_URL=localhost: exit %d, want 1:\n%s", code, log.String())
+	}
+}

@@ -352,9 +352,55 @@
     if (lastView) renderStores(lastView);
   }
 
+  // renderAlerts fills the health panel's Alerts row from v.alerts: the
+  // firing and pending receiptflow alerts Prometheus reported at the last
+  // poll, or why there are none to show. Alerts of a failed poll are never
+  // shown as current: only when the last good poll was.
+  function renderAlerts(v) {
+    const a = v.alerts || { status: 'not_configured', alerts: [] };
+    const dd = $('h-alerts');
+    const list = a.alerts || [];
+    dd.dataset.status = a.status;
+    dd.dataset.firing = list.filter((x) => x.state === 'firing').length;
+    dd.dataset.pending = list.filter((x) => x.state === 'pending').length;
+    const checked = a.checked_at ? el('span', { class: 'detail' }, 'checked ' + ago(a.checked_at, v.now)) : null;
+    switch (a.status) {
+      case 'not_configured':
+        dd.replaceChildren(el('span', { class: 'muted' }, 'alerts not configured'));
+        return;
+      case 'waiting':
+        dd.replaceChildren(el('span', { class: 'muted' }, 'checking alerts…'));
+        return;
+      case 'unavailable':
+        dd.replaceChildren(el('span', { class: 'alerts-unavailable' }, 'alerts unavailable: ' + (a.error || 'unknown error')), ' ',
+          el('span', { class: 'detail' }, a.fetched_at
+            ? 'last fetched ' + fmtTime(a.fetched_at) + ' (' + ago(a.fetched_at, v.now) + ')'
+            : 'never fetched'));
+        return;
+    }
+    if (list.length === 0) {
+      dd.replaceChildren(el('span', { class: 'alerts-none' }, 'no alerts firing'), ' ', checked);
+      return;
+    }
+    const items = list.map((x) => el('div', {
+      class: 'alert ' + x.state + ' sev-' + (x.severity || 'none'),
+      'data-alert-name': x.name, 'data-state': x.state, 'data-severity': x.severity || '',
+      title: x.description || '',
+    },
+    x.state === 'firing'
+      ? el('span', { class: 'badge firing' }, 'firing')
+      : el('span', { class: 'badge pending' }, 'pending'),
+    x.severity ? el('span', { class: 'severity' }, x.severity) : null, ' ',
+    el('strong', { class: 'alert-name' }, x.name), ' ',
+    el('span', { class: 'alert-summary' }, x.summary || ''), ' ',
+    el('span', { class: 'detail' }, 'since ' + shortTime(x.active_at, v.now) + ' (' + ago(x.active_at, v.now) + ')')));
+    dd.replaceChildren(...items, checked);
+  }
+
   function renderHealth(v) {
     const h = v.health;
     const set = (id, ...content) => $(id).replaceChildren(...content.map((c) => (c instanceof Node ? c : String(c))));
+    renderAlerts(v);
     set('h-watch', v.watch.reloads + ' re-watch' + (v.watch.reloads === 1 ? '' : 'es') +
       (v.watch.last_reason ? ' (last: ' + v.watch.last_reason + ' ' + ago(v.watch.last_reload, v.now) + ')' : ''));
     $('h-watch').dataset.reloads = v.watch.reloads;
