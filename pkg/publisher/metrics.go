@@ -11,6 +11,8 @@ type metrics struct {
 	skipped   prometheus.Counter
 	conflicts prometheus.Counter
 	ahead     prometheus.Gauge
+	dayWrites prometheus.Counter
+	pruned    *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -28,5 +30,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "receiptflow_publisher_watermark_ahead_of_clock_seconds",
 			Help: "How far the furthest partition watermark is ahead of the publisher's clock (0: none is); above 0 a future-dated input moved it, and windows close early.",
 		})),
+		dayWrites: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "receiptflow_publisher_day_writes_total", Help: "Day rollups written to KV.",
+		})),
+		pruned: telemetry.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "receiptflow_publisher_pruned_total", Help: "Keys pruned from KV beyond their retention, by kind (window, day).",
+		}, []string{"kind"})),
 	}
 }
