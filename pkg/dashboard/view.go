@@ -137,7 +137,9 @@ func sourceSince(h *wire.Health) string {
 
 // buildView builds the view of st at now. recent > 0 keeps only the
 // newest windows, without their partitions.
-func (s *Service) buildView(recent int, partitions bool) View { return s.buildPage("", recent, partitions) }
+func (s *Service) buildView(recent int, partitions bool) View {
+	return s.buildPage("", recent, partitions)
+}
 
 // buildPage is buildView of the windows older than window id before
 // (every window when before is ""): the newest recent of them (all when
