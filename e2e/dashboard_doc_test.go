@@ -54,7 +54,9 @@ func TestReadingTheDashboardCoversThePage(t *testing.T) {
 	add("badges", regexp.MustCompile(`class: 'badge [a-z]+'[^}]*\}, '([^']+)'`), js, 5)
 	add("chart marks", regexp.MustCompile(`class: '(?:zero|nodata)'[^}]*\}, '([^']+)'`), js, 2)
 	add("legend", regexp.MustCompile(`<li><span class="sw [^"]+">[^<]*</span>([^<(]+)`), html, 6)
-	labels = append(labels, "STALE", "watermark ahead of clock", "corrected +", "in grace", "0✓")
+	add("buttons", regexp.MustCompile(`<button id="\w+" type="button"[^>]*>([^<]+)</button>`), html, 3)
+	labels = append(labels, "STALE", "watermark ahead of clock", "corrected +", "in grace", "0✓",
+		"HISTORY", "live updates paused", "24 hours to", "windows held")
 	for _, l := range labels {
 		if !strings.Contains(doc, l) {
 			t.Errorf("the page shows %q; docs/reading-the-dashboard.md does not explain it", l)
