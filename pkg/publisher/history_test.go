@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/receiptflow/receiptflow/pkg/config"
@@ -373,5 +374,63 @@ func TestRetentionTooShortRefused(t *testing.T) {
 	}
 	if win, day := retentions(Config{}, nil); win != config.DefaultWindowRetention || day != config.DefaultDayRetention {
 		t.Errorf("default retentions %s, %s", win, day)
+	}
+}
+
+// TestPruneDaysBeyondDayRetention: a final day whose hours are all pruned
+// is pruned once it is more than the day retention behind the head; a day
+// that still has windows, or is not final, stays.
+func TestPruneDaysBeyondDayRetention(t *testing.T) {
+	r := newHistoryRig(t, 3*time.Hour)
+	r.svc.cfg.DayRetention = 3 * time.Hour
+	r.traffic()
+	r.pass(r.svc)
+	r.retire(time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC))
+	r.pass(r.svc) // prunes 2026-12-01's windows, then the day (ends 12-02T00, cut 06:00)
+	if d, rev := r.day("2026-12-01"); rev != 0 {
+		t.Fatalf("2026-12-01 kept: %+v", d)
+	}
+	if _, rev := r.day("2026-12-02"); rev == 0 {
+		t.Fatal("2026-12-02 (not final, windows left) pruned")
+	}
+	before := r.lastSeq()
+	r.pass(r.publisher(3 * time.Hour))
+	if after := r.lastSeq(); after != before {
+		t.Fatalf("a pruned day came back or changed the bucket: %d new entries", after-before)
+	}
+}
+
+// TestTwoPublishersNeverMoveARollupBack: a publisher whose view of a day
+// is out of date (another one wrote a newer rollup since) and that folds
+// a snapshot older than the stored hour loses its compare-and-set,
+// re-reads, and leaves the newer rollup as it is.
+func TestTwoPublishersNeverMoveARollupBack(t *testing.T) {
+	r := newHistoryRig(t, 3*time.Hour)
+	r.traffic()
+	r.submit(1, "2026-12-02T07:10:00Z")
+	r.pass(r.svc)
+	lagging := r.publisher(3 * time.Hour)
+	r.pass(lagging) // caches 2026-12-02 as it is now
+	old, _ := r.day("2026-12-02")
+	r.submit(1, "2026-12-02T07:20:00Z")
+	r.submit(0, "2026-12-02T07:30:00Z")
+	r.pass(r.svc)
+	cur, rev := r.day("2026-12-02")
+	h := cur.Hours["07"]
+	if h.Version < old.Hours["07"].Version+2 || h.Count != 3 {
+		t.Fatalf("hour 07 after two more events: %+v (was %+v)", h, old.Hours["07"])
+	}
+	stale := wire.Window{WindowID: "2026-12-02T07", Count: 999, Version: old.Hours["07"].Version + 1, Status: window.StatusInGrace}
+	lagging.mu.Lock()
+	err := lagging.rollupLocked(r.ctx, []wire.Window{stale}, window.Ms(time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)), time.Now())
+	lagging.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, gotRev := r.day("2026-12-02"); gotRev != rev || !sameDay(got, cur) {
+		t.Fatalf("a lagging publisher moved the rollup: %+v, was %+v", got.Hours["07"], h)
+	}
+	if n := testutil.ToFloat64(lagging.m.conflicts); n < 1 {
+		t.Fatalf("the lagging publisher's write did not go through a lost compare-and-set (%v conflicts)", n)
 	}
 }
