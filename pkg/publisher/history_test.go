@@ -1,14 +1,17 @@
 package publisher
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/receiptflow/receiptflow/pkg/config"
@@ -29,6 +32,7 @@ type historyRig struct {
 	kv    jetstream.KeyValue
 	store *ledger.Store
 	svc   *Service
+	reg   *prometheus.Registry // svc's metrics
 	seq   []uint64
 }
 
@@ -57,6 +61,8 @@ func newHistoryRig(t *testing.T, retention time.Duration) *historyRig {
 	store := ledger.NewStore(rdb, ledger.Keys{Prefix: names.RedisPrefix()}, 0, rigGrace, ledger.WithHorizon(rigHorizon))
 	r := &historyRig{t: t, ctx: ctx, js: js, kv: kv, store: store, seq: make([]uint64, 2)}
 	r.svc = r.publisher(retention)
+	r.reg = prometheus.NewRegistry()
+	r.svc.m = newMetrics(r.reg)
 	return r
 }
 
@@ -297,7 +303,12 @@ func TestPruneOnlyFinalRetiredBeyondRetention(t *testing.T) {
 	}
 	// Both retire up to 04:00 (the windower's horizon allows 06:50).
 	r.retire(time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC))
+	var logs bytes.Buffer
+	r.svc.cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 	r.pass(r.svc)
+	if n := strings.Count(logs.String(), `"msg":"history pruned"`); n != 1 || !strings.Contains(logs.String(), `"windows":6`) {
+		t.Errorf("want one log line for the pass that pruned 6 windows, got %d:\n%s", n, logs.String())
+	}
 	for _, id := range []string{"2026-12-01T22", "2026-12-01T23", "2026-12-02T00", "2026-12-02T01", "2026-12-02T02", "2026-12-02T03"} {
 		if w, ok := r.window(id); ok {
 			t.Errorf("%s not pruned: %+v", id, w)
@@ -307,6 +318,21 @@ func TestPruneOnlyFinalRetiredBeyondRetention(t *testing.T) {
 		if _, ok := r.window(id); !ok {
 			t.Errorf("%s pruned: not retired or inside the retention", id)
 		}
+	}
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pruned := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() == "receiptflow_publisher_pruned_total" {
+			for _, m := range mf.GetMetric() {
+				pruned[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if pruned["window"] != 6 || pruned["day"] != 0 {
+		t.Errorf("receiptflow_publisher_pruned_total: %v, want 6 windows, 0 days", pruned)
 	}
 	if got, rev := r.day("2026-12-01"); rev != rev1 || !sameDay(got, d1) {
 		t.Errorf("pruning changed 2026-12-01's rollup: %+v, was %+v", got, d1)
@@ -409,7 +435,10 @@ func TestTwoPublishersNeverMoveARollupBack(t *testing.T) {
 	r.traffic()
 	r.submit(1, "2026-12-02T07:10:00Z")
 	r.pass(r.svc)
-	lagging := r.publisher(3 * time.Hour)
+	reg := prometheus.NewRegistry()
+	lagging := New(r.js, r.store, Config{Names: wire.For(""), Partitions: 2, Grace: rigGrace, WindowRetention: 3 * time.Hour,
+		Registerer: reg})
+	lagging.kv = r.kv
 	r.pass(lagging) // caches 2026-12-02 as it is now
 	old, _ := r.day("2026-12-02")
 	r.submit(1, "2026-12-02T07:20:00Z")
@@ -430,7 +459,23 @@ func TestTwoPublishersNeverMoveARollupBack(t *testing.T) {
 	if got, gotRev := r.day("2026-12-02"); gotRev != rev || !sameDay(got, cur) {
 		t.Fatalf("a lagging publisher moved the rollup: %+v, was %+v", got.Hours["07"], h)
 	}
-	if n := testutil.ToFloat64(lagging.m.conflicts); n < 1 {
+	if n := counter(t, reg, "receiptflow_publisher_kv_conflicts_total"); n < 1 {
 		t.Fatalf("the lagging publisher's write did not go through a lost compare-and-set (%v conflicts)", n)
 	}
+}
+
+// counter is the value of the counter name in reg.
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
 }
