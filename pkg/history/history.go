@@ -71,45 +71,55 @@ func ParseBound(s string) (time.Time, error) {
 
 // Read returns every window snapshot and day rollup kv holds (delete and
 // purge markers are skipped). A value that does not decode is an error.
+// It needs only a reader's rights (the dashboard user's): one watch per
+// key prefix, each with its filter in the consumer's subject.
 func Read(ctx context.Context, kv jetstream.KeyValue) (*Bucket, error) {
-	w, err := kv.WatchFiltered(ctx, []string{wire.WindowKey("*"), wire.DayKey("*")}, jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, fmt.Errorf("history: watch %s: %w", kv.Bucket(), err)
-	}
-	defer w.Stop()
 	b := &Bucket{}
-	for {
-		var e jetstream.KeyValueEntry
-		select {
-		case got, open := <-w.Updates():
-			if !open {
-				return nil, fmt.Errorf("history: watch %s closed", kv.Bucket())
-			}
-			e = got
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if e == nil {
-			break
-		}
-		switch {
-		case strings.HasPrefix(e.Key(), wire.WindowKeyPrefix):
-			var s wire.Window
-			if err := json.Unmarshal(e.Value(), &s); err != nil {
-				return nil, fmt.Errorf("history: %s: %w", e.Key(), err)
-			}
-			b.Windows = append(b.Windows, s)
-		case strings.HasPrefix(e.Key(), wire.DayKeyPrefix):
-			var d wire.Day
-			if err := json.Unmarshal(e.Value(), &d); err != nil {
-				return nil, fmt.Errorf("history: %s: %w", e.Key(), err)
-			}
-			b.Days = append(b.Days, d)
+	for _, prefix := range []string{wire.WindowKeyPrefix, wire.DayKeyPrefix} {
+		if err := b.read(ctx, kv, prefix); err != nil {
+			return nil, err
 		}
 	}
 	sort.Slice(b.Windows, func(i, j int) bool { return b.Windows[i].Start.Before(b.Windows[j].Start) })
 	sort.Slice(b.Days, func(i, j int) bool { return b.Days[i].Start.Before(b.Days[j].Start) })
 	return b, nil
+}
+
+func (b *Bucket) read(ctx context.Context, kv jetstream.KeyValue, prefix string) error {
+	w, err := kv.Watch(ctx, prefix+"*", jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("history: watch %s %s*: %w", kv.Bucket(), prefix, err)
+	}
+	defer w.Stop()
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case got, open := <-w.Updates():
+			if !open {
+				return fmt.Errorf("history: watch %s closed", kv.Bucket())
+			}
+			e = got
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if e == nil {
+			return nil
+		}
+		switch {
+		case strings.HasPrefix(e.Key(), wire.WindowKeyPrefix):
+			var s wire.Window
+			if err := json.Unmarshal(e.Value(), &s); err != nil {
+				return fmt.Errorf("history: %s: %w", e.Key(), err)
+			}
+			b.Windows = append(b.Windows, s)
+		case strings.HasPrefix(e.Key(), wire.DayKeyPrefix):
+			var d wire.Day
+			if err := json.Unmarshal(e.Value(), &d); err != nil {
+				return fmt.Errorf("history: %s: %w", e.Key(), err)
+			}
+			b.Days = append(b.Days, d)
+		}
+	}
 }
 
 // overlaps reports whether [start, end) meets [from, to).

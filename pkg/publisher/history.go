@@ -348,11 +348,9 @@ func (s *Service) history(ctx context.Context) error {
 	s.m.pruned.WithLabelValues("day").Add(float64(prunedDays))
 	s.cfg.Logger.Info("history pruned", "windows", prunedWindows, "days", prunedDays,
 		"head", window.Time(head), "window_retention", s.cfg.WindowRetention.String(), "day_retention", s.cfg.DayRetention.String())
-	// The purge markers of earlier passes are dropped (older than the
-	// library's default of 30 minutes), so pruning does not grow the
-	// bucket by a marker per pruned key.
-	if err := s.kv.PurgeDeletes(ctx); err != nil {
-		return fmt.Errorf("publisher: purge delete markers: %w", err)
-	}
+	// Each purge leaves its marker (a header-only message per pruned key).
+	// Removing markers needs the stream purge API, which the publisher's
+	// least-privilege user is refused on purpose (deploy/nats/auth.conf);
+	// docs/history.md says how an operator reclaims them.
 	return nil
 }
