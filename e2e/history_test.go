@@ -5,13 +5,16 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/failpoint"
 	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/history"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
@@ -46,6 +49,69 @@ func historyFile(t *testing.T) string {
 	return path
 }
 
+// historyRun sends the file at path through a pipeline of cfg that keeps
+// running, waits for it to drain, for every window to be retired and for
+// the history pass to prune those more than cfg.WindowRetention behind
+// the newest window, and returns the pipeline (closed by t.Cleanup) and
+// what its bucket then holds. rate paces ingest (records per second, 0:
+// unpaced).
+func historyRun(t *testing.T, cfg pipeline.Config, path string, rate int) (*pipeline.Pipeline, *history.Bucket) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	p, err := pipeline.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: cfg.Partitions, Validator: p.Validator, HeartbeatEvery: 1000, EndOfStream: true})
+	if _, err := ingest.FileAtRate(ctx, in, f, rate, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitDrained(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := p.KV(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the windower to retire every window and the publisher's
+	// history pass to prune those beyond the retention.
+	var b *history.Bucket
+	testenv.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
+		if b, err = history.Read(ctx, kv); err != nil {
+			return err
+		}
+		var head time.Time
+		for _, w := range b.Windows {
+			if w.End.After(head) {
+				head = w.End
+			}
+		}
+		for _, w := range b.Windows {
+			if !w.End.After(head.Add(-cfg.WindowRetention)) {
+				return errNotYet("window " + w.WindowID + " beyond the retention not pruned yet")
+			}
+		}
+		final := 0
+		for _, d := range b.Days {
+			if d.Final {
+				final++
+			}
+		}
+		if final != len(b.Days) || len(b.Days) < 5 {
+			return errNotYet("day rollups not all final yet")
+		}
+		return nil
+	})
+	return p, b
+}
+
 // TestHistoryRetentionRollupsAndQuery: a bounded run over five days with a
 // 48h window retention keeps every window (its parity holds); the same
 // file through a long-running pipeline with the same retention prunes the
@@ -77,52 +143,7 @@ func TestHistoryRetentionRollupsAndQuery(t *testing.T) {
 	cut := head.Add(-48 * time.Hour)
 
 	// The same file through a pipeline that keeps running.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	p, err := pipeline.Start(ctx, historyConfig(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: 4, Validator: p.Validator, HeartbeatEvery: 1000, EndOfStream: true})
-	if _, err := ingest.FileAtRate(ctx, in, f, 0, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.WaitDrained(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	kv, err := p.KV(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Wait for the windower to retire every window and the publisher's
-	// history pass to prune those beyond the retention.
-	var b *history.Bucket
-	testenv.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
-		if b, err = history.Read(ctx, kv); err != nil {
-			return err
-		}
-		for _, w := range b.Windows {
-			if !w.End.After(cut) {
-				return errNotYet("window " + w.WindowID + " beyond the retention not pruned yet")
-			}
-		}
-		final := 0
-		for _, d := range b.Days {
-			if d.Final {
-				final++
-			}
-		}
-		if final != len(b.Days) || len(b.Days) < 5 {
-			return errNotYet("day rollups not all final yet")
-		}
-		return nil
-	})
+	p, b := historyRun(t, historyConfig(t), path, 0)
 	if len(b.Windows) == 0 || len(b.Windows) > 48 {
 		t.Fatalf("%d hourly snapshots kept, want those of the last 48h", len(b.Windows))
 	}
@@ -211,5 +232,48 @@ func TestHistoryRetentionRollupsAndQuery(t *testing.T) {
 	}
 	if out := cli("--from", "2026-11-01", "--to", "2026-12-01", "--by", "day", "--format", "csv"); strings.Count(out, "\n") != len(days)+1 {
 		t.Errorf("day csv:\n%s", out)
+	}
+}
+
+// TestHistoryUnderCrashesEndsLikeTheCleanRun: with the publisher and the
+// windower crashing over and over (failpoints), the bucket ends with the
+// same hourly snapshots kept, the same hours pruned and the same day
+// rollups as without faults: replays write the same history.
+func TestHistoryUnderCrashesEndsLikeTheCleanRun(t *testing.T) {
+	path := historyFile(t)
+	_, clean := historyRun(t, historyConfig(t), path, 0)
+	fps, err := failpoint.Parse("publisher.after-put=crash@every:3,windower.after-write=crash@every:5", failpoint.InProcess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := historyConfig(t)
+	cfg.Failpoints = fps
+	// Paced like a live source: batches stay small, so the failpoints fire
+	// many times.
+	_, faulty := historyRun(t, cfg, path, 1500)
+	if len(fps.Fired()) == 0 {
+		t.Fatal("no failpoint fired")
+	}
+	t.Logf("fired %v", fps.Fired())
+	all := func(b *history.Bucket) []history.Hour {
+		hours := b.Hours(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+		for i := range hours {
+			hours[i].Stale = false
+		}
+		return hours
+	}
+	if got, want := all(faulty), all(clean); !reflect.DeepEqual(got, want) {
+		t.Fatalf("hours differ from the clean run:\n got %+v\nwant %+v", got, want)
+	}
+	days := func(b *history.Bucket) []string {
+		var out []string
+		for _, d := range b.Days {
+			h, _ := json.Marshal(d.Hours)
+			out = append(out, fmt.Sprintf("%s %d %d %d %d %v %d %s", d.Day, d.Count, d.Corrections, d.LateDropped, d.Windows, d.Final, d.Version, h))
+		}
+		return out
+	}
+	if got, want := days(faulty), days(clean); !reflect.DeepEqual(got, want) {
+		t.Fatalf("day rollups differ from the clean run:\n got %v\nwant %v", got, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -478,4 +479,38 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no counter %s", name)
 	return 0
+}
+
+// TestHistoryPassCatchesUpARollup: a rollup left behind its hours' snapshots
+// (a crash between the window write and the rollup write, then the
+// windower retired the window so no resync sees it again) is brought up to
+// date by the next publisher's history pass, from the snapshots in the
+// bucket, and only then is the window pruned.
+func TestHistoryPassCatchesUpARollup(t *testing.T) {
+	r := newHistoryRig(t, 3*time.Hour)
+	r.traffic()
+	r.pass(r.svc)
+	want, rev := r.day("2026-12-01")
+	behind := want
+	behind.Hours = map[string]wire.DayHour{"22": want.Hours["22"]} // hour 23 never made it
+	behind.Total()
+	body, err := json.Marshal(&behind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.kv.Update(r.ctx, wire.DayKey("2026-12-01"), body, rev); err != nil {
+		t.Fatal(err)
+	}
+	r.retire(time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC))
+	restarted := r.publisher(3 * time.Hour)
+	if err := restarted.history(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := r.day("2026-12-01")
+	if !reflect.DeepEqual(got.Hours, want.Hours) || got.Count != want.Count || got.Version != want.Version {
+		t.Fatalf("rollup after the history pass: %+v, want %+v", got, want)
+	}
+	if _, ok := r.window("2026-12-01T23"); ok {
+		t.Fatal("2026-12-01T23 not pruned once its rollup caught up")
+	}
 }
