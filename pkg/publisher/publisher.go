@@ -177,11 +177,11 @@ func (s *Service) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
+		// The history pass has its own loop, so a long one never holds
+		// the health reports back.
 		defer wg.Done()
-		t := time.NewTicker(s.cfg.Tick)
-		defer t.Stop()
 		h := time.NewTicker(s.cfg.HistoryEvery)
 		defer h.Stop()
 		for {
@@ -189,9 +189,22 @@ func (s *Service) Run(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case <-h.C:
-				if err := s.history(ctx); err != nil && ctx.Err() == nil {
+				hctx, cancel := context.WithTimeout(ctx, max(s.cfg.HistoryEvery, time.Minute))
+				if err := s.history(hctx); err != nil && ctx.Err() == nil {
 					s.cfg.Logger.Warn("publisher history pass failed", "err", err)
 				}
+				cancel()
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(s.cfg.Tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
 			case <-t.C:
 				// Bounded, so a request lost in a server restart does not
 				// hold health reports back for the client's default timeout.
