@@ -57,10 +57,12 @@ func TestReadingTheDashboardCoversThePage(t *testing.T) {
 	add("cards", regexp.MustCompile(`<h2 id="[a-z-]+">([^<]+)</h2>`), html, 6)
 	add("store columns", regexp.MustCompile(`<th(?: class="num")?>([a-z]+)</th>`), html[strings.Index(html, `id="stores"`):strings.Index(html, `id="partitions"`)], 5)
 	labels = append(labels, "STALE", "watermark ahead of clock", "corrected +", "in grace", "0✓",
-		"(unknown store)", "(newest with data)", "(picked)", "other store")
+		"(unknown store)", "(newest with data)", "(picked)", "other store",
+		"HISTORY", "live updates paused", "24 hours to", "windows held")
 	// The health panel's Alerts row (issue 14, alert rules).
 	add("alert states", regexp.MustCompile(`el\('span', \{ class: '(?:muted|alerts-[a-z]+)' \}, '([^':]+)`), js, 4)
 	labels = append(labels, "since", "checked", "last fetched", "never fetched")
+	add("buttons", regexp.MustCompile(`<button id="\w+" type="button"[^>]*>([^<]+)</button>`), html, 3)
 	for _, l := range labels {
 		if !strings.Contains(doc, l) {
 			t.Errorf("the page shows %q; docs/reading-the-dashboard.md does not explain it", l)

@@ -20,6 +20,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -315,6 +316,24 @@ func TestSecurityCLIReplayAsOperator(t *testing.T) {
 	if err != nil || len(before) == 0 {
 		t.Fatalf("windows after ingest: %d, %v", len(before), err)
 	}
+	// receiptctl windows reads the bucket with the dashboard user's
+	// read-only rights: every window the publisher wrote, and the day
+	// rollups; the ingest user has no rights on the bucket.
+	asDashboard := []string{"NATS_USER=dashboard", "NATS_PASSWORD_FILE=" + secPasswordFile("nats", "dashboard")}
+	res = secCLI(t, bin, asDashboard, "windows", "--nats-url", url, "--from", "2000-01-01", "--format", "json")
+	var hours []struct {
+		WindowID string `json:"window_id"`
+		Count    int64  `json:"count"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &hours); res.code != 0 || err != nil || len(hours) != len(before) {
+		t.Fatalf("windows as the dashboard user: %d hours for %d windows (%v): %s", len(hours), len(before), err, res)
+	}
+	if res = secCLI(t, bin, asDashboard, "windows", "--nats-url", url, "--from", "2000-01-01", "--by", "day", "--format", "csv"); res.code != 0 || strings.Count(res.stdout, "\n") < 2 {
+		t.Fatalf("windows --by day as the dashboard user: %s", res)
+	}
+	secCLIFails(t, "windows as the ingest user", secCLI(t, bin, []string{"NATS_USER=ingest", "NATS_PASSWORD_FILE=" + secPasswordFile("nats", "ingest")},
+		"windows", "--nats-url", url, "--from", "2000-01-01"), "Permissions Violation")
+
 	counts := secStreamMsgs(t, admin.JS)
 	raw, valid, rejected := counts[wire.Raw], counts[wire.Valid], counts[wire.Rejected]
 	validRecs := secValidRecords(t, admin.JS)

@@ -61,6 +61,7 @@ func secBuild(name string) func(d *daemon.Deps) (daemon.Runner, error) {
 			return publisher.New(d.NATS.JS, d.Store, publisher.Config{
 				Names: d.Names, Partitions: d.Common.Partitions, Grace: d.Common.Grace, StaleAfter: d.Common.StaleAfter,
 				Logger: d.Logger, Registerer: d.Registerer, Failpoints: d.Failpoints,
+				WindowRetention: d.Common.WindowRetention, DayRetention: d.Common.DayRetention,
 			}), nil
 		}
 		return nil, fmt.Errorf("no service %q", name)

@@ -45,7 +45,21 @@ type Common struct {
 	// LatencyBudget is what the hops may add, together, by waiting for
 	// batches to fill and for progress to be polled (Waits).
 	LatencyBudget time.Duration
+	// WindowRetention is how far (event time) behind the newest window a
+	// final, retired window snapshot is kept in the KV bucket before the
+	// publisher prunes it (its day rollup stays). Never 0, and at least
+	// Grace + ReplayHorizon.
+	WindowRetention time.Duration
+	// DayRetention is the same for the day rollups; at least
+	// WindowRetention.
+	DayRetention time.Duration
 }
+
+// DefaultWindowRetention is --window-retention's default: 30 days.
+const DefaultWindowRetention = 720 * time.Hour
+
+// DefaultDayRetention is --day-retention's default: 365 days.
+const DefaultDayRetention = 8760 * time.Hour
 
 // DefaultLatencyBudget is --latency-budget's default.
 const DefaultLatencyBudget = 25 * time.Millisecond
@@ -105,6 +119,10 @@ func (c *Common) Register(fs *flag.FlagSet) {
 		"JetStream's duplicate window on RAW and VALID: a retry with the same Nats-Msg-Id within it is stored once (env RECEIPTS_DEDUP_WINDOW)")
 	fs.DurationVar(&c.LatencyBudget, "latency-budget", envDuration("RECEIPTS_LATENCY_BUDGET", DefaultLatencyBudget),
 		"what waiting for batches and progress may add to an event's way from ingest to the KV bucket (env RECEIPTS_LATENCY_BUDGET); shorter costs more CPU when the load is light")
+	fs.DurationVar(&c.WindowRetention, "window-retention", envDuration("RECEIPTS_WINDOW_RETENTION", DefaultWindowRetention),
+		"event time behind the newest window after which a final window whose state is retired is pruned from the KV bucket; its day rollup keeps its counts (env RECEIPTS_WINDOW_RETENTION; at least --grace + --replay-horizon)")
+	fs.DurationVar(&c.DayRetention, "day-retention", envDuration("RECEIPTS_DAY_RETENTION", DefaultDayRetention),
+		"event time behind the newest window after which a final day rollup is pruned from the KV bucket (env RECEIPTS_DAY_RETENTION; at least --window-retention)")
 	fs.DurationVar(&c.ReplayHorizon, "replay-horizon", 24*time.Hour, "event time after a window is final before its ledger and state are retired (0: never); events of retired windows are dropped as too late")
 }
 
@@ -129,6 +147,10 @@ func (c *Common) Validate() error {
 		return fmt.Errorf("--dedup-window must be positive, got %s", c.DedupWindow)
 	case c.LatencyBudget <= 0 || c.LatencyBudget > time.Minute:
 		return fmt.Errorf("--latency-budget must be between 0 and 1m, got %s", c.LatencyBudget)
+	case c.WindowRetention <= 0 || c.WindowRetention < c.Grace+c.ReplayHorizon:
+		return fmt.Errorf("--window-retention %s must be at least --grace + --replay-horizon (%s): a window is pruned only once its state is retired", c.WindowRetention, c.Grace+c.ReplayHorizon)
+	case c.DayRetention < c.WindowRetention:
+		return fmt.Errorf("--day-retention %s must be at least --window-retention %s", c.DayRetention, c.WindowRetention)
 	case c.DedupWindow > c.Retention:
 		return fmt.Errorf("--dedup-window %s must not be longer than --retention %s", c.DedupWindow, c.Retention)
 	case c.Generation == "" || strings.ContainsAny(c.Generation, ".*> {}:"):

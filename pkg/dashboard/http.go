@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/window"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
@@ -63,17 +64,34 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // serveWindows is GET /api/windows: every window, newest first, with its
 // partitions, and the chart's hours. ?recent=N keeps the newest N.
+// ?before=ID pages back in time (docs/history.md): the windows older than
+// window ID, newest first, ?limit=N of them (default the page's size),
+// with the chart's hours ending at the newest of them; "older" says
+// whether there are more.
 func (s *Service) serveWindows(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
 	recent := 0
-	if v := r.URL.Query().Get("recent"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			http.Error(w, "recent must be a non-negative integer", http.StatusBadRequest)
+	for _, name := range []string{"recent", "limit"} {
+		if v := q.Get(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				http.Error(w, name+" must be a non-negative integer", http.StatusBadRequest)
+				return
+			}
+			recent = n
+		}
+	}
+	before := q.Get("before")
+	if before != "" {
+		if ms, err := window.ParseID(before); err != nil || window.ID(ms) != before {
+			http.Error(w, "before must be a window id like 2026-12-02T10", http.StatusBadRequest)
 			return
 		}
-		recent = n
+		if q.Get("limit") == "" && q.Get("recent") == "" {
+			recent = s.cfg.Recent
+		}
 	}
-	writeJSON(w, http.StatusOK, s.buildView(recent, true))
+	writeJSON(w, http.StatusOK, s.buildPage(before, recent, true))
 }
 
 // HealthView is the body of GET /api/health.

@@ -48,6 +48,13 @@ type View struct {
 	// /api/windows, Config.Recent on the page).
 	Windows      []WindowView `json:"windows"`
 	TotalWindows int          `json:"total_windows"`
+	// Older is whether the bucket holds windows older than the oldest
+	// of Windows (the page's "Older" control pages to them).
+	Older bool `json:"older"`
+	// Before is set on a page back in time (/api/windows?before=ID):
+	// Windows are those older than window ID, and Hours the ChartHours
+	// ending with the newest of them. Empty for the live head.
+	Before string `json:"before,omitempty"`
 	// Hours are the chart's last ChartHours hours, oldest first.
 	Hours []HourView `json:"hours"`
 }
@@ -136,6 +143,13 @@ func sourceSince(h *wire.Health) string {
 // buildView builds the view of st at now. recent > 0 keeps only the
 // newest windows, without their partitions.
 func (s *Service) buildView(recent int, partitions bool) View {
+	return s.buildPage("", recent, partitions)
+}
+
+// buildPage is buildView of the windows older than window id before
+// (every window when before is ""): the newest recent of them (all when
+// recent <= 0), and the chart's hours ending with the newest of them.
+func (s *Service) buildPage(before string, recent int, partitions bool) View {
 	now := s.cfg.Now().UTC()
 	alerts := s.alerts.snapshot()
 	st := s.st
@@ -153,22 +167,34 @@ func (s *Service) buildView(recent int, partitions bool) View {
 	}
 	sort.Sort(sort.Reverse(sort.StringSlice(ids))) // ids sort by start
 	v.TotalWindows = len(ids)
+	v.Before = before
 	byID := make(map[string]WindowView, len(ids))
-	for i, id := range ids {
+	listed := 0
+	var pageEnd time.Time // the chart's last hour on a page back in time
+	for _, id := range ids {
 		w := st.cur.windows[id]
 		wv := windowView(w, v.Stale, st.firstCount)
-		if i < recent || recent <= 0 {
-			if partitions {
-				wv.Partitions = w.Partitions
-			}
-			v.Windows = append(v.Windows, wv)
-		}
 		byID[id] = wv
+		if before != "" && id >= before {
+			continue
+		}
+		if listed == 0 && before != "" {
+			pageEnd = w.Start
+		}
+		listed++
+		if listed > recent && recent > 0 {
+			v.Older = true
+			continue
+		}
+		if partitions {
+			wv.Partitions = w.Partitions
+		}
+		v.Windows = append(v.Windows, wv)
 	}
 	if v.Windows == nil {
 		v.Windows = []WindowView{}
 	}
-	v.Hours = hours(byID, ids, st.cur.health, v.Stale, now)
+	v.Hours = hours(byID, ids, st.cur.health, v.Stale, now, pageEnd)
 	return v
 }
 
@@ -195,8 +221,9 @@ func windowView(w wire.Window, staleNow bool, first map[string]int64) WindowView
 // current hour (or with the newest data when all of it is older). An
 // empty hour is a confirmed zero only when it is final and not before the
 // first hour with data (see firstData); idsDesc are the windows' ids,
-// newest first.
-func hours(byID map[string]WindowView, idsDesc []string, h *wire.Health, staleNow bool, now time.Time) []HourView {
+// newest first. A non-zero pageEnd is the last hour of a page back in
+// time, which the chart then ends with.
+func hours(byID map[string]WindowView, idsDesc []string, h *wire.Health, staleNow bool, now, pageEnd time.Time) []HourView {
 	last := now.Truncate(time.Hour)
 	var newest time.Time
 	if len(idsDesc) > 0 {
@@ -208,6 +235,9 @@ func hours(byID map[string]WindowView, idsDesc []string, h *wire.Health, staleNo
 	}
 	if newest.After(last) || (!newest.IsZero() && newest.Before(last.Add(-(ChartHours-1)*time.Hour))) {
 		last = newest.Truncate(time.Hour)
+	}
+	if !pageEnd.IsZero() {
+		last = pageEnd.Truncate(time.Hour)
 	}
 	grace, graceOK := time.Duration(0), false
 	if h != nil {
@@ -246,9 +276,11 @@ func hours(byID map[string]WindowView, idsDesc []string, h *wire.Health, staleNo
 }
 
 // firstData returns the start of the oldest window the bucket holds: the
-// hour of the source's first counted event. Window snapshots exist only for
-// hours with a submission and are never deleted from the bucket, so no
-// hour before it has had data; they are "no data", never zeros (docs/spec.md §3).
+// hour of the source's first counted event, or of the oldest one kept
+// (the publisher prunes windows beyond its retention, docs/history.md).
+// Window snapshots exist only for hours with a submission, so no hour
+// before it is known to have had data; they are "no data", never zeros
+// (docs/spec.md §3): the answer that is never wrong.
 // It reports false when there is no window yet (only heartbeats, or
 // events of other types, so far). An hour before the first submission that
 // held only draft_saved or viewed events is shown as "no data" too: the

@@ -70,7 +70,7 @@ func TestHoursNeverShowAZeroThatIsNotFinal(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := hours(windows, ids, h, c.stale, t0)
+			got := hours(windows, ids, h, c.stale, t0, time.Time{})
 			if len(got) != ChartHours || got[ChartHours-1].WindowID != "2026-12-02T10" || got[0].WindowID != "2026-12-01T11" {
 				t.Fatalf("hours span %s..%s (%d), want the 24 hours ending 2026-12-02T10", got[0].WindowID, got[len(got)-1].WindowID, len(got))
 			}
@@ -88,7 +88,7 @@ func TestHoursNeverShowAZeroThatIsNotFinal(t *testing.T) {
 		})
 	}
 	// Without a health report nothing is known to be final: no zeros.
-	for _, hv := range hours(map[string]WindowView{}, nil, nil, true, t0) {
+	for _, hv := range hours(map[string]WindowView{}, nil, nil, true, t0, time.Time{}) {
 		if hv.State != HourNoData || !hv.Stale {
 			t.Fatalf("%s without health: state %s stale %v, want no_data, stale", hv.WindowID, hv.State, hv.Stale)
 		}
@@ -101,7 +101,7 @@ func TestHoursFollowOldData(t *testing.T) {
 	firstW := snap("2025-02-28T10", 2, 3, window.StatusFinal)
 	byID := map[string]WindowView{w.WindowID: windowView(w, false, nil), firstW.WindowID: windowView(firstW, false, nil)}
 	got := hours(byID, []string{w.WindowID, firstW.WindowID},
-		&wire.Health{GlobalWatermark: window.Time(window.EndOfStream), Grace: "1h0m0s"}, false, t0)
+		&wire.Health{GlobalWatermark: window.Time(window.EndOfStream), Grace: "1h0m0s"}, false, t0, time.Time{})
 	if last := got[len(got)-1]; last.WindowID != w.WindowID || last.State != HourFinal {
 		t.Fatalf("last bar %+v, want %s final", last, w.WindowID)
 	}
@@ -153,7 +153,7 @@ func TestHoursBeforeTheFirstEventAreNoData(t *testing.T) {
 	h := &wire.Health{GlobalWatermark: t0.Add(-5 * time.Minute), Grace: "1h0m0s", UpdatedAt: t0}
 	first := snap("2026-12-02T05", 4, 3, window.StatusFinal)
 	byID := map[string]WindowView{first.WindowID: windowView(first, false, nil)}
-	got := hours(byID, []string{first.WindowID}, h, false, t0)
+	got := hours(byID, []string{first.WindowID}, h, false, t0, time.Time{})
 	for _, hv := range got {
 		want := HourNoData
 		switch {
@@ -168,7 +168,7 @@ func TestHoursBeforeTheFirstEventAreNoData(t *testing.T) {
 			t.Errorf("%s: state %s, want %s", hv.WindowID, hv.State, want)
 		}
 	}
-	for _, hv := range hours(map[string]WindowView{}, nil, h, false, t0) {
+	for _, hv := range hours(map[string]WindowView{}, nil, h, false, t0, time.Time{}) {
 		if hv.State != HourNoData {
 			t.Errorf("no window yet: %s is %s, want %s", hv.WindowID, hv.State, HourNoData)
 		}

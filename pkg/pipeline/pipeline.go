@@ -69,6 +69,14 @@ type Config struct {
 	ReplayHorizon time.Duration
 	// PublisherTick is the publisher's health period (default 1s).
 	PublisherTick time.Duration
+	// WindowRetention and DayRetention are the publisher's retentions
+	// of window snapshots and day rollups (publisher.Config; 0: the
+	// defaults), HistoryEvery its history pass period; KeepHistory turns
+	// pruning off (Run sets it: a bounded run's artifacts and parity need
+	// every window of its input).
+	WindowRetention, DayRetention time.Duration
+	HistoryEvery                  time.Duration
+	KeepHistory                   bool
 	// Waits are the hops' waits (config.WaitsFor; zero: those of
 	// config.DefaultLatencyBudget).
 	Waits config.Waits
@@ -266,6 +274,8 @@ func (p *Pipeline) runOnce(ctx context.Context, svc string) error {
 		return publisher.New(conn.JS, store, publisher.Config{
 			Names: p.Names, Partitions: p.cfg.Partitions, Grace: p.cfg.Grace, StaleAfter: p.cfg.StaleAfter,
 			Tick: p.cfg.PublisherTick, Linger: p.cfg.waits().PublishLinger, Logger: log, Registerer: p.cfg.Registerer, Failpoints: p.cfg.Failpoints,
+			WindowRetention: p.cfg.WindowRetention, DayRetention: p.cfg.DayRetention, KeepHistory: p.cfg.KeepHistory,
+			HistoryEvery: p.cfg.HistoryEvery,
 		}).Run(ctx)
 	}
 	return fmt.Errorf("pipeline: unknown service %q", svc)

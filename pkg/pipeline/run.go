@@ -137,6 +137,10 @@ func Run(ctx context.Context, rc RunConfig) (*RunResult, error) {
 	defer f.Close()
 	tr := &tracer{rows: map[uint64]TraceRow{}}
 	rc.Config.Trace = tr.windower
+	// A bounded run keeps every window: windows.json is the record of the
+	// whole input, and parity compares every final window's digest and
+	// partitions, which a day rollup does not keep (docs/history.md).
+	rc.Config.KeepHistory = true
 	p, err := Start(ctx, rc.Config)
 	if err != nil {
 		return nil, err

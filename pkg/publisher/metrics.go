@@ -16,6 +16,8 @@ type metrics struct {
 	// source, for alerting (deploy/prometheus/alerts.yml).
 	sourceStale    prometheus.Gauge
 	sourceLastSeen prometheus.Gauge
+	dayWrites      prometheus.Counter
+	pruned         *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -41,6 +43,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "receiptflow_publisher_source_last_seen_timestamp_seconds",
 			Help: "When RAW last received a record or heartbeat, seconds since the epoch (0: nothing yet).",
 		})),
+		dayWrites: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "receiptflow_publisher_day_writes_total", Help: "Day rollups written to KV.",
+		})),
+		pruned: telemetry.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "receiptflow_publisher_pruned_total", Help: "Keys pruned from KV beyond their retention, by kind (window, day).",
+		}, []string{"kind"})),
 	}
 }
 

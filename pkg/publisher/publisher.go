@@ -53,6 +53,22 @@ type Config struct {
 	Registerer prometheus.Registerer
 	Failpoints *failpoint.Set
 	Now        func() time.Time
+	// WindowRetention: a window snapshot whose end is more than this
+	// (event time) behind the newest window in the bucket is pruned, once
+	// it is final and every partition retired its state; its day rollup
+	// keeps its counts (default config.DefaultWindowRetention; never less
+	// than Grace plus the store's replay horizon).
+	WindowRetention time.Duration
+	// DayRetention is the same for day rollups (default
+	// config.DefaultDayRetention; never less than WindowRetention).
+	DayRetention time.Duration
+	// KeepHistory turns pruning off (a bounded run's bucket is its
+	// record: its artifacts and parity need every window). Rollups are
+	// still kept.
+	KeepHistory bool
+	// HistoryEvery is how often the history pass (rollups of every
+	// snapshot in the bucket, day finality, pruning) runs (default 30s).
+	HistoryEvery time.Duration
 }
 
 // linger is Config.Linger or its default.
@@ -83,6 +99,8 @@ type Service struct {
 	started  time.Time
 	// meta is what writeHealth last wrote under each meta.* key.
 	meta map[string]metaWritten
+	// days is what the bucket holds under each day key, by day id.
+	days map[string]storedDay
 }
 
 type metaWritten struct {
@@ -113,13 +131,18 @@ func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
 		cfg.KeepAlive = 30 * time.Second
 	}
 	cfg.KeepAlive = min(cfg.KeepAlive, cfg.StaleAfter/4)
+	cfg.WindowRetention, cfg.DayRetention = retentions(cfg, store)
+	if cfg.HistoryEvery <= 0 {
+		cfg.HistoryEvery = 30 * time.Second
+	}
 	parts := make([]int, cfg.Partitions)
 	for p := range parts {
 		parts[p] = p
 	}
 	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer),
 		stored: map[string]stored{}, known: map[string]bool{}, wms: make([]int64, cfg.Partitions),
-		parts: parts, kvPrefix: "$KV." + cfg.Names.Bucket() + ".", meta: map[string]metaWritten{}}
+		parts: parts, kvPrefix: "$KV." + cfg.Names.Bucket() + ".", meta: map[string]metaWritten{},
+		days: map[string]storedDay{}}
 }
 
 func (s *Service) durable() string {
@@ -148,10 +171,32 @@ func (s *Service) Run(ctx context.Context) error {
 	if err := s.resync(ctx); err != nil {
 		return err
 	}
+	if err := s.history(ctx); err != nil {
+		s.cfg.Logger.Warn("publisher history pass failed", "err", err)
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
+	go func() {
+		// The history pass has its own loop, so a long one never holds
+		// the health reports back.
+		defer wg.Done()
+		h := time.NewTicker(s.cfg.HistoryEvery)
+		defer h.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-h.C:
+				hctx, cancel := context.WithTimeout(ctx, max(s.cfg.HistoryEvery, time.Minute))
+				if err := s.history(hctx); err != nil && ctx.Err() == nil {
+					s.cfg.Logger.Warn("publisher history pass failed", "err", err)
+				}
+				cancel()
+			}
+		}
+	}()
 	go func() {
 		defer wg.Done()
 		t := time.NewTicker(s.cfg.Tick)
@@ -260,6 +305,7 @@ func (s *Service) publishLocked(ctx context.Context, ids []string) error {
 		s.wms[p] = v.Watermark
 	}
 	global := globalWatermark(views)
+	retired := retiredMark(views)
 	now := s.cfg.Now().UTC()
 	type inFlight struct {
 		snap wire.Window
@@ -267,6 +313,14 @@ func (s *Service) publishLocked(ctx context.Context, ids []string) error {
 	}
 	var sent []inFlight
 	for _, id := range ids {
+		if gone, err := stateGone(id, views, retired); err != nil {
+			return err
+		} else if gone {
+			// Every partition retired the window's state: there is nothing
+			// left to merge, and its final snapshot is in the bucket (or
+			// was pruned, and must not come back as an empty window).
+			continue
+		}
 		s.known[id] = true
 		snap, err := s.merge(id, views, global, now)
 		if err != nil {
@@ -320,7 +374,15 @@ func (s *Service) publishLocked(ctx context.Context, ids []string) error {
 			return err
 		}
 	}
-	return nil
+	// The day rollups follow the snapshots as stored (written now or
+	// before: a rollup is a function of its hours' last snapshots).
+	snaps := make([]wire.Window, 0, len(ids))
+	for _, id := range ids {
+		if st, ok := s.stored[id]; ok {
+			snaps = append(snaps, st.snap)
+		}
+	}
+	return s.rollupLocked(ctx, snaps, global, now)
 }
 
 // revisionConflict reports a compare-and-set that lost: the bucket's

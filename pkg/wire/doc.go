@@ -12,5 +12,5 @@
 //	REJECTED  validator -> operators   event bytes; HdrRawSeq, HdrReason, HdrDetail
 //	LATE      windower  -> operators   LateEvent
 //	CHANGES   windower  -> publisher   Change
-//	KV        publisher -> dashboard   Window under WindowKey, Health under HealthKey
+//	KV        publisher -> dashboard   Window under WindowKey, Day under DayKey, Health under HealthKey
 package wire

@@ -18,6 +18,7 @@ func main() {
 		return publisher.New(d.NATS.JS, d.Store, publisher.Config{
 			Names: d.Names, Partitions: d.Common.Partitions, Grace: d.Common.Grace, StaleAfter: d.Common.StaleAfter,
 			Linger: d.Common.Waits().PublishLinger, Logger: d.Logger, Registerer: d.Registerer, Failpoints: d.Failpoints,
+			WindowRetention: d.Common.WindowRetention, DayRetention: d.Common.DayRetention,
 		}), nil
 	})
 	stop()

@@ -40,6 +40,7 @@ func init() {
 		"backfill":  {cmdBackfill, "re-admit the active generation's too-late LATE events into a new generation with a wider grace; switch only if parity holds"},
 		"switch":    {cmdSwitch, "switch readers to generation G (refused without a passing parity record unless --force)"},
 		"watch":     {cmdWatch, "follow the KV bucket of a running deployment in a terminal (live table)"},
+		"windows":   {cmdWindows, "query the retained history: hourly windows (pruned hours from their day rollup) or day rollups in [--from, --to)"},
 	}
 }
 
@@ -132,5 +133,6 @@ func pipelineConfig(c *config.Common) pipeline.Config {
 		Partitions: c.Partitions, HotKeys: c.Hot(), Lateness: c.Lateness, Grace: c.Grace, StaleAfter: c.StaleAfter,
 		Contract: c.Contract(), Stream: c.Topology(0), NATSURL: c.NATSURL, RedisURL: c.RedisURL,
 		Generation: c.Generation, ReplayHorizon: c.ReplayHorizon, Waits: c.Waits(),
+		WindowRetention: c.WindowRetention, DayRetention: c.DayRetention,
 	}
 }

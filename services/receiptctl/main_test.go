@@ -131,6 +131,17 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{[]string{"backfill", "--generation", "2"}, "--nats-url"},
 		{[]string{"backfill", "--generation", "2", "--nats-url", "nats://127.0.0.1:1", "--redis-url", "redis://127.0.0.1:1", "--margin", "-1m"}, "--margin"},
 		{[]string{"nope"}, `"nope"`},
+		{[]string{"run", "--events", seed, "--out", t.TempDir(), "--window-retention", "1h"}, "--window-retention"},
+		{[]string{"run", "--events", seed, "--out", t.TempDir(), "--day-retention", "24h"}, "--day-retention"},
+		{[]string{"windows"}, "--from"},
+		{[]string{"windows", "--from", "yesterday"}, "--from"},
+		{[]string{"windows", "--from", "2026-12-02", "--to", "2026-12-32"}, "--to"},
+		{[]string{"windows", "--from", "2026-12-02T10", "--to", "2026-12-02T10"}, "--from"},
+		{[]string{"windows", "--from", "2026-12-02", "--to", "2026-12-01"}, "--from"},
+		{[]string{"windows", "--from", "2026-12-02", "--format", "xml"}, "--format"},
+		{[]string{"windows", "--from", "2026-12-02", "--by", "week"}, "--by"},
+		{[]string{"windows", "--from", "2026-12-02", "--nats-url", ""}, "--nats-url"},
+		{[]string{"windows", "--from", "2026-12-02", "--nats-url", "nats://127.0.0.1:1", "--bogus"}, "-bogus"},
 	} {
 		code, out, errOut := runCLI(t, tc.args...)
 		if code != 2 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -54,4 +55,51 @@ func (b *board) render(w io.Writer, limit int) {
 		fmt.Fprintf(w, "%-14s %7d %7d %-9s %6d %6d %-17s %s\n", s.WindowID, s.Count, s.Version, s.Status,
 			s.Corrections, s.LateDropped, s.Watermark.Format("2006-01-02T15:04Z"), strings.Join(note, ", "))
 	}
+}
+
+// writeAligned writes a table of cells under header, each column as wide as its widest cell: numbers right-aligned, text
+// left-aligned, like the board's table.
+func writeAligned(w io.Writer, header []string, cells [][]string) error {
+	width := make([]int, len(header))
+	numeric := make([]bool, len(header))
+	for c, h := range header {
+		width[c] = len(h)
+		numeric[c] = len(cells) > 0
+	}
+	for _, row := range cells {
+		for c, v := range row {
+			width[c] = max(width[c], len(v))
+			if _, err := strconv.ParseInt(v, 10, 64); err != nil {
+				numeric[c] = false
+			}
+		}
+	}
+	line := func(row []string) error {
+		var b strings.Builder
+		for c, v := range row {
+			if c > 0 {
+				b.WriteByte(' ')
+			}
+			pad := strings.Repeat(" ", width[c]-len(v))
+			if numeric[c] {
+				b.WriteString(pad + v)
+			} else if c < len(row)-1 {
+				b.WriteString(v + pad)
+			} else {
+				b.WriteString(v)
+			}
+		}
+		b.WriteByte('\n')
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
+	if err := line(header); err != nil {
+		return err
+	}
+	for _, row := range cells {
+		if err := line(row); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -14,6 +14,11 @@
   let lastView = null;
   let lastViewAt = 0;
   let source = null;
+  // paged is the page back in time being viewed (null: the live head):
+  // its view and the stack of the "before" ids that led to it, so
+  // "Newer" walks back the way "Older" came. While paged, live views are
+  // kept (lastView) but not drawn.
+  let paged = null;
 
   function el(tag, attrs, ...children) {
     const n = document.createElement(tag);
@@ -95,7 +100,7 @@
       lastView = v;
       lastViewAt = Date.now();
       setPill('conn', 'live', 'live');
-      render(v, false);
+      if (!paged) render(v, false);
     });
     source.onerror = () => {
       if (Date.now() - lastViewAt > LOST_AFTER_MS) setPill('conn', 'reconnecting', 'reconnecting…');
@@ -107,7 +112,7 @@
     if (!lastView) return;
     if (Date.now() - lastViewAt > LOST_AFTER_MS) {
       setPill('conn', 'lost', 'no updates');
-      render(lastView, true);
+      if (!paged) render(lastView, true);
     }
   }, 1000);
 
@@ -131,6 +136,7 @@
     renderTable(v, lost);
     renderStores(v);
     renderHealth(v);
+    renderPager(v);
   }
 
   // The window whose stores are shown: the one picked in the table, else
@@ -182,6 +188,53 @@
       (w.store_count === 1 ? '' : 's') + (w.unpriced > 0 ? '; ' + w.unpriced + ' submission' +
       (w.unpriced === 1 ? '' : 's') + ' without an amount' : '') + '. Click a window to see its stores.';
   }
+
+  // --- paging back in time ---------------------------------------------
+  function renderPager(v) {
+    const ws = v.windows || [];
+    document.body.dataset.live = paged ? 'false' : 'true';
+    $('older').disabled = !v.older || ws.length === 0;
+    $('newer').disabled = !paged;
+    $('chart-title').textContent = paged ? '24 hours to ' + (ws.length ? ws[0].window_id : paged.stack[paged.stack.length - 1]) : 'Last 24 hours';
+    $('history-banner').hidden = !paged;
+    if (paged) {
+      $('history-range').textContent = ws.length
+        ? ws[ws.length - 1].window_id + ' – ' + ws[0].window_id
+        : 'before ' + paged.stack[paged.stack.length - 1];
+    }
+  }
+
+  function showPage(stack) {
+    const before = stack[stack.length - 1];
+    const size = Number(document.body.dataset.recent) || 48;
+    return fetch('/api/windows?before=' + encodeURIComponent(before) + '&limit=' + size, { cache: 'no-store' })
+      .then((r) => (r.ok ? r.json() : null))
+      .then((v) => {
+        if (!v) return;
+        paged = { stack: stack, view: v };
+        render(v, false);
+      })
+      .catch(() => {});
+  }
+
+  function backToLive() {
+    paged = null;
+    if (lastView) render(lastView, Date.now() - lastViewAt > LOST_AFTER_MS);
+  }
+
+  $('older').addEventListener('click', () => {
+    const v = paged ? paged.view : lastView;
+    const ws = (v && v.windows) || [];
+    if (!ws.length) return;
+    showPage((paged ? paged.stack : []).concat([ws[ws.length - 1].window_id]));
+  });
+  $('newer').addEventListener('click', () => {
+    if (!paged) return;
+    const stack = paged.stack.slice(0, -1);
+    if (stack.length === 0) backToLive();
+    else showPage(stack);
+  });
+  $('live').addEventListener('click', backToLive);
 
   function windowStale(w, lost) {
     return w.stale || (lost && !w.final);
@@ -298,7 +351,8 @@
   function renderTable(v, lost) {
     const body = $('windows-body');
     const ws = v.windows || [];
-    $('window-count').textContent = ws.length < v.total_windows
+    $('window-count').textContent = paged ? ws.length + ' of ' + v.total_windows + ' windows held'
+      : ws.length < v.total_windows
       ? 'newest ' + ws.length + ' of ' + v.total_windows : v.total_windows + ' windows';
     if (ws.length === 0) {
       body.replaceChildren(el('tr', { class: 'empty' }, el('td', { colspan: 8 }, v.loaded ? 'no windows yet' : 'waiting for data…')));
@@ -349,7 +403,8 @@
     if (!tr || (ev.type === 'keydown' && ev.key !== 'Enter' && ev.key !== ' ')) return;
     if (ev.type === 'keydown') ev.preventDefault();
     pickedWindow = tr.dataset.windowId;
-    if (lastView) renderStores(lastView);
+    const v = paged ? paged.view : lastView; // the page shown: history, or live
+    if (v) renderStores(v);
   }
 
   // renderAlerts fills the health panel's Alerts row from v.alerts: the
@@ -463,7 +518,10 @@
   let resizing = 0;
   window.addEventListener('resize', () => {
     clearTimeout(resizing);
-    resizing = setTimeout(() => { if (lastView) renderChart(lastView, Date.now() - lastViewAt > LOST_AFTER_MS); }, 100);
+    resizing = setTimeout(() => {
+      if (paged) renderChart(paged.view, false);
+      else if (lastView) renderChart(lastView, Date.now() - lastViewAt > LOST_AFTER_MS);
+    }, 100);
   });
 
   // Render what the dashboard holds now from /api/windows, then follow
