@@ -172,7 +172,8 @@ func TestHistoryRetentionRollupsAndQuery(t *testing.T) {
 			t.Errorf("hour %s listed, not in the run", r.WindowID)
 			continue
 		}
-		if r.Count != w.Count || r.Corrections != w.Corrections || r.LateDropped != w.LateDropped || r.Version != w.Version || r.Status != w.Status {
+		if r.Count != w.Count || r.Corrections != w.Corrections || r.LateDropped != w.LateDropped || r.Version != w.Version || r.Status != w.Status ||
+			r.AmountCents != w.AmountCents || r.Unpriced != w.Unpriced {
 			t.Errorf("hour %s: %+v, the run's window %+v", r.WindowID, r, w)
 		}
 		wantSource := history.SourceWindow
@@ -206,7 +207,7 @@ func TestHistoryRetentionRollupsAndQuery(t *testing.T) {
 		t.Fatalf("table has %d lines for %d hours", len(table), len(rows))
 	}
 	for i, r := range rows {
-		if f := strings.Fields(table[i+1]); len(f) != 8 || f[0] != r.WindowID || f[2] != itoa(int(r.Count)) || f[7] != r.Source {
+		if f := strings.Fields(table[i+1]); len(f) != 10 || f[0] != r.WindowID || f[2] != itoa(int(r.Count)) || f[5] != itoa(int(r.AmountCents)) || f[9] != r.Source {
 			t.Errorf("table row %q, json %+v", table[i+1], r)
 		}
 	}
@@ -216,17 +217,19 @@ func TestHistoryRetentionRollupsAndQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	sums := map[string]int64{}
+	amounts := map[string]int64{}
 	hours := map[string]int{}
 	for _, w := range ref.Windows {
 		d := w.Start.Format(wire.DayLayout)
 		sums[d] += w.Count
+		amounts[d] += w.AmountCents
 		hours[d]++
 	}
 	if len(days) != len(sums) {
 		t.Fatalf("%d day rollups, the run's windows span %d days", len(days), len(sums))
 	}
 	for _, d := range days {
-		if d.Count != sums[d.Day] || d.Windows != hours[d.Day] || !d.Final {
+		if d.Count != sums[d.Day] || d.Windows != hours[d.Day] || !d.Final || d.AmountCents != amounts[d.Day] || d.AmountCents == 0 {
 			t.Errorf("day %s: count %d windows %d final %v; the run's hours sum to %d over %d", d.Day, d.Count, d.Windows, d.Final, sums[d.Day], hours[d.Day])
 		}
 	}

@@ -39,6 +39,8 @@ type Hour struct {
 	Count       int64         `json:"count"`
 	Corrections int64         `json:"corrections"`
 	LateDropped int64         `json:"late_dropped"`
+	AmountCents int64         `json:"amount_cents"`
+	Unpriced    int64         `json:"unpriced"`
 	Version     int64         `json:"version"`
 	Stale       bool          `json:"stale"`
 	Source      string        `json:"source"`
@@ -133,7 +135,8 @@ func (b *Bucket) Hours(from, to time.Time) []Hour {
 	for _, w := range b.Windows {
 		if overlaps(w.Start, w.End, from, to) {
 			rows[w.WindowID] = Hour{WindowID: w.WindowID, Start: w.Start, End: w.End, Status: w.Status, Count: w.Count,
-				Corrections: w.Corrections, LateDropped: w.LateDropped, Version: w.Version, Stale: w.Stale, Source: SourceWindow}
+				Corrections: w.Corrections, LateDropped: w.LateDropped, AmountCents: w.AmountCents, Unpriced: w.Unpriced,
+				Version: w.Version, Stale: w.Stale, Source: SourceWindow}
 		}
 	}
 	for _, d := range b.Days {
@@ -152,7 +155,8 @@ func (b *Bucket) Hours(from, to time.Time) []Hour {
 				continue
 			}
 			rows[id] = Hour{WindowID: id, Start: start, End: end, Status: h.Status, Count: h.Count,
-				Corrections: h.Corrections, LateDropped: h.LateDropped, Version: h.Version, Source: SourceRollup}
+				Corrections: h.Corrections, LateDropped: h.LateDropped, AmountCents: h.AmountCents, Unpriced: h.Unpriced,
+				Version: h.Version, Source: SourceRollup}
 		}
 	}
 	out := make([]Hour, 0, len(rows))

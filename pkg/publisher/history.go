@@ -102,7 +102,7 @@ func rollupDay(cur wire.Day, snaps []wire.Window, global int64, grace time.Durat
 			continue
 		}
 		next.Hours[h] = wire.DayHour{Count: w.Count, Corrections: w.Corrections, LateDropped: w.LateDropped,
-			Version: w.Version, Status: w.Status}
+			Version: w.Version, Status: w.Status, AmountCents: w.AmountCents, Unpriced: w.Unpriced}
 	}
 	if !next.Final && global != window.NoWatermark && global >= window.Ms(next.End)+grace.Milliseconds() {
 		final := true

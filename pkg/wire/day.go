@@ -52,6 +52,9 @@ type DayHour struct {
 	LateDropped int64         `json:"late_dropped"`
 	Version     int64         `json:"version"`
 	Status      window.Status `json:"status"`
+	// AmountCents and Unpriced are the hour's breakdown totals (Breakdown).
+	AmountCents int64 `json:"amount_cents"`
+	Unpriced    int64 `json:"unpriced"`
 }
 
 // Day is the KV value of one UTC day's rollup, under DayKey. It is a pure
@@ -67,6 +70,9 @@ type Day struct {
 	Count       int64     `json:"count"`
 	Corrections int64     `json:"corrections"`
 	LateDropped int64     `json:"late_dropped"`
+	// AmountCents and Unpriced sum the hours' (docs/spec.md §5.1).
+	AmountCents int64 `json:"amount_cents"`
+	Unpriced    int64 `json:"unpriced"`
 	// Windows is how many hourly windows of the day had data.
 	Windows int `json:"windows"`
 	// Final: every hour of the day is final (the global watermark passed
@@ -83,8 +89,11 @@ type Day struct {
 // Total recomputes d's sums, Windows and Version from d.Hours and d.Final.
 func (d *Day) Total() {
 	d.Count, d.Corrections, d.LateDropped, d.Version = 0, 0, 0, 0
+	d.AmountCents, d.Unpriced = 0, 0
 	for _, h := range d.Hours {
 		d.Count += h.Count
+		d.AmountCents += h.AmountCents
+		d.Unpriced += h.Unpriced
 		d.Corrections += h.Corrections
 		d.LateDropped += h.LateDropped
 		d.Version += h.Version

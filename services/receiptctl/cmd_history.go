@@ -90,23 +90,23 @@ func cmdWindows(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func writeHours(w io.Writer, format string, rows []history.Hour) error {
-	header := []string{"window_id", "status", "count", "corrections", "late_dropped", "version", "stale", "source"}
+	header := []string{"window_id", "status", "count", "corrections", "late_dropped", "amount_cents", "unpriced", "version", "stale", "source"}
 	cells := make([][]string, len(rows))
 	for i, r := range rows {
 		cells[i] = []string{r.WindowID, string(r.Status), itoa(r.Count), itoa(r.Corrections), itoa(r.LateDropped),
-			itoa(r.Version), strconv.FormatBool(r.Stale), r.Source}
+			itoa(r.AmountCents), itoa(r.Unpriced), itoa(r.Version), strconv.FormatBool(r.Stale), r.Source}
 	}
-	return writeRows(w, format, rows, header, []string{"WINDOW", "STATUS", "COUNT", "CORR", "LATE", "VERSION", "STALE", "SOURCE"}, cells)
+	return writeRows(w, format, rows, header, []string{"WINDOW", "STATUS", "COUNT", "CORR", "LATE", "AMOUNT_CENTS", "UNPRICED", "VERSION", "STALE", "SOURCE"}, cells)
 }
 
 func writeDays(w io.Writer, format string, days []wire.Day) error {
-	header := []string{"day", "count", "corrections", "late_dropped", "windows", "final", "version", "updated_at"}
+	header := []string{"day", "count", "corrections", "late_dropped", "amount_cents", "unpriced", "windows", "final", "version", "updated_at"}
 	cells := make([][]string, len(days))
 	for i, d := range days {
-		cells[i] = []string{d.Day, itoa(d.Count), itoa(d.Corrections), itoa(d.LateDropped), strconv.Itoa(d.Windows),
-			strconv.FormatBool(d.Final), itoa(d.Version), d.UpdatedAt.Format(time.RFC3339)}
+		cells[i] = []string{d.Day, itoa(d.Count), itoa(d.Corrections), itoa(d.LateDropped), itoa(d.AmountCents), itoa(d.Unpriced),
+			strconv.Itoa(d.Windows), strconv.FormatBool(d.Final), itoa(d.Version), d.UpdatedAt.Format(time.RFC3339)}
 	}
-	return writeRows(w, format, days, header, []string{"DAY", "COUNT", "CORR", "LATE", "WINDOWS", "FINAL", "VERSION", "UPDATED"}, cells)
+	return writeRows(w, format, days, header, []string{"DAY", "COUNT", "CORR", "LATE", "AMOUNT_CENTS", "UNPRICED", "WINDOWS", "FINAL", "VERSION", "UPDATED"}, cells)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

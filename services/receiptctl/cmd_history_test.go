@@ -45,12 +45,13 @@ func TestWindowsFormats(t *testing.T) {
 	for h, c := range map[int]int64{10: 5, 11: 3} {
 		id := window.ID(window.Ms(at(h)))
 		put(wire.WindowKey(id), wire.Window{WindowID: id, Start: at(h), End: at(h + 1), Count: c, Version: c + 1,
-			Status: window.StatusInGrace, Corrections: 1, Stale: h == 11})
+			Status: window.StatusInGrace, Corrections: 1, Stale: h == 11,
+			Breakdown: wire.Breakdown{AmountCents: 100 * c, Unpriced: c - 2}})
 	}
 	day := wire.Day{Day: "2026-12-02", Start: at(0), End: at(24), Generation: "1", Hours: map[string]wire.DayHour{
-		"09": {Count: 7, Version: 9, Status: window.StatusFinal},
-		"10": {Count: 5, Corrections: 1, Version: 6, Status: window.StatusInGrace},
-		"11": {Count: 2, Version: 3, Status: window.StatusInGrace},
+		"09": {Count: 7, Version: 9, Status: window.StatusFinal, AmountCents: 1299, Unpriced: 1},
+		"10": {Count: 5, Corrections: 1, Version: 6, Status: window.StatusInGrace, AmountCents: 500, Unpriced: 3},
+		"11": {Count: 2, Version: 3, Status: window.StatusInGrace, AmountCents: 200},
 	}}
 	day.Total()
 	put(wire.DayKey("2026-12-02"), day)
@@ -66,10 +67,10 @@ func TestWindowsFormats(t *testing.T) {
 	table := cli("--from", "2026-12-02T09", "--to", "2026-12-02T12")
 	lines := strings.Split(strings.TrimRight(table, "\n"), "\n")
 	want := []string{
-		"WINDOW        STATUS   COUNT CORR LATE VERSION STALE SOURCE",
-		"2026-12-02T09 final        7    0    0       9 false rollup",
-		"2026-12-02T10 in_grace     5    1    0       6 false window",
-		"2026-12-02T11 in_grace     3    1    0       4 true  window",
+		"WINDOW        STATUS   COUNT CORR LATE AMOUNT_CENTS UNPRICED VERSION STALE SOURCE",
+		"2026-12-02T09 final        7    0    0         1299        1       9 false rollup",
+		"2026-12-02T10 in_grace     5    1    0          500        3       6 false window",
+		"2026-12-02T11 in_grace     3    1    0          300        1       4 true  window",
 	}
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("table:\n%s\nwant:\n%s", table, strings.Join(want, "\n"))
@@ -79,8 +80,8 @@ func TestWindowsFormats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 4 || strings.Join(recs[0], ",") != "window_id,status,count,corrections,late_dropped,version,stale,source" ||
-		strings.Join(recs[1], ",") != "2026-12-02T09,final,7,0,0,9,false,rollup" || strings.Join(recs[3], ",") != "2026-12-02T11,in_grace,3,1,0,4,true,window" {
+	if len(recs) != 4 || strings.Join(recs[0], ",") != "window_id,status,count,corrections,late_dropped,amount_cents,unpriced,version,stale,source" ||
+		strings.Join(recs[1], ",") != "2026-12-02T09,final,7,0,0,1299,1,9,false,rollup" || strings.Join(recs[3], ",") != "2026-12-02T11,in_grace,3,1,0,300,1,4,true,window" {
 		t.Fatalf("csv: %q", recs)
 	}
 
@@ -100,7 +101,7 @@ func TestWindowsFormats(t *testing.T) {
 	if err := json.Unmarshal([]byte(cli("--from", "2026-12-01", "--to", "2026-12-04", "--by", "day", "--format", "json")), &days); err != nil {
 		t.Fatal(err)
 	}
-	if len(days) != 1 || days[0].Count != 14 || days[0].Windows != 3 {
+	if len(days) != 1 || days[0].Count != 14 || days[0].Windows != 3 || days[0].AmountCents != 1999 || days[0].Unpriced != 4 {
 		t.Fatalf("days: %+v", days)
 	}
 	if out := cli("--from", "2026-12-01", "--by", "day"); !strings.Contains(out, "2026-12-02") || !strings.HasPrefix(out, "DAY") {
