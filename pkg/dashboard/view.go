@@ -299,4 +299,32 @@ func firstData(byID map[string]WindowView, idsDesc []string) (time.Time, bool) {
 // concurrent use, also while Run runs.
 func (s *Service) View(recent int) View { return s.buildView(recent, false) }
 
-func (s *Service) pageView() View { return s.buildView(s.cfg.Recent, false) }
+func (s *Service) pageView() View { return withTopStores(s.buildView(s.cfg.Recent, false), PageStores) }
+
+// PageStores is how many stores of each window the page's view carries
+// (its Top stores card shows five): the others are added to
+// other_stores, so the view pushed to every open page on each change stays
+// small whatever the number of stores. /api/windows keeps the snapshot's
+// list (wire.TopStores).
+const PageStores = 5
+
+// withTopStores returns v with each window's breakdown cut to its first n
+// stores, the ones cut summed into other_stores; the totals are kept.
+func withTopStores(v View, n int) View {
+	ws := make([]WindowView, len(v.Windows))
+	for i, w := range v.Windows {
+		if len(w.ByStore) > n {
+			b := w.Breakdown
+			for _, st := range b.ByStore[n:] {
+				b.OtherStores.Count += st.Count
+				b.OtherStores.AmountCents += st.AmountCents
+				b.OtherStores.Unpriced += st.Unpriced
+			}
+			b.ByStore = b.ByStore[:n:n]
+			w.Breakdown = b
+		}
+		ws[i] = w
+	}
+	v.Windows = ws
+	return v
+}

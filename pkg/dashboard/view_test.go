@@ -1,6 +1,8 @@
 package dashboard
 
 import (
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -182,4 +184,34 @@ func mustStart(t *testing.T, id string) int64 {
 		t.Fatal(err)
 	}
 	return ms
+}
+
+// TestPageViewCarriesTopStores: the page's view keeps the first
+// PageStores stores of a window and sums the others into other_stores
+// (totals unchanged); a window with fewer keeps them all.
+func TestPageViewCarriesTopStores(t *testing.T) {
+	by := map[string]wire.StoreTotal{}
+	for i := 0; i < 8; i++ {
+		by[fmt.Sprintf("s%d", i)] = wire.StoreTotal{Count: int64(10 - i), AmountCents: int64(100 * i), Unpriced: int64(i % 2)}
+	}
+	big := wire.NewBreakdown(by)
+	small := wire.NewBreakdown(map[string]wire.StoreTotal{"a": {Count: 2}})
+	v := View{Windows: []WindowView{{WindowID: "w1", Count: 52, Breakdown: big}, {WindowID: "w2", Count: 2, Breakdown: small}}}
+	got := withTopStores(v, PageStores)
+	b := got.Windows[0].Breakdown
+	if len(b.ByStore) != PageStores || b.ByStore[0].Store != "s0" || b.ByStore[4].Store != "s4" {
+		t.Fatalf("stores kept: %+v", b.ByStore)
+	}
+	if b.OtherStores != (wire.StoreTotal{Count: 5 + 4 + 3, AmountCents: 500 + 600 + 700, Unpriced: 1 + 0 + 1}) {
+		t.Fatalf("other stores %+v", b.OtherStores)
+	}
+	if b.StoreCount != 8 || b.AmountCents != big.AmountCents || b.Unpriced != big.Unpriced {
+		t.Fatalf("totals changed: %+v", b)
+	}
+	if len(v.Windows[0].ByStore) != 8 {
+		t.Fatal("the view it was given was changed")
+	}
+	if !reflect.DeepEqual(got.Windows[1].Breakdown, small) {
+		t.Fatalf("a small breakdown changed: %+v", got.Windows[1].Breakdown)
+	}
 }
