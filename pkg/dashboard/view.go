@@ -316,9 +316,7 @@ func withTopStores(v View, n int) View {
 		if len(w.ByStore) > n {
 			b := w.Breakdown
 			for _, st := range b.ByStore[n:] {
-				b.OtherStores.Count += st.Count
-				b.OtherStores.AmountCents += st.AmountCents
-				b.OtherStores.Unpriced += st.Unpriced
+				b.OtherStores.Add(st)
 			}
 			b.ByStore = b.ByStore[:n:n]
 			w.Breakdown = b

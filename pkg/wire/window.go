@@ -117,19 +117,23 @@ func NewBreakdown(by map[string]StoreTotal) Breakdown {
 			b.ByStore = append(b.ByStore, st)
 			continue
 		}
-		b.OtherStores.Count += st.Count
-		b.OtherStores.AmountCents += st.AmountCents
-		b.OtherStores.Unpriced += st.Unpriced
+		b.OtherStores.Add(st)
 	}
 	return b
+}
+
+// Add adds o's count, amount and unpriced submissions to t (t's Store
+// stays).
+func (t *StoreTotal) Add(o StoreTotal) {
+	t.Count += o.Count
+	t.AmountCents += o.AmountCents
+	t.Unpriced += o.Unpriced
 }
 
 // AddStore adds st's totals to the entry of its store in by.
 func AddStore(by map[string]StoreTotal, st StoreTotal) {
 	cur := by[st.Store]
 	cur.Store = st.Store
-	cur.Count += st.Count
-	cur.AmountCents += st.AmountCents
-	cur.Unpriced += st.Unpriced
+	cur.Add(st)
 	by[st.Store] = cur
 }
