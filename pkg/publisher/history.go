@@ -185,12 +185,7 @@ func (s *Service) writeDayLocked(ctx context.Context, d string, snaps []wire.Win
 		if err != nil {
 			return err
 		}
-		var rev uint64
-		if ok {
-			rev, err = s.kv.Update(ctx, key, body, cur.rev)
-		} else {
-			rev, err = s.kv.Create(ctx, key, body)
-		}
+		rev, err := s.putCAS(ctx, key, body, cur.rev, ok)
 		if err == nil {
 			s.days[d] = storedDay{rev: rev, day: next}
 			s.m.dayWrites.Inc()

@@ -470,6 +470,16 @@ func (s *Service) merge(id string, views []*ledger.PartitionView, global int64, 
 	return w, nil
 }
 
+// putCAS writes body under key by revision compare-and-set: an update of
+// revision rev when the key exists, else a create, so a writer that lost
+// a race gets a conflict (revisionConflict) instead of overwriting.
+func (s *Service) putCAS(ctx context.Context, key string, body []byte, rev uint64, exists bool) (uint64, error) {
+	if exists {
+		return s.kv.Update(ctx, key, body, rev)
+	}
+	return s.kv.Create(ctx, key, body)
+}
+
 // writeLocked stores snap if it is newer than what the bucket holds, by a
 // revision compare-and-set; a lost race re-reads and decides again.
 func (s *Service) writeLocked(ctx context.Context, snap wire.Window) error {
@@ -499,12 +509,7 @@ func (s *Service) writeLocked(ctx context.Context, snap wire.Window) error {
 		if err != nil {
 			return err
 		}
-		var rev uint64
-		if ok {
-			rev, err = s.kv.Update(ctx, key, body, cur.rev)
-		} else {
-			rev, err = s.kv.Create(ctx, key, body)
-		}
+		rev, err := s.putCAS(ctx, key, body, cur.rev, ok)
 		if err == nil {
 			s.stored[snap.WindowID] = stored{rev: rev, snap: snap}
 			s.m.writes.Inc()
