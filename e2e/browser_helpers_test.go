@@ -237,6 +237,20 @@ func browserStartRigWith(t *testing.T, staleAfter time.Duration, dash func(*dash
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
+	dcfg := dashboard.Config{StaleAfter: staleAfter}
+	if dash != nil {
+		dash(&dcfg)
+	}
+	_, base := startDashboard(t, ctx, url, dcfg)
+	restart := func() { ns = testenv.RestartNATS(t, ns) }
+	return &browserRig{t: t, ctx: ctx, restart: restart, p: p, base: base}
+}
+
+// startDashboard runs a dashboard with cfg on the NATS server at url, on
+// a free loopback port, until the test ends (its Run must then return
+// nil), and returns it with its base URL, http://127.0.0.1:port.
+func startDashboard(t *testing.T, ctx context.Context, url string, cfg dashboard.Config) (*dashboard.Service, string) {
+	t.Helper()
 	conn, err := connect.ConnectNATS(url, "receiptflow-dashboard")
 	if err != nil {
 		t.Fatal(err)
@@ -246,11 +260,8 @@ func browserStartRigWith(t *testing.T, staleAfter time.Duration, dash func(*dash
 	if err != nil {
 		t.Fatal(err)
 	}
-	dcfg := dashboard.Config{StaleAfter: staleAfter, Listener: ln}
-	if dash != nil {
-		dash(&dcfg)
-	}
-	svc, err := dashboard.New(conn.NC, dcfg)
+	cfg.Listener = ln
+	svc, err := dashboard.New(conn.NC, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,8 +274,7 @@ func browserStartRigWith(t *testing.T, staleAfter time.Duration, dash func(*dash
 			t.Errorf("dashboard: %v", err)
 		}
 	})
-	restart := func() { ns = testenv.RestartNATS(t, ns) }
-	return &browserRig{t: t, ctx: ctx, restart: restart, p: p, base: "http://" + ln.Addr().String()}
+	return svc, "http://" + ln.Addr().String()
 }
 
 // send publishes one submission at event time at and waits for its ack.

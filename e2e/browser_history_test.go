@@ -3,11 +3,9 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"testing"
 	"time"
 
-	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/dashboard"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
@@ -59,31 +57,10 @@ func TestBrowserPagesBackInTime(t *testing.T) {
 	put(wire.HealthKey, wire.Health{UpdatedAt: now, SourceLastSeen: now, StaleAfter: "10m0s", Grace: "1h0m0s",
 		GlobalWatermark: t0.Add(80 * time.Hour), Watermarks: []time.Time{t0.Add(80 * time.Hour), t0.Add(80 * time.Hour)}})
 
-	conn, err := connect.ConnectNATS(url, "receiptflow-dashboard")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dash, err := dashboard.New(conn.NC, dashboard.Config{StaleAfter: 10 * time.Minute, Listener: ln, Recent: 24})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- dash.Run(dctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("dashboard: %v", err)
-		}
-	})
+	dash, base := startDashboard(t, ctx, url, dashboard.Config{StaleAfter: 10 * time.Minute, Recent: 24})
 
 	b := browserStart(t, path)
-	b.navigate("http://" + ln.Addr().String() + "/")
+	b.navigate(base + "/")
 	const rows = `document.querySelectorAll('#windows-body tr[data-window-id]')`
 	first := rows + `[0].dataset.windowId`
 	last := `(() => { const r = ` + rows + `; return r[r.length - 1].dataset.windowId; })()`
