@@ -267,13 +267,17 @@ func (s *Store) RetireClaims(ctx context.Context, day int64) error {
 
 // ClaimConflicts reports, for each claim, whether its id is held now by a
 // copy with other content, as Claims would, but only reads: plain HGETs
-// of every kept day, no script, nothing written. The validator's barrier
-// uses it to read a batch's verdicts again once every lower copy is
-// claimed. Safe for concurrent use.
-func (s *Store) ClaimConflicts(ctx context.Context, claims []Claim) ([]bool, error) {
+// of every kept day, no script, nothing written. It also returns the claim
+// progress read after the claims (on a single Redis in the same pipeline,
+// so on the same server): a caller that needs every lower copy claimed
+// checks it there, which also catches claims lost between its last look
+// and this read. The validator's barrier uses it to read a batch's
+// verdicts again once every lower copy is claimed. Safe for concurrent use.
+func (s *Store) ClaimConflicts(ctx context.Context, claims []Claim) ([]bool, Claimed, error) {
 	conflict := make([]bool, len(claims))
 	if len(claims) == 0 {
-		return conflict, nil
+		pr, err := s.ClaimProgress(ctx)
+		return conflict, pr, err
 	}
 	n := s.ClaimDays()
 	if n == 0 {
@@ -298,8 +302,23 @@ func (s *Store) ClaimConflicts(ctx context.Context, claims []Claim) ([]bool, err
 			cmds[k][j] = pipe.HGet(ctx, s.keys.claimsOf(hid, day-int64(j)), hid)
 		}
 	}
+	// The progress is a plain hash: read it as such, after the claims.
+	// (A cluster pipeline sends to each node in parallel: there it is a
+	// round trip of its own, after them.)
+	_, cluster := s.rdb.(*redis.ClusterClient)
+	var after *redis.MapStringStringCmd
+	if !cluster {
+		after = pipe.HGetAll(ctx, s.keys.ClaimProgress())
+	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("ledger: claim conflicts: %w", err)
+		return nil, nil, fmt.Errorf("ledger: claim conflicts: %w", err)
+	}
+	if cluster {
+		after = s.rdb.HGetAll(ctx, s.keys.ClaimProgress())
+	}
+	pr, err := progressOf(after)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ledger: claim conflicts: %w", err)
 	}
 	held := make(map[string]string, len(send))
 	for k, i := range send {
@@ -328,7 +347,7 @@ func (s *Store) ClaimConflicts(ctx context.Context, claims []Claim) ([]bool, err
 		}
 		conflict[i] = claimFingerprint(want) != claimFingerprint(claimValue(c))
 	}
-	return conflict, nil
+	return conflict, pr, nil
 }
 
 // claimSeq is the RAW sequence of a stored claim (0: unknown), as

@@ -78,7 +78,7 @@ func TestClaimOrderDoesNotDecide(t *testing.T) {
 			}
 			// Reading only gives the same verdicts, a copy at a time or
 			// all together.
-			read, err := s.ClaimConflicts(ctx, all)
+			read, _, err := s.ClaimConflicts(ctx, all)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -24,6 +25,21 @@ type Claimed map[int]uint64
 // Through is the progress of partition p (0 when it has none).
 func (pr Claimed) Through(p int) uint64 { return pr[p] }
 
+// ErrClaimsRegressed means Redis holds less claim progress for a partition
+// than its writer last saw there: Redis lost acknowledged writes (a
+// failover to a replica behind its primary, a restore, a FLUSHALL), and
+// the claims written since are lost with it. The writer must claim the
+// lost RAW range again before it judges or marks anything.
+var ErrClaimsRegressed = errors.New("ledger: claim progress regressed")
+
+// regressed wraps a REGRESSED reply of progress.lua as ErrClaimsRegressed.
+func regressed(err error) error {
+	if redis.HasErrorPrefix(err, "REGRESSED") {
+		return fmt.Errorf("%w: %v", ErrClaimsRegressed, err)
+	}
+	return err
+}
+
 // parseProgress reads progress.lua's reply.
 func parseProgress(v any) (Claimed, error) {
 	flat, ok := v.([]any)
@@ -42,22 +58,40 @@ func parseProgress(v any) (Claimed, error) {
 	return pr, nil
 }
 
-// progressArgs are progress.lua's arguments: mark partition p through seq,
-// or only read when p < 0.
-func progressArgs(p int, seq uint64) []any {
-	if p < 0 {
-		return []any{"", 0}
+// progressOf reads the progress hash from an HGETALL.
+func progressOf(cmd *redis.MapStringStringCmd) (Claimed, error) {
+	m, err := cmd.Result()
+	if err != nil {
+		return nil, err
 	}
-	return []any{strconv.Itoa(p), strconv.FormatUint(seq, 10)}
+	pr := make(Claimed, len(m))
+	for k, v := range m {
+		p, err1 := strconv.Atoi(k)
+		seq, err2 := strconv.ParseUint(v, 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("bad progress entry %v=%v", k, v)
+		}
+		pr[p] = seq
+	}
+	return pr, nil
+}
+
+// progressArgs are progress.lua's arguments: mark partition p through seq
+// if its progress is at least floor, or only read when p < 0.
+func progressArgs(p int, seq, floor uint64) []any {
+	if p < 0 {
+		return []any{"", 0, 0}
+	}
+	return []any{strconv.Itoa(p), strconv.FormatUint(seq, 10), strconv.FormatUint(floor, 10)}
 }
 
 // runProgress runs progress.lua once.
-func (s *Store) runProgress(ctx context.Context, p int, seq uint64) (Claimed, error) {
+func (s *Store) runProgress(ctx context.Context, p int, seq, floor uint64) (Claimed, error) {
 	var pr Claimed
 	err := s.withScripts(ctx, func() error {
-		v, err := progressScript.EvalSha(ctx, s.rdb, []string{s.keys.ClaimProgress()}, progressArgs(p, seq)...).Result()
+		v, err := progressScript.EvalSha(ctx, s.rdb, []string{s.keys.ClaimProgress()}, progressArgs(p, seq, floor)...).Result()
 		if err != nil {
-			return err
+			return regressed(err)
 		}
 		pr, err = parseProgress(v)
 		return err
@@ -67,7 +101,7 @@ func (s *Store) runProgress(ctx context.Context, p int, seq uint64) (Claimed, er
 
 // ClaimProgress returns every partition's claim progress.
 func (s *Store) ClaimProgress(ctx context.Context) (Claimed, error) {
-	pr, err := s.runProgress(ctx, -1, 0)
+	pr, err := s.runProgress(ctx, -1, 0, 0)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: claim progress: %w", err)
 	}
@@ -76,11 +110,13 @@ func (s *Store) ClaimProgress(ctx context.Context) (Claimed, error) {
 
 // MarkClaimed records that partition p has written the claims of every
 // record it holds up to RAW sequence seq, and returns every partition's
-// progress after it. Progress never goes back, so marking again, or an
+// progress after it. floor is the progress the caller last saw for p (0:
+// none): finding less, it writes nothing and fails with
+// ErrClaimsRegressed. Progress never goes back, so marking again, or an
 // older sequence, is a no-op. One partition must have one writer (the
 // validator instance that owns it).
-func (s *Store) MarkClaimed(ctx context.Context, p int, seq uint64) (Claimed, error) {
-	pr, err := s.runProgress(ctx, p, seq)
+func (s *Store) MarkClaimed(ctx context.Context, p int, seq, floor uint64) (Claimed, error) {
+	pr, err := s.runProgress(ctx, p, seq, floor)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: mark partition %d claimed: %w", p, err)
 	}
@@ -97,9 +133,11 @@ func (s *Store) MarkClaimed(ctx context.Context, p int, seq uint64) (Claimed, er
 //
 // On a single Redis the three steps are one pipeline, executed in order;
 // a cluster pipeline sends to each node in parallel, so there they are
-// three round trips, one after the other. Safe to call twice with the
-// same arguments.
-func (s *Store) ClaimThrough(ctx context.Context, p int, claims []Claim, through uint64) ([]bool, Claimed, error) {
+// three round trips, one after the other. floor is as for MarkClaimed:
+// progress below it fails the call with ErrClaimsRegressed, and the
+// verdicts are then not to be used. Safe to call twice with the same
+// arguments.
+func (s *Store) ClaimThrough(ctx context.Context, p int, claims []Claim, through, floor uint64) ([]bool, Claimed, error) {
 	var (
 		b      *claimBatch
 		before Claimed
@@ -107,7 +145,7 @@ func (s *Store) ClaimThrough(ctx context.Context, p int, claims []Claim, through
 	key := []string{s.keys.ClaimProgress()}
 	err := s.withScripts(ctx, func() error {
 		if _, cluster := s.rdb.(*redis.ClusterClient); cluster {
-			v, err := progressScript.EvalSha(ctx, s.rdb, key, progressArgs(-1, 0)...).Result()
+			v, err := progressScript.EvalSha(ctx, s.rdb, key, progressArgs(-1, 0, 0)...).Result()
 			if err != nil {
 				return err
 			}
@@ -121,14 +159,14 @@ func (s *Store) ClaimThrough(ctx context.Context, p int, claims []Claim, through
 					return err
 				}
 			}
-			return progressScript.EvalSha(ctx, s.rdb, key, progressArgs(p, through)...).Err()
+			return regressed(progressScript.EvalSha(ctx, s.rdb, key, progressArgs(p, through, floor)...).Err())
 		}
 		pipe := s.rdb.Pipeline()
-		read := progressScript.EvalSha(ctx, pipe, key, progressArgs(-1, 0)...)
+		read := progressScript.EvalSha(ctx, pipe, key, progressArgs(-1, 0, 0)...)
 		b = s.queueClaims(ctx, pipe, claims)
-		progressScript.EvalSha(ctx, pipe, key, progressArgs(p, through)...)
+		progressScript.EvalSha(ctx, pipe, key, progressArgs(p, through, floor)...)
 		if _, err := pipe.Exec(ctx); err != nil {
-			return err
+			return regressed(err)
 		}
 		var err error
 		before, err = parseProgress(read.Val())

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func TestClaimProgressNeverGoesBack(t *testing.T) {
 			{1, 40, Claimed{0: 10, 1: 40}},
 		}
 		for i, st := range steps {
-			pr, err := s.MarkClaimed(ctx, st.p, st.seq)
+			pr, err := s.MarkClaimed(ctx, st.p, st.seq, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +53,7 @@ func TestClaimThroughReadsProgressBeforeClaiming(t *testing.T) {
 		ctx := context.Background()
 		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
 		day := time.Now().Unix() / 86400
-		if _, err := s.MarkClaimed(ctx, 1, 3); err != nil {
+		if _, err := s.MarkClaimed(ctx, 1, 3, 0); err != nil {
 			t.Fatal(err)
 		}
 		// Partition 1 claimed the id at RAW 3; partition 0's copy at RAW 2
@@ -61,7 +62,7 @@ func TestClaimThroughReadsProgressBeforeClaiming(t *testing.T) {
 			t.Fatalf("first claim: %v, %v", c, err)
 		}
 		batch := []Claim{{EventID: "x", Fingerprint: 2, Seq: 2, Day: day}, {EventID: "y", Fingerprint: 3, Seq: 5, Day: day}}
-		conflicts, before, err := s.ClaimThrough(ctx, 0, batch, 6)
+		conflicts, before, err := s.ClaimThrough(ctx, 0, batch, 6, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +70,7 @@ func TestClaimThroughReadsProgressBeforeClaiming(t *testing.T) {
 			t.Fatalf("conflicts %v, progress before %v; want none, {1:3}", conflicts, before)
 		}
 		state := dump(t, rdb)
-		again, before2, err := s.ClaimThrough(ctx, 0, batch, 6)
+		again, before2, err := s.ClaimThrough(ctx, 0, batch, 6, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +85,7 @@ func TestClaimThroughReadsProgressBeforeClaiming(t *testing.T) {
 			t.Fatalf("the higher copy again: %v, %v; want a conflict", c, err)
 		}
 		// A batch with no valid records only marks.
-		if c, _, err := s.ClaimThrough(ctx, 1, nil, 9); err != nil || len(c) != 0 {
+		if c, _, err := s.ClaimThrough(ctx, 1, nil, 9, 0); err != nil || len(c) != 0 {
 			t.Fatalf("empty batch: %v, %v", c, err)
 		}
 		if pr, _ := s.ClaimProgress(ctx); !reflect.DeepEqual(pr, Claimed{0: 6, 1: 9}) {
@@ -102,14 +103,51 @@ func TestClaimScriptsAfterScriptFlush(t *testing.T) {
 		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := s.ClaimThrough(ctx, 0, []Claim{{EventID: "z", Fingerprint: 1, Seq: 1, Day: 1}}, 1); err != nil {
+		if _, _, err := s.ClaimThrough(ctx, 0, []Claim{{EventID: "z", Fingerprint: 1, Seq: 1, Day: 1}}, 1, 0); err != nil {
 			t.Fatal(err)
 		}
 		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.MarkClaimed(ctx, 0, 2); err != nil {
+		if _, err := s.MarkClaimed(ctx, 0, 2, 0); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// TestClaimProgressBelowTheFloorIsARegression: a mark or a ClaimThrough
+// that finds less progress than its writer last saw there (Redis lost
+// writes) writes no progress and fails with ErrClaimsRegressed; with the
+// floor met it marks as usual.
+func TestClaimProgressBelowTheFloorIsARegression(t *testing.T) {
+	backends(t, func(t *testing.T, rdb *redis.Client) {
+		ctx := context.Background()
+		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
+		if _, err := s.MarkClaimed(ctx, 0, 10, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.MarkClaimed(ctx, 0, 12, 10); err != nil {
+			t.Fatalf("mark at the floor: %v", err)
+		}
+		// Redis loses the progress (a FLUSHALL, a replica promoted).
+		if err := rdb.Del(ctx, s.keys.ClaimProgress()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.MarkClaimed(ctx, 0, 20, 12); !errors.Is(err, ErrClaimsRegressed) {
+			t.Fatalf("mark over a loss: %v, want ErrClaimsRegressed", err)
+		}
+		claims := []Claim{{EventID: "x", Fingerprint: 1, Seq: 15, Day: 1}}
+		if _, _, err := s.ClaimThrough(ctx, 0, claims, 20, 12); !errors.Is(err, ErrClaimsRegressed) {
+			t.Fatalf("ClaimThrough over a loss: %v, want ErrClaimsRegressed", err)
+		}
+		if pr, err := s.ClaimProgress(ctx); err != nil || pr.Through(0) != 0 {
+			t.Fatalf("progress after refused marks %v, %v; want none", pr, err)
+		}
+		if _, _, err := s.ClaimThrough(ctx, 0, claims, 20, 0); err != nil {
+			t.Fatal(err)
+		}
+		if pr, _ := s.ClaimProgress(ctx); pr.Through(0) != 20 {
+			t.Fatalf("progress %v, want 0 through 20", pr)
 		}
 	})
 }

@@ -39,6 +39,7 @@ package validator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -82,6 +83,11 @@ type barrier struct {
 	active map[int]time.Time // when each local partition last handled a batch
 	last   uint64            // RAW's last sequence, as last read
 	lastAt time.Time         // when last was read
+	// floor is, per local partition, the claim progress it last saw
+	// written (its own marks, or its consumer's ack floor at start):
+	// Redis holding less lost writes (regress.go).
+	floor   map[int]uint64
+	reclaim map[int]*sync.Mutex // one claims rebuild at a time per partition
 
 	waitingFor *prometheus.GaugeVec
 	waited     *prometheus.CounterVec
@@ -90,10 +96,12 @@ type barrier struct {
 
 func newBarrier(reg prometheus.Registerer) *barrier {
 	b := &barrier{
-		known:  ledger.Claimed{},
-		local:  map[int]bool{},
-		active: map[int]time.Time{},
-		wake:   make(chan struct{}),
+		known:   ledger.Claimed{},
+		local:   map[int]bool{},
+		active:  map[int]time.Time{},
+		floor:   map[int]uint64{},
+		reclaim: map[int]*sync.Mutex{},
+		wake:    make(chan struct{}),
 		waitingFor: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "receiptflow_validator_barrier_waiting_for",
 			Help: "The RAW partition whose claims this partition waits for before it publishes (-1: not waiting).",
@@ -142,6 +150,32 @@ func (b *barrier) raise(p int, seq uint64) {
 	b.wake = make(chan struct{})
 }
 
+// reset replaces known by a progress read from Redis, lower values
+// included: after Redis lost writes, what was seen before is no longer
+// true, and a waiter must not pass on it.
+func (b *barrier) reset(pr ledger.Claimed) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.known = ledger.Claimed{}
+	for p, seq := range pr {
+		b.known[p] = seq
+	}
+}
+
+// floorOf is the claim progress local partition p last saw written.
+func (b *barrier) floorOf(p int) uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.floor[p]
+}
+
+// setFloor raises local partition p's floor to seq.
+func (b *barrier) setFloor(p int, seq uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.floor[p] = max(b.floor[p], seq)
+}
+
 // busy records that local partition p is handling a batch.
 func (b *barrier) busy(p int) {
 	b.mu.Lock()
@@ -170,7 +204,8 @@ func (b *barrier) state(p, n int, target uint64) (q int, ok, local bool, wake <-
 }
 
 // claim claims a batch's valid records of partition p and returns which
-// conflict (see the top of this file). claims are in RAW order.
+// conflict (see the top of this file). claims are in RAW order. Claims
+// that Redis lost are claimed again first (regress.go).
 func (s *Service) claim(ctx context.Context, p int, batch []jetstream.Msg, claims []ledger.Claim) ([]bool, error) {
 	if !s.bar.live.Load() {
 		return s.store.Claims(ctx, claims)
@@ -184,26 +219,45 @@ func (s *Service) claim(ctx context.Context, p int, batch []jetstream.Msg, claim
 		through = max(through, meta.Sequence.Stream)
 	}
 	s.bar.busy(p)
-	conflicts, before, err := s.store.ClaimThrough(ctx, p, claims, through)
-	if err != nil {
-		return nil, err
+	for {
+		conflicts, before, err := s.store.ClaimThrough(ctx, p, claims, through, s.bar.floorOf(p))
+		if errors.Is(err, ledger.ErrClaimsRegressed) {
+			if err := s.reclaim(ctx, p); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.bar.setFloor(p, through)
+		s.bar.observe(before)
+		s.bar.raise(p, through)
+		if highest == 0 {
+			return conflicts, nil
+		}
+		// Every other partition must have claimed what it holds below the
+		// batch's highest claim.
+		target := highest - 1
+		if _, lag := lagging(before, p, s.cfg.Partitions, target); !lag {
+			return conflicts, nil
+		}
+		if err := s.waitClaimed(ctx, p, target); err != nil {
+			return nil, err
+		}
+		s.bar.rechecks.Inc()
+		conflicts, after, err := s.store.ClaimConflicts(ctx, claims)
+		if err != nil {
+			return nil, err
+		}
+		// The progress read after the claims must still say so, this
+		// partition's own included: less means Redis lost writes since
+		// the wait looked (then claim again from the top).
+		if _, lag := lagging(after, p, s.cfg.Partitions, target); !lag && after[p] >= through {
+			return conflicts, nil
+		}
+		s.bar.reset(after)
 	}
-	s.bar.observe(before)
-	s.bar.raise(p, through)
-	if highest == 0 {
-		return conflicts, nil
-	}
-	// Every other partition must have claimed what it holds below the
-	// batch's highest claim.
-	target := highest - 1
-	if _, lag := lagging(before, p, s.cfg.Partitions, target); !lag {
-		return conflicts, nil
-	}
-	if err := s.waitClaimed(ctx, p, target); err != nil {
-		return nil, err
-	}
-	s.bar.rechecks.Inc()
-	return s.store.ClaimConflicts(ctx, claims)
 }
 
 // waitClaimed waits until every partition but p has claimed through
@@ -273,6 +327,9 @@ func (s *Service) rawLast(ctx context.Context) (uint64, error) {
 func (s *Service) trackIdle(ctx context.Context, p int, spec stream.ConsumerSpec) (stop func()) {
 	s.bar.mu.Lock()
 	s.bar.local[p] = true
+	if s.bar.reclaim[p] == nil {
+		s.bar.reclaim[p] = &sync.Mutex{}
+	}
 	s.bar.mu.Unlock()
 	s.bar.live.Store(true)
 	ctx, cancel := context.WithCancel(ctx)
@@ -296,11 +353,20 @@ func (s *Service) idleProgress(ctx context.Context, p int, spec stream.ConsumerS
 	t := time.NewTicker(s.cfg.IdleEvery)
 	defer t.Stop()
 	var prev uint64
+	checked := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		// Claims Redis lost are found here too, on a partition that has
+		// nothing to process (regress.go).
+		if time.Since(checked) >= checkEvery {
+			checked = time.Now()
+			if err := s.checkClaims(ctx, p, spec); err != nil && ctx.Err() == nil {
+				s.cfg.Logger.Warn("claim progress check", "partition", p, "err", err)
+			}
 		}
 		last, err := s.rawLast(ctx)
 		if err != nil {
@@ -329,14 +395,20 @@ func (s *Service) idleProgress(ctx context.Context, p int, spec stream.ConsumerS
 		if ci := cons.CachedInfo(); ci.NumPending != 0 || ci.NumAckPending != 0 {
 			continue
 		}
-		pr, err := s.store.MarkClaimed(ctx, p, cand)
+		pr, err := s.store.MarkClaimed(ctx, p, cand, s.bar.floorOf(p))
+		if errors.Is(err, ledger.ErrClaimsRegressed) {
+			err = s.reclaim(ctx, p)
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				s.cfg.Logger.Warn("idle progress: mark claimed", "partition", p, "err", err)
 			}
 			continue
 		}
-		s.bar.observe(pr)
-		s.bar.raise(p, cand)
+		if pr != nil {
+			s.bar.setFloor(p, cand)
+			s.bar.observe(pr)
+			s.bar.raise(p, cand)
+		}
 	}
 }

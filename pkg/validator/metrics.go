@@ -10,6 +10,9 @@ type metrics struct {
 	in    *prometheus.CounterVec
 	out   *prometheus.CounterVec
 	batch prometheus.Histogram
+	// regressions counts state found behind what was written (Redis lost
+	// acknowledged writes), by state: claims.
+	regressions *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -24,8 +27,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "receiptflow_validator_batch_size", Help: "Messages per processed batch.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 		}),
+		regressions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "receiptflow_validator_state_regressions_total",
+			Help: "Times Redis state was found behind what this service had written there (lost acknowledged writes), by state; each one was rebuilt from the streams.",
+		}, []string{"state"}),
 	}
 	m.in = telemetry.Register(reg, m.in)
+	m.regressions = telemetry.Register(reg, m.regressions)
 	m.out = telemetry.Register(reg, m.out)
 	m.batch = telemetry.Register(reg, m.batch)
 	return m

@@ -189,6 +189,11 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 		AckAll:  true,
 	}
 	defer s.trackIdle(ctx, p, spec)() // claim progress while idle (barrier.go)
+	// What the consumer acknowledged was claimed: Redis holding less lost
+	// it, and it is claimed again before the first batch (regress.go).
+	if err := s.checkClaims(ctx, p, spec); err != nil {
+		return fmt.Errorf("validator: partition %d: claim progress check: %w", p, err)
+	}
 	s.cfg.Logger.Info("validator partition started", "partition", p)
 	opts := stream.BatchOptions{Max: s.cfg.Batch, Logger: s.cfg.Logger.With("partition", p)}
 	return stream.Consume(ctx, s.js, spec, opts, func(ctx context.Context, batch []jetstream.Msg) (stream.Outcome, error) {

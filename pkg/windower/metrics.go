@@ -13,6 +13,9 @@ type metrics struct {
 	watermark *prometheus.GaugeVec
 	entries   prometheus.Counter
 	retired   prometheus.Counter
+	// regressions counts Redis state found behind what was applied (lost
+	// acknowledged writes), by state: checkpoint.
+	regressions *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -37,5 +40,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		retired: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "receiptflow_windower_windows_retired_total", Help: "Window states retired after the replay horizon.",
 		})),
+		regressions: telemetry.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "receiptflow_windower_state_regressions_total",
+			Help: "Times Redis state was found behind what this service had applied there (lost acknowledged writes), by state; each one was replayed from VALID.",
+		}, []string{"state"})),
 	}
 }

@@ -107,9 +107,14 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	// The first goroutine to fail ends the others.
 	g, ctx := errgroup.WithContext(ctx)
+	parts := map[int]*partState{}
 	for _, p := range owned {
-		g.Go(func() error { return s.runPartition(ctx, p) })
+		parts[p] = &partState{}
 	}
+	for _, p := range owned {
+		g.Go(func() error { return s.runPartition(ctx, p, parts[p]) })
+	}
+	g.Go(func() error { s.watchCheckpoints(ctx, owned, parts); return nil })
 	// The stream must never be behind the checkpoint: checked at start by
 	// each partition, and here every few seconds, which covers a nats-server
 	// that came back (reconnect) without its tail.
@@ -159,11 +164,14 @@ func (s *Service) Run(ctx context.Context) error {
 	return nil
 }
 
-func (s *Service) runPartition(ctx context.Context, p int) error {
+// runPartitionFrom runs partition p once from the checkpoint Redis holds;
+// cancel (with ledger.ErrRegressed) stops it when that checkpoint is lost.
+func (s *Service) runPartitionFrom(ctx context.Context, p int, ps *partState, cancel context.CancelCauseFunc) error {
 	ck, err := s.store.Checkpoint(ctx, p)
 	if err != nil {
 		return err
 	}
+	ps.start(ck.Seq, cancel)
 	streamName := s.cfg.Names.Stream(wire.Valid)
 	st, err := s.js.Stream(ctx, streamName)
 	if err != nil {
@@ -200,6 +208,7 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 			return stream.Outcome{}, err
 		}
 		lastWM, lastSeq, published = res.Watermark, res.Seq, max(published, done)
+		ps.advance(res.Seq)
 		wm := res.Watermark
 		// Retire also on event time, for fast replays, where hours of event
 		// time pass between two ticks of the retirement timer.

@@ -24,6 +24,7 @@ type fixture struct {
 	ctx   context.Context
 	js    jetstream.JetStream
 	store *ledger.Store
+	rdb   *redis.Client
 	names wire.Names
 }
 
@@ -41,7 +42,7 @@ func newFixture(t *testing.T) *fixture {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	store := ledger.NewStore(rdb, ledger.Keys{Prefix: names.RedisPrefix()}, 0, time.Minute)
-	return &fixture{t: t, ctx: ctx, js: js, store: store, names: names}
+	return &fixture{t: t, ctx: ctx, js: js, store: store, rdb: rdb, names: names}
 }
 
 // submit publishes a validator-shaped submission to partition 0 of VALID.

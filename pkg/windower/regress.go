@@ -1,0 +1,121 @@
+package windower
+
+// Redis state that went back (docs/recovery.md, "Redis lost acknowledged
+// writes"): a replica promoted before it had its primary's last writes, a
+// restore or a FLUSHALL. A partition's ledger, partials and checkpoint
+// change in one script, so what Redis holds is the state of some earlier
+// checkpoint; the partition resumes from that checkpoint and applies VALID
+// from there again, which brings every window back to where it was.
+//
+// The loss is found by the next batch (the apply script refuses to apply
+// on top of an older checkpoint than the writer last saw: ledger.ErrRegressed)
+// or, on a partition with nothing to apply, within checkEvery by comparing
+// the checkpoint with the last sequence this instance applied there.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/ledger"
+)
+
+// checkEvery is how often every owned partition's checkpoint in Redis is
+// compared with what this instance last applied there.
+const checkEvery = time.Second
+
+// partState is what the regression check knows of one running partition.
+type partState struct {
+	mu      sync.Mutex
+	run     int    // which run of the partition (it restarts after a loss)
+	applied uint64 // last VALID sequence applied in this run
+	cancel  context.CancelCauseFunc
+}
+
+// start begins a new run of the partition from checkpoint seq.
+func (ps *partState) start(seq uint64, cancel context.CancelCauseFunc) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.run++
+	ps.applied, ps.cancel = seq, cancel
+}
+
+// advance records that the run applied through seq.
+func (ps *partState) advance(seq uint64) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.applied = max(ps.applied, seq)
+}
+
+func (ps *partState) snapshot() (run int, applied uint64) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.run, ps.applied
+}
+
+// stop ends run with cause if it is still the current one.
+func (ps *partState) stop(run int, cause error) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.run != run || ps.cancel == nil {
+		return false
+	}
+	ps.cancel(cause)
+	return true
+}
+
+// runPartition runs partition p until ctx ends or it fails, starting it
+// again from Redis's checkpoint each time Redis is found to have lost
+// writes.
+func (s *Service) runPartition(ctx context.Context, p int, ps *partState) error {
+	for {
+		pctx, cancel := context.WithCancelCause(ctx)
+		err := s.runPartitionFrom(pctx, p, ps, cancel)
+		cause := context.Cause(pctx)
+		cancel(nil)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !errors.Is(err, ledger.ErrRegressed) && !errors.Is(cause, ledger.ErrRegressed) {
+			return err
+		}
+		why := err
+		if why == nil {
+			why = cause
+		}
+		s.m.regressions.WithLabelValues("checkpoint").Inc()
+		s.cfg.Logger.Error("Redis lost acknowledged writes: the partition resumes from the checkpoint Redis holds and applies VALID again from there",
+			"partition", p, "err", why)
+	}
+}
+
+// watchCheckpoints stops the run of an owned partition whose checkpoint
+// in Redis is behind what the run applied (runPartition starts it again).
+func (s *Service) watchCheckpoints(ctx context.Context, owned []int, parts map[int]*partState) {
+	t := time.NewTicker(checkEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, p := range owned {
+			// What the run applied is read first: the checkpoint is
+			// written before it, and only grows while Redis keeps it.
+			run, applied := parts[p].snapshot()
+			ck, err := s.store.Checkpoint(ctx, p)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.cfg.Logger.Warn("checkpoint check", "partition", p, "err", err)
+				}
+				continue
+			}
+			if ck.Seq < applied {
+				parts[p].stop(run, fmt.Errorf("%w: partition %d checkpoint %d is behind %d, the last sequence applied", ledger.ErrRegressed, p, ck.Seq, applied))
+			}
+		}
+	}
+}
