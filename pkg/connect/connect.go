@@ -278,6 +278,10 @@ type RedisSecurity struct {
 	// Cluster talks to a Redis Cluster (the URL may list several seed
 	// nodes, comma-separated). Every ledger script touches one slot.
 	Cluster bool
+	// Sentinel is the master name Redis Sentinel watches: the URL then
+	// lists the sentinels (comma-separated), and the client follows the
+	// master they name through a failover (go-redis's failover client).
+	Sentinel string
 }
 
 // Register adds the Redis credential and TLS flags to fs, defaulting from
@@ -291,6 +295,7 @@ func (s *RedisSecurity) Register(fs *flag.FlagSet) {
 	fs.StringVar(&s.TLSKey, "redis-tls-key", os.Getenv("REDIS_TLS_KEY"), "client key for Redis mutual TLS (env REDIS_TLS_KEY)")
 	cluster, _ := strconv.ParseBool(os.Getenv("REDIS_CLUSTER"))
 	fs.BoolVar(&s.Cluster, "redis-cluster", cluster, "Redis is a Redis Cluster (env REDIS_CLUSTER)")
+	fs.StringVar(&s.Sentinel, "redis-sentinel", os.Getenv("REDIS_SENTINEL"), "master name of a Sentinel-watched Redis; --redis-url then lists the sentinels, comma-separated (env REDIS_SENTINEL; sentinels' own password: env REDIS_SENTINEL_PASSWORD)")
 }
 
 // LogValue describes s without any secret, for slog.
@@ -300,12 +305,14 @@ func (s RedisSecurity) LogValue() slog.Value {
 		slog.Bool("password", s.Password != "" || s.PasswordFile != "" || os.Getenv("REDIS_PASSWORD") != ""),
 		slog.Bool("tls", s.TLSCA != "" || s.TLSCert != ""),
 		slog.Bool("cluster", s.Cluster),
+		slog.String("sentinel", s.Sentinel),
 	)
 }
 
 // ConnectRedisSecure returns a client for rawURL (redis://, rediss:// or
-// host:port; with Cluster, a comma-separated list of seed nodes) that
-// authenticates and encrypts as sec says: a *redis.Client, or a
+// host:port; with Cluster, a comma-separated list of seed nodes; with
+// Sentinel, of sentinels) that authenticates and encrypts as sec says: a
+// *redis.Client (a failover client with Sentinel), or a
 // *redis.ClusterClient with Cluster. It fails if a password or
 // certificate file cannot be read. The client connects lazily: Ping it.
 func ConnectRedisSecure(rawURL string, sec RedisSecurity) (redis.UniversalClient, error) {
@@ -345,8 +352,15 @@ func ConnectRedisSecure(rawURL string, sec RedisSecurity) (redis.UniversalClient
 	if len(u.Addrs) == 0 {
 		return nil, errors.New("redis: no address")
 	}
-	if !sec.Cluster && len(u.Addrs) > 1 {
-		return nil, errors.New("redis: several addresses need --redis-cluster")
+	if sec.Sentinel != "" {
+		if sec.Cluster {
+			return nil, errors.New("redis: --redis-sentinel and --redis-cluster exclude each other")
+		}
+		u.MasterName = sec.Sentinel
+		u.SentinelPassword = os.Getenv("REDIS_SENTINEL_PASSWORD")
+	}
+	if !sec.Cluster && sec.Sentinel == "" && len(u.Addrs) > 1 {
+		return nil, errors.New("redis: several addresses need --redis-cluster or --redis-sentinel")
 	}
 	if sec.Username != "" {
 		u.Username = sec.Username
@@ -481,8 +495,9 @@ func WaitFor(ctx context.Context, op func(context.Context) error, notify func(at
 // Transient reports whether err says a server is away for now and a
 // later attempt may succeed: it is unreachable (refused, reset, timed out,
 // not resolvable yet, an asynchronous publish never acknowledged), restarting (no NATS server, no JetStream responder
-// yet) or loading its data (Redis -LOADING, -MASTERDOWN, -TRYAGAIN,
-// -CLUSTERDOWN, -BUSY). Refused credentials, certificates and permissions
+// yet), loading its data (Redis -LOADING, -MASTERDOWN, -TRYAGAIN,
+// -CLUSTERDOWN, -BUSY) or failing over (-READONLY: a replica not promoted
+// yet). Refused credentials, certificates and permissions
 // are not transient, whatever else err wraps: waiting does not fix them.
 // An error it does not know is not transient.
 func Transient(err error) bool {
@@ -510,7 +525,7 @@ func Transient(err error) bool {
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
 		msg := rerr.Error()
-		for _, p := range []string{"LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "BUSY"} {
+		for _, p := range []string{"LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "BUSY", "READONLY"} {
 			if strings.HasPrefix(msg, p+" ") || msg == p {
 				return true
 			}

@@ -334,6 +334,12 @@ func TestTransient(t *testing.T) {
 	refused := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(freePort(t)), MaxRetries: -1})
 	defer refused.Close()
 	dial := refused.Ping(context.Background()).Err()
+	// A replica not promoted yet refuses writes with -READONLY (a Sentinel
+	// failover in progress): a real redis-server replica of nobody.
+	replica := testenv.RedisServer(t, testenv.WithArgs("--replicaof", "127.0.0.1", strconv.Itoa(freePort(t))))
+	ro := redis.NewClient(&redis.Options{Addr: replica.Addr(), MaxRetries: -1})
+	defer ro.Close()
+	readonly := ro.Set(context.Background(), "k", "v", 0).Err()
 	for _, c := range []struct {
 		name string
 		err  error
@@ -350,6 +356,7 @@ func TestTransient(t *testing.T) {
 		// too, the publisher exited on it.
 		{"jetstream: no response from stream", fmt.Errorf("publisher: put window.x: %w", jetstream.ErrNoStreamResponse), true},
 		{"redis: connection refused", dial, true},
+		{"redis: " + fmt.Sprint(readonly), readonly, true},
 		{"not there yet", fmt.Errorf("%w: stream not found", connect.ErrNotYet), true},
 		{"deadline", context.DeadlineExceeded, true},
 		{"nats: authorization violation", fmt.Errorf("connect: %w", nats.ErrAuthorization), false},

@@ -1,0 +1,299 @@
+package faults
+
+// Redis losing acknowledged writes (docs/recovery.md, "Redis lost
+// acknowledged writes"): a replica promoted by Sentinel after it missed
+// the primary's last seconds of writes, and a FLUSHALL in the middle of a
+// run. In both, copies of already counted events with other content arrive
+// afterwards, so a validator that judged them against the lost claims, or a
+// windower that counted on top of a lost checkpoint, would count twice.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/receiptflow/receiptflow/pkg/connect"
+	"github.com/receiptflow/receiptflow/pkg/gen"
+	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
+)
+
+// lossSet is the input of the Redis-loss tests: 30k generated records,
+// then a copy with other content of 2% of the valid submissions (written
+// by conflictingCopies), ingested as two runs.
+var lossSet = &dataset{name: "redis-loss", opts: gen.Options{
+	Seed: 91, Events: 30_000, Start: time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC), Hours: 12, Stores: 40,
+	DupRate: 0.03, DisorderRate: 0.2, LateRate: 0.02, InvalidRate: 0.02, V1Share: 0.3, OtherTypeShare: 0.1,
+}}
+
+// conflictingCopies writes, for about 2% of the submissions in base, a
+// copy with the same event_id and other content: half under another
+// partition key (another partition, the same window), half an hour earlier
+// (the same partition, another window). It returns the copies' path and
+// the base+copies file the clean run reads.
+func conflictingCopies(t *testing.T, base string) (copies, combined string) {
+	t.Helper()
+	b, err := os.ReadFile(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(5, 8))
+	var out bytes.Buffer
+	n := 0
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if r.Float64() >= 0.02 {
+			continue
+		}
+		var ev map[string]any
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev["type"] != "submitted" {
+			continue
+		}
+		if _, ok := ev["event_id"].(string); !ok {
+			continue
+		}
+		if n%2 == 0 {
+			key, _ := ev["partition_key"].(string)
+			ev["partition_key"] = "copy-" + key
+		} else if at, ok := ev["occurred_at"].(string); ok {
+			tm, err := time.Parse(time.RFC3339Nano, at)
+			if err != nil {
+				continue
+			}
+			ev["occurred_at"] = tm.Add(-time.Hour).Format(time.RFC3339Nano)
+		} else if m, ok := ev["occurred_minute"].(float64); ok {
+			ev["occurred_minute"] = m - 60
+		} else {
+			continue
+		}
+		line, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Write(line)
+		out.WriteByte('\n')
+		n++
+	}
+	if n < 100 {
+		t.Fatalf("only %d conflicting copies", n)
+	}
+	dir := t.TempDir()
+	copies, combined = filepath.Join(dir, "copies.ndjson"), filepath.Join(dir, "combined.ndjson")
+	if err := os.WriteFile(copies, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(combined, append(append([]byte(nil), b...), out.Bytes()...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d conflicting copies of counted submissions", n)
+	return copies, combined
+}
+
+// lossRun ingests lossSet's records, calls lose once the validator has
+// acknowledged a fifth of them, ingests the conflicting copies after it
+// returned, and requires every window to equal the clean run of the
+// whole input, parity to hold, and the services to have seen the loss
+// (receiptflow_<svc>_state_regressions_total).
+func lossRun(t *testing.T, d *deployment, lose func(ctx context.Context)) {
+	base := lossSet.fixture(t)
+	copies, combined := conflictingCopies(t, base)
+	ds := &dataset{name: "redis-loss-combined"}
+	ds.fixtureOnce.Do(func() { ds.path = combined })
+	ds.cleanRun(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	admin := d.admin(ctx)
+	ip := d.startIngestRuns(ctx, 0, []string{"--events", base})
+	lines := bytes.Count(mustRead(t, base), []byte("\n"))
+	testenv.CheckFor(t, 2*time.Minute, 20*time.Millisecond, func() error {
+		if n := ackedRAW(ctx, admin); n < uint64(lines/5) {
+			return fmt.Errorf("validators acknowledged %d RAW records, want %d", n, lines/5)
+		}
+		return nil
+	})
+	lose(ctx)
+	ip.wait()
+	d.startIngestRuns(ctx, 0, []string{"--events", copies, "--end-of-stream"}).wait()
+	d.logRestarts()
+	o := d.outcome(ctx, admin, ds)
+	o.require(t)
+	// Each regression counted in receiptflow_<svc>_state_regressions_total
+	// is logged with it (the processes' metrics restart with them; their
+	// logs do not).
+	claims, checkpoints := d.logLines("claim progress went back"), d.logLines("Redis lost acknowledged writes")
+	t.Logf("regressions seen: claims %d, checkpoints %d", claims, checkpoints)
+	if claims < 1 || checkpoints < 1 {
+		t.Errorf("the services saw %d claim and %d checkpoint regressions, want both", claims, checkpoints)
+	}
+}
+
+// logLines counts the lines holding msg in every service's log.
+func (d *deployment) logLines(msg string) int {
+	n := 0
+	for _, p := range d.procs {
+		b, err := os.ReadFile(p.log.Name())
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		n += bytes.Count(b, []byte(msg))
+	}
+	return n
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// ackedRAW sums the validators' ack floors on RAW (0 on any error).
+func ackedRAW(ctx context.Context, admin *connect.Conn) uint64 {
+	names := wire.For("")
+	var n uint64
+	for p := 0; p < 8; p++ {
+		c, err := admin.JS.Consumer(ctx, names.Stream(wire.Raw), names.ServiceDurable("validator", p))
+		if err != nil {
+			return 0
+		}
+		n += c.CachedInfo().AckFloor.Consumer
+	}
+	return n
+}
+
+// TestRedisFailoverToALaggingReplica: the services reach Redis through
+// Sentinel (--redis-sentinel). The replica is stalled for 3 s while the
+// pipeline writes, the primary is SIGKILLed, the replica continues and
+// Sentinel promotes it: every claim, ledger entry and checkpoint of those
+// seconds is gone. Conflicting copies of counted events follow.
+func TestRedisFailoverToALaggingReplica(t *testing.T) {
+	d := deployWith(t, setup{later: true})
+	primary := d.redis
+	replica := testenv.RedisServer(t, testenv.WithArgs("--replicaof", "127.0.0.1", strconv.Itoa(port(t, primary.Addr()))))
+	waitReplicating(t, replica.Addr())
+	sentinel := testenv.RedisServer(t, testenv.WithArgs("--sentinel",
+		"--sentinel", "monitor", "rf", "127.0.0.1", strconv.Itoa(port(t, primary.Addr())), "1",
+		"--sentinel", "down-after-milliseconds", "rf", "1000",
+		"--sentinel", "failover-timeout", "rf", "5000"))
+	d.env = append(withoutEnv(d.env, "REDIS_URL"), "REDIS_URL="+sentinel.Addr(), "REDIS_SENTINEL=rf")
+	d.startServices()
+	lossRun(t, d, func(ctx context.Context) {
+		if err := replica.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second) // the replica falls behind: the writes of these seconds exist only on the primary
+		lag := replicationLag(t, primary.Addr())
+		primary.Kill()
+		if err := replica.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr()})
+		defer sc.Close()
+		began := time.Now()
+		testenv.CheckFor(t, time.Minute, 50*time.Millisecond, func() error {
+			addr, err := sc.GetMasterAddrByName(ctx, "rf").Result()
+			if err != nil {
+				return err
+			}
+			if got := addr[0] + ":" + addr[1]; got != replica.Addr() {
+				return fmt.Errorf("sentinel names %s as the master, want the replica %s", got, replica.Addr())
+			}
+			return nil
+		})
+		t.Logf("primary killed %d bytes of replication ahead of the stalled replica; sentinel promoted the replica after %s",
+			lag, time.Since(began).Round(time.Millisecond))
+	})
+}
+
+// TestRedisFLUSHALLMidRun: every key in Redis is deleted while the
+// pipeline runs.
+func TestRedisFLUSHALLMidRun(t *testing.T) {
+	d := deployWith(t, setup{})
+	lossRun(t, d, func(ctx context.Context) {
+		rdb := redis.NewClient(&redis.Options{Addr: d.redis.Addr()})
+		defer rdb.Close()
+		if err := rdb.FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// port is the port of a host:port address.
+func port(t *testing.T, addr string) int {
+	t.Helper()
+	i := strings.LastIndexByte(addr, ':')
+	n, err := strconv.Atoi(addr[i+1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// waitReplicating waits until the replica at addr has its link to the
+// primary up (and so has its data).
+func waitReplicating(t *testing.T, addr string) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	testenv.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		info, err := rdb.Info(context.Background(), "replication").Result()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(info, "master_link_status:up") {
+			return fmt.Errorf("replica link not up yet")
+		}
+		return nil
+	})
+}
+
+// replicationLag is how many bytes of replication the primary at addr
+// has sent past what its replica acknowledged (0 if it cannot tell).
+func replicationLag(t *testing.T, addr string) int64 {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	info, err := rdb.Info(context.Background(), "replication").Result()
+	if err != nil {
+		return 0
+	}
+	var master, acked int64
+	for _, l := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(l, "master_repl_offset:"); ok {
+			master, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(l, "slave0:"); ok {
+			for _, kv := range strings.Split(v, ",") {
+				if o, ok := strings.CutPrefix(kv, "offset="); ok {
+					acked, _ = strconv.ParseInt(o, 10, 64)
+				}
+			}
+		}
+	}
+	return master - acked
+}
+
+// withoutEnv is env without the variable name.
+func withoutEnv(env []string, name string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
