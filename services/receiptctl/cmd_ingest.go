@@ -83,7 +83,12 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// names the first record that is not.
 		var ue *ingest.UnconfirmedError
 		if errors.As(err, &ue) && ue.Line > 0 {
-			err = fmt.Errorf("%w; publish the file again, whole or from line %d on (what is stored already is dropped as a duplicate)", err, ue.Line)
+			if stream.StoreFull(err) {
+				err = fmt.Errorf("%w; the broker's store is full (docs/alerts.md#receiptflowbrokerstorefull): free space, then", err)
+			} else {
+				err = fmt.Errorf("%w;", err)
+			}
+			err = fmt.Errorf("%w publish the file again, whole or from line %d on (what is stored already is dropped as a duplicate)", err, ue.Line)
 		}
 		return explainRefusal(err, refusals, natsSec)
 	}
