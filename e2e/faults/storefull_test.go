@@ -57,8 +57,10 @@ func TestBrokerStoreFull(t *testing.T) {
 	}
 	requireRAWBefore(t, ctx, admin, path, line, string(m[2]))
 
-	// Every service waits for room: the validator always has RAW left to
-	// write to VALID; the others wait when they have something to write.
+	// The services wait for room. The validator has RAW left to write to
+	// VALID when the store fills (ingest sends a batch every few
+	// milliseconds and runs ahead of it); the windowers and the publisher
+	// wait when they have something to write.
 	v := d.procs[0]
 	testenv.CheckFor(t, time.Minute, 100*time.Millisecond, func() error {
 		code, body, err := getProbe(ctx, v.http, "/readyz")
