@@ -122,6 +122,10 @@ func TestAlertRuleTestsCatchABrokenRule(t *testing.T) {
 		{"ReceiptflowWatermarkStuck", "unless on ()\n          max(receiptflow_publisher_source_stale) == 1", "unless on ()\n          max(receiptflow_publisher_source_stale) == 2"},
 		// The dashboard, not a consumer, counts.
 		{"ReceiptflowConsumerNotReady", `up{job="receiptflow", service=~"validator|windower|publisher"} == 0`, `up{job="receiptflow"} == 0`},
+		// Fires later than it should.
+		{"ReceiptflowBrokerStoreFull", "or receiptflow_publisher_broker_store_full == 1\n        for: 1m", "or receiptflow_publisher_broker_store_full == 1\n        for: 5m"},
+		// The validator's full store is missed.
+		{"ReceiptflowBrokerStoreFull", "receiptflow_validator_broker_store_full == 1\n", "receiptflow_validator_broker_store_full == 2\n"},
 	}
 	for _, b := range breaks {
 		t.Run(b.alert, func(t *testing.T) {
@@ -229,7 +233,7 @@ func TestAlertRulesAreTestedAndDocumented(t *testing.T) {
 	known := deployKnownMetrics(t)
 	metric := regexp.MustCompile(`receiptflow_[a-z_]+`)
 	want := []string{"ReceiptflowSourceStale", "ReceiptflowBacklogGrowing", "ReceiptflowCorrectionSpike",
-		"ReceiptflowRejectRateSpike", "ReceiptflowWatermarkStuck", "ReceiptflowConsumerNotReady"}
+		"ReceiptflowRejectRateSpike", "ReceiptflowWatermarkStuck", "ReceiptflowConsumerNotReady", "ReceiptflowBrokerStoreFull"}
 	var names []string
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {

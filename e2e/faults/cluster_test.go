@@ -185,13 +185,6 @@ func TestClusterIngestQuorumLost(t *testing.T) {
 	line, _ := strconv.Atoi(string(m[1]))
 	id := string(m[2])
 	t.Logf("ingest exited 1: first unconfirmed record at line %d, event_id %q", line, id)
-	want := lineIDs(t, path)
-	if line < 1 || line > len(want) {
-		t.Fatalf("line %d is not a line of the file (%d lines)", line, len(want))
-	}
-	if want[line-1] != id {
-		t.Fatalf("line %d of the file has event_id %q, ingest named %q", line, want[line-1], id)
-	}
 
 	for i, n := range c.nodes {
 		if i != keep {
@@ -199,8 +192,29 @@ func TestClusterIngestQuorumLost(t *testing.T) {
 		}
 	}
 	c.waitCurrent(ctx, admin)
-	// The nodes just came back: the first consumer requests may find no
-	// one to answer them yet.
+	requireRAWBefore(t, ctx, admin, path, line, id)
+
+	// The operator re-runs ingest (the whole file: what RAW has is
+	// dropped as a duplicate) and starts the services.
+	c.startIngestArgs(ctx, "--events", path, "--end-of-stream").wait()
+	c.startServices()
+	o := c.outcome(ctx, admin, brokerSet)
+	o.require(t)
+}
+
+// requireRAWBefore fails t unless line of the file at path has event_id
+// id and every record before it is in RAW.
+func requireRAWBefore(t *testing.T, ctx context.Context, admin *connect.Conn, path string, line int, id string) {
+	t.Helper()
+	want := lineIDs(t, path)
+	if line < 1 || line > len(want) {
+		t.Fatalf("line %d is not a line of the file (%d lines)", line, len(want))
+	}
+	if want[line-1] != id {
+		t.Fatalf("line %d of the file has event_id %q, ingest named %q", line, want[line-1], id)
+	}
+	// Right after a fault the first consumer requests may find no one to
+	// answer them yet.
 	var held map[string]bool
 	testenv.CheckFor(t, currentTimeout, 200*time.Millisecond, func() error {
 		held = map[string]bool{}
@@ -223,13 +237,6 @@ func TestClusterIngestQuorumLost(t *testing.T) {
 	if len(missing) > 0 {
 		t.Fatalf("%d records before line %d are not in RAW, e.g. %v", len(missing), line, missing[:min(len(missing), 10)])
 	}
-
-	// The operator re-runs ingest (the whole file: what RAW has is
-	// dropped as a duplicate) and starts the services.
-	c.startIngestArgs(ctx, "--events", path, "--end-of-stream").wait()
-	c.startServices()
-	o := c.outcome(ctx, admin, brokerSet)
-	o.require(t)
 }
 
 // lineIDs returns the event_id of every line of the file ("" for a line

@@ -171,6 +171,9 @@ type proc struct {
 	stopping bool
 	restarts int
 	done     chan struct{}
+	// http is the address of the service's /readyz and /metrics, when
+	// the deployment gave it one (setup.probes).
+	http string
 }
 
 func startProc(t *testing.T, bin, name string, env []string, args ...string) *proc {
@@ -180,6 +183,11 @@ func startProc(t *testing.T, bin, name string, env []string, args ...string) *pr
 		t.Fatal(err)
 	}
 	p := &proc{t: t, name: name, args: args, env: env, log: f, done: make(chan struct{})}
+	for i, a := range args {
+		if a == "--http-addr" && i+1 < len(args) {
+			p.http = args[i+1]
+		}
+	}
 	p.args = append([]string{filepath.Join(bin, name)}, args...)
 	if err := p.spawn(); err != nil {
 		t.Fatal(err)
@@ -277,6 +285,7 @@ type deployment struct {
 	redis   *testenv.RedisProc
 	env     []string
 	procs   []*proc
+	probes  bool
 }
 
 // setup says how deployWith builds a deployment.
@@ -289,6 +298,11 @@ type setup struct {
 	broker bool
 	// later leaves the services to startServices.
 	later bool
+	// maxFileStore is the broker's max_file_store in bytes (0: the
+	// server's default); with broker only.
+	maxFileStore int64
+	// probes gives every service a known --http-addr (proc.http).
+	probes bool
 }
 
 func deploy(t *testing.T, failpoints string, aof bool) *deployment {
@@ -299,9 +313,9 @@ func deploy(t *testing.T, failpoints string, aof bool) *deployment {
 func deployWith(t *testing.T, s setup) *deployment {
 	t.Helper()
 	binaries(t)
-	d := &deployment{t: t}
+	d := &deployment{t: t, probes: s.probes}
 	if s.broker {
-		d.nats = natsproc.Start(t, natsBin.Path(t), natsproc.Options{})
+		d.nats = natsproc.Start(t, natsBin.Path(t), natsproc.Options{MaxFileStore: s.maxFileStore})
 		d.natsURL = d.nats.URL()
 	} else {
 		d.ns, d.natsURL = testenv.NATS(t)
@@ -324,11 +338,21 @@ func (d *deployment) startServices() {
 	t := d.t
 	t.Helper()
 	bin := binaries(t)
+	probe := func(args ...string) []string {
+		if !d.probes {
+			return args
+		}
+		port, err := testenv.Port()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(args, "--http-addr", fmt.Sprintf("127.0.0.1:%d", port))
+	}
 	d.procs = []*proc{
-		startProc(t, bin, "validator", d.env),
-		startProc(t, bin, "windower", d.env, "--instance", "0", "--instances", "2"),
-		startProc(t, bin, "windower", d.env, "--instance", "1", "--instances", "2"),
-		startProc(t, bin, "publisher", d.env),
+		startProc(t, bin, "validator", d.env, probe()...),
+		startProc(t, bin, "windower", d.env, probe("--instance", "0", "--instances", "2")...),
+		startProc(t, bin, "windower", d.env, probe("--instance", "1", "--instances", "2")...),
+		startProc(t, bin, "publisher", d.env, probe()...),
 	}
 }
 

@@ -264,9 +264,18 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 		h.ready.Store(true)
 		log.Info("service started", "partitions", c.Partitions, "owned", d.Owned, "generation", c.Generation)
 		began := time.Now()
-		runErr = svc.Run(ctx)
+		h.restartFull.Store(false)
+		runErr = svc.Run(stream.WithStoreWatch(ctx, &h.full))
 		h.ready.Store(false)
-		if runErr == nil || ctx.Err() != nil || !w.connectionLost(ctx, runErr, d) {
+		storeFull := stream.StoreFull(runErr) && ctx.Err() == nil
+		h.restartFull.Store(storeFull)
+		if storeFull {
+			// A write the broker refused for a full store outside the
+			// consume loop (the publisher's first pass): wait for room as
+			// for a server, and start again (docs/spec.md §4).
+			h.fullRestarts.Add(1)
+			log.Warn("the broker's store is full: waiting for room and starting the service again", "err", runErr)
+		} else if runErr == nil || ctx.Err() != nil || !w.connectionLost(ctx, runErr, d) {
 			break
 		}
 		// A connection error (docs/spec.md §4: never exit for that): wait until both
@@ -276,8 +285,12 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 			restarts.Reset()
 		}
 		pause := restarts.NextBackOff()
-		log.Warn("service stopped on a connection error; waiting for the servers and starting it again", "err", runErr, "after", pause)
-		h.wait("the servers after: " + runErr.Error())
+		if storeFull {
+			h.wait("room in the broker's store (it is full): " + runErr.Error())
+		} else {
+			log.Warn("service stopped on a connection error; waiting for the servers and starting it again", "err", runErr, "after", pause)
+			h.wait("the servers after: " + runErr.Error())
+		}
 		_ = stream.Pause(ctx, pause) // an ended ctx ends the wait below
 		if err := w.until(ctx, "nats", connect.RedactURL(c.NATSURL), func(context.Context) error { return natsUp(d.NATS.NC) }); err != nil {
 			runErr = err
@@ -340,6 +353,19 @@ type health struct {
 	nc      atomic.Pointer[nats.Conn]
 	redisOK atomic.Int64 // unix nanos of the last successful Redis ping
 	maxAge  atomic.Int64 // how old that ping may be, nanos
+	// full learns from the consume loops while the broker's store is
+	// full; restartFull is set while the service waits to start again
+	// after a refusal outside them, counted in fullRestarts.
+	full         stream.StoreWatch
+	restartFull  atomic.Bool
+	fullRestarts atomic.Int64
+}
+
+// storeFull reports whether the service waits for room in the broker's
+// store.
+func (h *health) storeFull() bool {
+	full, _, _ := h.full.Full()
+	return full || h.restartFull.Load()
 }
 
 func (h *health) mux(reg *prometheus.Registry) *http.ServeMux {
@@ -373,6 +399,9 @@ func (h *health) notReady() string {
 	}
 	if nc := h.nc.Load(); nc == nil || !nc.IsConnected() {
 		return "nats not connected"
+	}
+	if full, since, last := h.full.Full(); full {
+		return "the broker's store is full since " + since.UTC().Format(time.RFC3339) + ": waiting for room, nothing acknowledged (" + last + ")"
 	}
 	if age := time.Duration(time.Now().UnixNano() - h.redisOK.Load()); h.maxAge.Load() > 0 && age > time.Duration(h.maxAge.Load()) {
 		return "redis not answering for " + age.Round(time.Second).String()

@@ -67,6 +67,12 @@ func newStats(svc string, r role, d *Deps, h *health, reg prometheus.Registerer,
 			func() float64 { return float64(nc.Stats().Reconnects) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: ns + "ready", Help: "1 while /readyz answers 200."},
 			func() float64 { return b2f(h.notReady() == "") }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: ns + "broker_store_full",
+			Help: "1 while the broker refuses this service's writes because its store is full (max_file_store, an account or stream limit): the service waits and acknowledges nothing."},
+			func() float64 { return b2f(h.storeFull()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: ns + "broker_store_refusals_total",
+			Help: "Writes of this service the broker refused because its store was full."},
+			func() float64 { return float64(h.full.Refusals() + h.fullRestarts.Load()) }),
 	)
 	if len(r.state) > 0 {
 		reg.MustRegister(s.entries, s.windows, s.watermark, s.lag)

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/embedded"
+	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
 )
 
@@ -373,5 +375,66 @@ func TestTransient(t *testing.T) {
 		if got := connect.Transient(c.err); got != c.want {
 			t.Errorf("Transient(%s: %v) = %v, want %v", c.name, c.err, got, c.want)
 		}
+	}
+}
+
+// refusedRunner fails its first fails runs as the publisher's first pass
+// does on a full broker store, then runs until ctx ends.
+type refusedRunner struct {
+	runs    *atomic.Int32
+	fails   int32
+	started chan struct{}
+}
+
+func (r refusedRunner) Run(ctx context.Context) error {
+	if r.runs.Add(1) <= r.fails {
+		return fmt.Errorf("publisher: put window.x: %w", &jetstream.APIError{Code: 503, ErrorCode: stream.ErrCodeInsufficientResources, Description: "insufficient resources"})
+	}
+	close(r.started)
+	<-ctx.Done()
+	return nil
+}
+
+// TestWaitsForRoomInTheBrokerStore: a service whose Run fails because the
+// broker's store is full (outside the consume loop, which waits by
+// itself) does not exit: it is started again after a pause, counted in
+// receiptflow_<svc>_broker_store_refusals_total.
+func TestWaitsForRoomInTheBrokerStore(t *testing.T) {
+	_, natsURL := testenv.NATS(t)
+	r := testenv.RedisServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var log syncBuf
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	var runs atomic.Int32
+	svc := refusedRunner{runs: &runs, fails: 3, started: make(chan struct{})}
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, "publisher", []string{"--nats-url", natsURL, "--redis-url", r.URL(), "--partitions", "2", "--http-addr", addr},
+			&log, func(*Deps) (Runner, error) { return svc, nil })
+	}()
+	select {
+	case <-svc.started:
+	case code := <-done:
+		t.Fatalf("exited %d on a full broker store:\n%s", code, log.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("not started again:\n%s", log.String())
+	}
+	if !strings.Contains(log.String(), "the broker's store is full: waiting for room") {
+		t.Errorf("the log does not say the broker's store is full:\n%s", log.String())
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "receiptflow_publisher_broker_store_refusals_total 3\n") ||
+		!strings.Contains(string(body), "receiptflow_publisher_broker_store_full 0\n") {
+		t.Errorf("metrics after three refusals and a start:\n%s", body)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d:\n%s", code, log.String())
 	}
 }

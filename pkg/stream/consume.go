@@ -145,9 +145,20 @@ func (e *errReset) Error() string { return "stream: reset: " + e.why }
 // explicit one every message of the batch is nak'ed with the backoff's
 // delay, so JetStream redelivers it then. Re-opening the consumer is
 // retried with the same backoff until ctx ends.
+//
+// A handler error that is StoreFull (the broker refuses a write for lack
+// of room) is waited out like a transient one, wrapped with Retry or not:
+// nothing is acknowledged, and the batch is handled again until the
+// broker takes its outputs. The StoreWatch of ctx (WithStoreWatch), if
+// any, knows while this loop waits.
 func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, o BatchOptions, h Handler) error {
 	o = o.withDefaults()
-	l := &loop{js: js, spec: spec, o: o, h: h, retry: o.backoff()}
+	l := &loop{js: js, spec: spec, o: o, h: h, retry: o.backoff(), watch: storeWatchOf(ctx)}
+	defer func() {
+		if l.full && l.watch != nil {
+			l.watch.resumed()
+		}
+	}()
 	for {
 		c, err := l.open(ctx)
 		if err != nil {
@@ -182,6 +193,9 @@ type loop struct {
 	// (its batch returned nil); zero before the first.
 	processed uint64
 	resets    int
+	// watch learns while the loop waits for the broker's store (full).
+	watch *StoreWatch
+	full  bool
 }
 
 // resumeAt is the checkpoint: the first stream sequence not processed, or
@@ -331,13 +345,18 @@ func (l *loop) handle(ctx context.Context, batch []jetstream.Msg) error {
 	for {
 		out, err := l.h(ctx, batch)
 		if err == nil {
+			l.roomAgain()
 			return l.ack(batch, out)
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		if !errors.Is(err, ErrRetry) {
+		full := StoreFull(err)
+		if !full && !errors.Is(err, ErrRetry) {
 			return err
+		}
+		if full {
+			l.storeFull(err)
 		}
 		d := l.retry.NextBackOff()
 		if !l.spec.AckAll {
@@ -357,6 +376,30 @@ func (l *loop) handle(ctx context.Context, batch []jetstream.Msg) error {
 			return nil
 		case <-t.C:
 		}
+	}
+}
+
+// storeFull records that the broker refused the batch's outputs for a
+// full store.
+func (l *loop) storeFull(err error) {
+	if !l.full {
+		l.o.Logger.Warn("the broker's store is full: waiting for room, nothing acknowledged", "durable", l.spec.Durable, "err", err)
+	}
+	if l.watch != nil {
+		l.watch.refused(err, !l.full)
+	}
+	l.full = true
+}
+
+// roomAgain ends the loop's wait for a full store, if it waited.
+func (l *loop) roomAgain() {
+	if !l.full {
+		return
+	}
+	l.full = false
+	l.o.Logger.Info("the broker's store took the outputs again", "durable", l.spec.Durable)
+	if l.watch != nil {
+		l.watch.resumed()
 	}
 }
 

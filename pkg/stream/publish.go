@@ -326,7 +326,7 @@ func (o *OrderedPublisher) tryRange(ctx context.Context, msgs []*nats.Msg) (refu
 // flight a retry cannot reorder anything.
 func (o *OrderedPublisher) publishOne(ctx context.Context, m *nats.Msg) (dup bool, err error) {
 	var sent time.Time
-	ack, err := RetryOp(ctx, o.backoff(), Retryable, nil, func(ctx context.Context) (*jetstream.PubAck, error) {
+	ack, err := RetryOp(ctx, o.backoff(), retryableHere, nil, func(ctx context.Context) (*jetstream.PubAck, error) {
 		sent = time.Now()
 		return o.publishAsync(ctx, withoutBatchHeaders(m))
 	})
@@ -342,7 +342,7 @@ func (o *OrderedPublisher) publishOne(ctx context.Context, m *nats.Msg) (dup boo
 // the successful attempt was sent.
 func (o *OrderedPublisher) commitRetrying(ctx context.Context, msgs []*nats.Msg) (time.Time, error) {
 	var sent time.Time
-	_, err := RetryOp(ctx, o.backoff(), Retryable, nil, func(ctx context.Context) (struct{}, error) {
+	_, err := RetryOp(ctx, o.backoff(), retryableHere, nil, func(ctx context.Context) (struct{}, error) {
 		sent = time.Now()
 		return struct{}{}, o.commit(ctx, msgs)
 	})
@@ -356,8 +356,8 @@ func (o *OrderedPublisher) backoff() Backoff {
 }
 
 // Retryable tells a passing failure of a publish (no stream leader yet, a
-// lost connection, a timeout, a batch lost with its server) from a refusal
-// that another attempt cannot change (false).
+// lost connection, a timeout, a batch lost with its server, a full store:
+// StoreFull) from a refusal that another attempt cannot change (false).
 func Retryable(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
@@ -373,6 +373,11 @@ func Retryable(err error) bool {
 	}
 	return !errors.Is(err, context.Canceled) && !errors.Is(err, nats.ErrConnectionClosed)
 }
+
+// retryableHere is what OrderedPublisher retries itself: Retryable but a
+// full store, which it hands back at once for the consume loop to wait
+// out (and report: StoreWatch).
+func retryableHere(err error) bool { return Retryable(err) && !StoreFull(err) }
 
 // commit sends msgs as one atomic batch under a new batch id and waits for
 // the commit's answer. Every message goes through js.PublishMsgAsync (so a

@@ -34,7 +34,7 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	ensure := fs.Bool("ensure-streams", envBool("RECEIPTS_ENSURE_STREAMS", true),
 		"create the streams and buckets if RAW does not exist yet (env RECEIPTS_ENSURE_STREAMS); needs admin rights. When RAW exists ingest only looks it up, so the least-privilege ingest user needs no create rights")
 	retryFor := fs.Duration("retry-for", 30*time.Second,
-		"how long to keep retrying a batch the broker does not confirm (restarts, leader elections) before giving up with exit 1, naming the first unconfirmed record")
+		"how long to keep retrying a batch the broker does not confirm (restarts, leader elections, a full store) before giving up with exit 1, naming the first unconfirmed record")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -83,7 +83,12 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// names the first record that is not.
 		var ue *ingest.UnconfirmedError
 		if errors.As(err, &ue) && ue.Line > 0 {
-			err = fmt.Errorf("%w; publish the file again, whole or from line %d on (what is stored already is dropped as a duplicate)", err, ue.Line)
+			if stream.StoreFull(err) {
+				err = fmt.Errorf("%w; the broker's store is full (docs/alerts.md#receiptflowbrokerstorefull): free space, then", err)
+			} else {
+				err = fmt.Errorf("%w;", err)
+			}
+			err = fmt.Errorf("%w publish the file again, whole or from line %d on (what is stored already is dropped as a duplicate)", err, ue.Line)
 		}
 		return explainRefusal(err, refusals, natsSec)
 	}

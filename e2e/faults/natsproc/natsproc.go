@@ -9,6 +9,7 @@ package natsproc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -86,6 +87,9 @@ type Options struct {
 	// SyncInterval is the file store's sync_interval (default "always":
 	// every acknowledged write is on disk before the ack).
 	SyncInterval string
+	// MaxFileStore is the JetStream max_file_store in bytes (0: the
+	// server's default, a share of the disk). SetMaxFileStore raises it.
+	MaxFileStore int64
 	// Extra is appended to the generated config file verbatim.
 	Extra string
 }
@@ -241,7 +245,11 @@ func newServerOn(t testing.TB, bin string, opts Options, mport int) *Server {
 func (s *Server) writeConf() error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "server_name: %q\nlisten: \"127.0.0.1:%d\"\nhttp: \"127.0.0.1:%d\"\n", s.opts.Name, s.opts.Port, s.mport)
-	fmt.Fprintf(&b, "jetstream {\n  store_dir: %q\n  sync_interval: %s\n}\n", filepath.Join(s.opts.Dir, "store"), s.opts.SyncInterval)
+	fmt.Fprintf(&b, "jetstream {\n  store_dir: %q\n  sync_interval: %s\n", filepath.Join(s.opts.Dir, "store"), s.opts.SyncInterval)
+	if s.opts.MaxFileStore > 0 {
+		fmt.Fprintf(&b, "  max_file_store: %d\n", s.opts.MaxFileStore)
+	}
+	b.WriteString("}\n")
 	if c := s.opts.Cluster; c != nil {
 		fmt.Fprintf(&b, "cluster {\n  name: %q\n  listen: \"127.0.0.1:%d\"\n  routes: [\n", c.Name, c.Port)
 		for _, p := range c.Routes {
@@ -336,6 +344,60 @@ func (s *Server) PID() int {
 	default:
 		return s.cmd.Process.Pid
 	}
+}
+
+// SetMaxFileStore rewrites the config with max_file_store n and reloads
+// the running server (SIGHUP), then waits until /jsz reports the new
+// limit. nats-server reloads a raised limit only: a lower one, or one set
+// where none was, is refused (the server logs why) and this times out.
+// It must not overlap Restart.
+func (s *Server) SetMaxFileStore(n int64) error {
+	s.opts.MaxFileStore = n
+	if err := s.writeConf(); err != nil {
+		return err
+	}
+	if err := s.Signal(syscall.SIGHUP); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	for {
+		js, err := s.JetStreamUsage(ctx)
+		if err == nil && js.MaxStore == n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("natsproc: max_file_store %d not in effect on %s (%v)\n--- %s (tail):\n%s", n, s.opts.Name, err, s.logPath, tail(s.logPath, 20))
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}
+
+// Usage is what the server's JetStream stores hold and may hold.
+type Usage struct {
+	Store    int64 `json:"storage"`
+	MaxStore int64 `json:"max_storage"`
+}
+
+// JetStreamUsage reads the file store's use and limit from /jsz.
+func (s *Server) JetStreamUsage(ctx context.Context) (Usage, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/jsz", s.mport), nil)
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
+	if err != nil {
+		return Usage{}, err
+	}
+	defer resp.Body.Close()
+	var jsz struct {
+		Storage int64 `json:"storage"`
+		Config  struct {
+			MaxStore int64 `json:"max_storage"`
+		} `json:"config"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&jsz); err != nil {
+		return Usage{}, fmt.Errorf("natsproc: /jsz: %w", err)
+	}
+	return Usage{Store: jsz.Storage, MaxStore: jsz.Config.MaxStore}, nil
 }
 
 // Pause stops the server's process (SIGSTOP) without killing it: a
