@@ -126,6 +126,10 @@ func TestAlertRuleTestsCatchABrokenRule(t *testing.T) {
 		{"ReceiptflowBrokerStoreFull", "or receiptflow_publisher_broker_store_full == 1\n        for: 1m", "or receiptflow_publisher_broker_store_full == 1\n        for: 5m"},
 		// The validator's full store is missed.
 		{"ReceiptflowBrokerStoreFull", "receiptflow_validator_broker_store_full == 1\n", "receiptflow_validator_broker_store_full == 2\n"},
+		// Fires later than it should: a regression is told at once.
+		{"ReceiptflowRedisStateRegressed", "or increase(receiptflow_windower_state_regressions_total[15m]) > 0\n        for: 0m", "or increase(receiptflow_windower_state_regressions_total[15m]) > 0\n        for: 5m"},
+		// The validator's lost claims are missed.
+		{"ReceiptflowRedisStateRegressed", "increase(receiptflow_validator_state_regressions_total[15m]) > 0\n", "increase(receiptflow_validator_state_regressions_total[15m]) > 1\n"},
 	}
 	for _, b := range breaks {
 		t.Run(b.alert, func(t *testing.T) {
@@ -233,7 +237,8 @@ func TestAlertRulesAreTestedAndDocumented(t *testing.T) {
 	known := deployKnownMetrics(t)
 	metric := regexp.MustCompile(`receiptflow_[a-z_]+`)
 	want := []string{"ReceiptflowSourceStale", "ReceiptflowBacklogGrowing", "ReceiptflowCorrectionSpike",
-		"ReceiptflowRejectRateSpike", "ReceiptflowWatermarkStuck", "ReceiptflowConsumerNotReady", "ReceiptflowBrokerStoreFull"}
+		"ReceiptflowRejectRateSpike", "ReceiptflowWatermarkStuck", "ReceiptflowConsumerNotReady", "ReceiptflowRedisStateRegressed",
+		"ReceiptflowBrokerStoreFull"}
 	var names []string
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
