@@ -19,7 +19,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/receiptflow/receiptflow/pkg/ledger"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // checkEvery is how often every owned partition's checkpoint in Redis is
@@ -70,6 +73,9 @@ func (ps *partState) stop(run int, cause error) bool {
 // again from Redis's checkpoint each time Redis is found to have lost
 // writes.
 func (s *Service) runPartition(ctx context.Context, p int, ps *partState) error {
+	if err := s.checkAtStart(ctx, p); err != nil {
+		return err
+	}
 	for {
 		pctx, cancel := context.WithCancelCause(ctx)
 		err := s.runPartitionFrom(pctx, p, ps, cancel)
@@ -89,6 +95,32 @@ func (s *Service) runPartition(ctx context.Context, p int, ps *partState) error 
 		s.cfg.Logger.Error("Redis lost acknowledged writes: the partition resumes from the checkpoint Redis holds and applies VALID again from there",
 			"partition", p, "err", why)
 	}
+}
+
+// checkAtStart counts a loss that happened while no run of partition p was
+// watching (Redis lost writes while the windower was down): the checkpoint
+// is then behind what the partition's consumer acknowledged, which it
+// acknowledged only after applying. The run resumes from the checkpoint
+// either way.
+func (s *Service) checkAtStart(ctx context.Context, p int) error {
+	var acked uint64
+	c, err := s.js.Consumer(ctx, s.cfg.Names.Stream(wire.Valid), s.durable(p))
+	switch {
+	case err == nil:
+		acked = c.CachedInfo().AckFloor.Stream
+	case !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return fmt.Errorf("windower: partition %d consumer: %w", p, err)
+	}
+	ck, err := s.store.Checkpoint(ctx, p)
+	if err != nil {
+		return err
+	}
+	if ck.Seq < acked {
+		s.m.regressions.WithLabelValues("checkpoint").Inc()
+		s.cfg.Logger.Error("Redis lost acknowledged writes: the partition resumes from the checkpoint Redis holds and applies VALID again from there",
+			"partition", p, "checkpoint", ck.Seq, "acknowledged", acked)
+	}
+	return nil
 }
 
 // watchCheckpoints stops the run of an owned partition whose checkpoint

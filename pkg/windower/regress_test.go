@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/receiptflow/receiptflow/pkg/testenv"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // TestLostStateOfAnIdlePartitionIsReplayed: every record of the partition
@@ -56,7 +56,89 @@ func TestLostStateOfAnIdlePartitionIsReplayed(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.CheckFor(t, 30*time.Second, 20*time.Millisecond, counted)
-	if got := testutil.ToFloat64(w.m.regressions.WithLabelValues("checkpoint")); got != 1 {
+	if got := regressionsOn(t, reg); got != 1 {
 		t.Errorf("receiptflow_windower_state_regressions_total{state=checkpoint} is %v, want 1", got)
 	}
+}
+
+// TestLostStateWhileStoppedIsCounted: Redis loses a partition's state
+// while no windower runs; the next one counts the regression (its
+// checkpoint is behind what the consumer acknowledged) and rebuilds the
+// window from VALID.
+func TestLostStateWhileStoppedIsCounted(t *testing.T) {
+	f := newFixture(t)
+	const n = 30
+	at := time.Date(2026, 12, 2, 10, 15, 0, 0, time.UTC)
+	for i := 1; i <= n; i++ {
+		f.submit("stopped-"+strconv.Itoa(i), at, i)
+	}
+	id := window.Of(at.UnixMilli()).ID
+	counted := func() error {
+		v, err := f.store.Read(f.ctx, 0, []string{id})
+		if err != nil {
+			return err
+		}
+		if v.Seq != n || v.Partials[id].Count != n {
+			return fmt.Errorf("checkpoint %d, count %d; want %d and %d", v.Seq, v.Partials[id].Count, n, n)
+		}
+		return nil
+	}
+	acked := func() error {
+		c, err := f.js.Consumer(f.ctx, f.names.Stream(wire.Valid), f.names.ServiceDurable("windower", 0))
+		if err != nil {
+			return err
+		}
+		if got := c.CachedInfo().AckFloor.Stream; got != n {
+			return fmt.Errorf("acknowledged through %d, want %d", got, n)
+		}
+		return nil
+	}
+	run := func(reg *prometheus.Registry, until ...func() error) *Service {
+		w := New(f.js, f.store, Config{Names: f.names, Partitions: 1, Registerer: reg})
+		ctx, cancel := context.WithCancel(f.ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := w.Run(ctx); err != nil {
+				t.Errorf("windower: %v", err)
+			}
+		}()
+		for _, u := range until {
+			testenv.CheckFor(t, 30*time.Second, 20*time.Millisecond, u)
+		}
+		cancel()
+		<-done
+		return w
+	}
+	run(prometheus.NewRegistry(), counted, acked)
+	if err := f.rdb.FlushAll(f.ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	run(reg, counted)
+	if got := regressionsOn(t, reg); got != 1 {
+		t.Errorf("receiptflow_windower_state_regressions_total{state=checkpoint} is %v, want 1", got)
+	}
+}
+
+// regressionsOn is receiptflow_windower_state_regressions_total{state=checkpoint} on reg.
+func regressionsOn(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "receiptflow_windower_state_regressions_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "state" && l.GetValue() == "checkpoint" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
