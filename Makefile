@@ -121,11 +121,15 @@ faults:
 ## CHAOS_KILLS faults each, every round compared with the clean run; the
 ## lines "chaos: ..." and "chaos cluster: ..." have the figures
 ## (docs/recovery.md records runs). CHAOS_RUN=TestChaosCluster runs one.
+## TestChaosRedisFailover fails a Sentinel-watched Redis over CHAOS_FAILOVERS
+## times (replication cut first, so each failover loses acknowledged writes);
+## its line is "chaos redis failover: ...".
 CHAOS_KILLS   ?= 100
 CHAOS_TIMEOUT ?= 60m
-CHAOS_RUN     ?= TestChaos|TestChaosCluster
+CHAOS_FAILOVERS ?= 10
+CHAOS_RUN     ?= TestChaos|TestChaosCluster|TestChaosRedisFailover
 chaos:
-	RECEIPTFLOW_CHAOS_KILLS=$(CHAOS_KILLS) $(GO) test -tags chaos -count=1 -timeout $(CHAOS_TIMEOUT) -v -run '^($(CHAOS_RUN))$$' $(TESTFLAGS) ./e2e/faults
+	RECEIPTFLOW_CHAOS_KILLS=$(CHAOS_KILLS) RECEIPTFLOW_CHAOS_FAILOVERS=$(CHAOS_FAILOVERS) $(GO) test -tags chaos -count=1 -timeout $(CHAOS_TIMEOUT) -v -run '^($(CHAOS_RUN))$$' $(TESTFLAGS) ./e2e/faults
 
 ## e2e: the end-to-end suite only
 e2e:

@@ -82,19 +82,33 @@ func (f *chaosFigures) String() string {
 		f.rounds, f.total(), f.noun, strings.Join(per, ", "), f.events, f.equal, f.windows, f.lost, f.double, f.parityFailed)
 }
 
-func TestChaos(t *testing.T) { chaosSoak(t, "chaos", "kills", chaosRound) }
+func TestChaos(t *testing.T) {
+	chaosSoak(t, "chaos", "kills", envInt(t, "RECEIPTFLOW_CHAOS_KILLS", 100), chaosRound)
+}
 
 // TestChaosCluster is the soak in the cluster shape of docs/deployment.md
 // (three nats-server nodes, R3): the faults are SIGKILLs and SIGSTOP
 // stalls of random nodes, services, redis-server and ingest.
-func TestChaosCluster(t *testing.T) { chaosSoak(t, "chaos cluster", "faults", chaosClusterRound) }
+func TestChaosCluster(t *testing.T) {
+	chaosSoak(t, "chaos cluster", "faults", envInt(t, "RECEIPTFLOW_CHAOS_KILLS", 100), chaosClusterRound)
+}
 
-// chaosSoak runs rounds until at least RECEIPTFLOW_CHAOS_KILLS faults were
-// made and prints the summary line, headed label.
-func chaosSoak(t *testing.T, label, noun string, round func(*testing.T, *rand.Rand, *chaosFigures)) {
+// TestChaosRedisFailover is the soak with Redis failovers as the nemesis:
+// the services reach Redis through Sentinel, and every 1–3 s the
+// replication stream is cut for 0.5–3 s, the master SIGKILLed and the
+// replica promoted, after which the dead node comes back empty as the new
+// replica. The input is lossSet and its conflicting copies, so lost claims
+// would show as double counts. Rounds go on until
+// RECEIPTFLOW_CHAOS_FAILOVERS failovers (default 10).
+func TestChaosRedisFailover(t *testing.T) {
+	chaosSoak(t, "chaos redis failover", "failovers", envInt(t, "RECEIPTFLOW_CHAOS_FAILOVERS", 10), chaosRedisRound)
+}
+
+// chaosSoak runs rounds until at least target faults were made and prints
+// the summary line, headed label.
+func chaosSoak(t *testing.T, label, noun string, target int, round func(*testing.T, *rand.Rand, *chaosFigures)) {
 	seed := chaosSeed(t)
 	r := rand.New(rand.NewPCG(seed, seed^0x5eed))
-	target := envInt(t, "RECEIPTFLOW_CHAOS_KILLS", 100)
 	maxRounds := envInt(t, "RECEIPTFLOW_CHAOS_ROUNDS", 20)
 	brokerSet.cleanRun(t)
 	began := time.Now()
@@ -152,15 +166,15 @@ func chaosRound(t *testing.T, r *rand.Rand, fig *chaosFigures) {
 		kills[v]++
 	}
 	ip.wait()
-	fig.add(t, d.outcome(ctx, admin, brokerSet), kills)
+	fig.add(t, d.outcome(ctx, admin, brokerSet), kills, brokerEvents)
 }
 
 // add records one round's outcome and faults, logs them, and fails the
 // round if it differs from the clean run.
-func (fig *chaosFigures) add(t *testing.T, o *outcome, kills map[string]int) {
+func (fig *chaosFigures) add(t *testing.T, o *outcome, kills map[string]int, events int) {
 	t.Helper()
 	fig.rounds++
-	fig.events += brokerEvents
+	fig.events += events
 	fig.windows += o.windows
 	fig.equal += o.equal
 	fig.lost += o.lost
@@ -250,5 +264,40 @@ func chaosClusterRound(t *testing.T, r *rand.Rand, fig *chaosFigures) {
 		faults[kind]++
 	}
 	ip.wait()
-	fig.add(t, c.outcome(ctx, admin, brokerSet), faults)
+	fig.add(t, c.outcome(ctx, admin, brokerSet), faults, brokerEvents)
+}
+
+// chaosRedisRound runs lossSet and its conflicting copies once through a
+// fresh deployment on a Sentinel-watched Redis pair, failing the master
+// over again and again, and adds its figures to fig.
+func chaosRedisRound(t *testing.T, r *rand.Rand, fig *chaosFigures) {
+	d := deployWith(t, setup{later: true})
+	ha := startRedisHA(t, d)
+	d.startServices()
+	ctx, cancel := context.WithTimeout(context.Background(), chaosRoundTimeout)
+	defer cancel()
+	admin := d.admin(ctx)
+	copies, all := lossInput(t)
+	paths, _ := splitFixture(t, lossSet.fixture(t), 10)
+	var runs [][]string
+	for _, p := range paths {
+		runs = append(runs, []string{"--events", p})
+	}
+	runs = append(runs, []string{"--events", copies, "--end-of-stream"})
+	ip := d.startIngestRuns(ctx, 300*time.Millisecond, runs...)
+	faults := map[string]int{}
+	for ctx.Err() == nil {
+		time.Sleep(time.Duration(1000+r.IntN(2000)) * time.Millisecond)
+		if ip.finished() {
+			if n, known := pending(ctx, admin); known && n == 0 {
+				break
+			}
+		}
+		lag, took := ha.failover(ctx, time.Duration(500+r.IntN(2500))*time.Millisecond)
+		t.Logf("failover: %d bytes of replication lost, promoted after %s", lag, took.Round(time.Millisecond))
+		faults["redis-failover"]++
+		ha.rejoin(ctx)
+	}
+	ip.wait()
+	fig.add(t, d.outcome(ctx, admin, all), faults, lossSet.opts.Events)
 }

@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,12 +40,36 @@ var lossSet = &dataset{name: "redis-loss", opts: gen.Options{
 	DupRate: 0.03, DisorderRate: 0.2, LateRate: 0.02, InvalidRate: 0.02, V1Share: 0.3, OtherTypeShare: 0.1,
 }}
 
+var (
+	lossOnce   sync.Once
+	lossCopies string
+	// lossAll is lossSet's records followed by their copies: what the
+	// clean run reads, made once per test binary.
+	lossAll = &dataset{name: "redis-loss-combined"}
+)
+
+// lossInput returns the path of lossSet's conflicting copies and the
+// dataset of the whole input (records, then copies).
+func lossInput(t *testing.T) (copies string, all *dataset) {
+	t.Helper()
+	base := lossSet.fixture(t)
+	lossOnce.Do(func() {
+		var combined string
+		lossCopies, combined = conflictingCopies(t, base, dataDir)
+		lossAll.fixtureOnce.Do(func() { lossAll.path = combined })
+	})
+	if lossCopies == "" {
+		t.Fatal("the conflicting copies were not written")
+	}
+	return lossCopies, lossAll
+}
+
 // conflictingCopies writes, for about 2% of the submissions in base, a
 // copy with the same event_id and other content: half under another
 // partition key (another partition, the same window), half an hour earlier
 // (the same partition, another window). It returns the copies' path and
-// the base+copies file the clean run reads.
-func conflictingCopies(t *testing.T, base string) (copies, combined string) {
+// the base+copies file the clean run reads, both in dir.
+func conflictingCopies(t *testing.T, base, dir string) (copies, combined string) {
 	t.Helper()
 	b, err := os.ReadFile(base)
 	if err != nil {
@@ -91,8 +116,7 @@ func conflictingCopies(t *testing.T, base string) (copies, combined string) {
 	if n < 100 {
 		t.Fatalf("only %d conflicting copies", n)
 	}
-	dir := t.TempDir()
-	copies, combined = filepath.Join(dir, "copies.ndjson"), filepath.Join(dir, "combined.ndjson")
+	copies, combined = filepath.Join(dir, "redis-loss-copies.ndjson"), filepath.Join(dir, "redis-loss-combined.ndjson")
 	if err := os.WriteFile(copies, out.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -110,9 +134,7 @@ func conflictingCopies(t *testing.T, base string) (copies, combined string) {
 // (receiptflow_<svc>_state_regressions_total).
 func lossRun(t *testing.T, d *deployment, lose func(ctx context.Context)) {
 	base := lossSet.fixture(t)
-	copies, combined := conflictingCopies(t, base)
-	ds := &dataset{name: "redis-loss-combined"}
-	ds.fixtureOnce.Do(func() { ds.path = combined })
+	copies, ds := lossInput(t)
 	ds.cleanRun(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -205,6 +227,28 @@ func ackedRAW(ctx context.Context, admin *connect.Conn) uint64 {
 // gone. Conflicting copies of counted events follow.
 func TestRedisFailoverToALaggingReplica(t *testing.T) {
 	d := deployWith(t, setup{later: true})
+	ha := startRedisHA(t, d)
+	d.startServices()
+	lossRun(t, d, func(ctx context.Context) {
+		lag, took := ha.failover(ctx, 3*time.Second)
+		t.Logf("primary killed %d bytes of replication its replica never received; sentinel promoted the replica after %s",
+			lag, took.Round(time.Millisecond))
+	})
+}
+
+// redisHA is a primary, its replica and one Sentinel watching them (master
+// name rf), which the deployment's services reach through the Sentinel.
+type redisHA struct {
+	t        *testing.T
+	nodes    [2]*testenv.RedisProc
+	sentinel *testenv.RedisProc
+}
+
+// startRedisHA makes the deployment's redis-server the primary of a
+// replica and a Sentinel, and points the services (not started yet) at
+// the Sentinel.
+func startRedisHA(t *testing.T, d *deployment) *redisHA {
+	t.Helper()
 	primary := d.redis
 	replica := testenv.RedisServer(t, testenv.WithArgs("--replicaof", "127.0.0.1", strconv.Itoa(port(t, primary.Addr()))))
 	waitReplicating(t, replica.Addr())
@@ -213,32 +257,66 @@ func TestRedisFailoverToALaggingReplica(t *testing.T) {
 		"--sentinel", "down-after-milliseconds", "rf", "1000",
 		"--sentinel", "failover-timeout", "rf", "5000"))
 	d.env = append(withoutEnv(d.env, "REDIS_URL"), "REDIS_URL="+sentinel.Addr(), "REDIS_SENTINEL=rf")
-	d.startServices()
-	lossRun(t, d, func(ctx context.Context) {
-		// The replication stream stops reaching the replica (dropped on
-		// the way, so nothing waits in a socket buffer to arrive later):
-		// the writes of these seconds exist only on the primary.
-		heal := dropReplication(t, primary.Addr())
-		time.Sleep(3 * time.Second)
-		lag := replicationLag(t, primary.Addr())
-		primary.Kill()
-		heal()
-		sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr()})
-		defer sc.Close()
-		began := time.Now()
-		testenv.CheckFor(t, time.Minute, 50*time.Millisecond, func() error {
-			addr, err := sc.GetMasterAddrByName(ctx, "rf").Result()
-			if err != nil {
-				return err
-			}
-			if got := addr[0] + ":" + addr[1]; got != replica.Addr() {
-				return fmt.Errorf("sentinel names %s as the master, want the replica %s", got, replica.Addr())
-			}
-			return nil
-		})
-		t.Logf("primary killed %d bytes of replication its replica never received; sentinel promoted the replica after %s",
-			lag, time.Since(began).Round(time.Millisecond))
+	return &redisHA{t: t, nodes: [2]*testenv.RedisProc{primary, replica}, sentinel: sentinel}
+}
+
+// master is the node the Sentinel names master, and the other one.
+func (h *redisHA) master(ctx context.Context) (master, other *testenv.RedisProc, err error) {
+	sc := redis.NewSentinelClient(&redis.Options{Addr: h.sentinel.Addr()})
+	defer sc.Close()
+	addr, err := sc.GetMasterAddrByName(ctx, "rf").Result()
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, n := range h.nodes {
+		if n.Addr() == addr[0]+":"+addr[1] {
+			return n, h.nodes[1-i], nil
+		}
+	}
+	return nil, nil, fmt.Errorf("sentinel names %v, no node of ours", addr)
+}
+
+// failover cuts the replication stream for cut, SIGKILLs the master and
+// waits until the Sentinel has promoted the other node. It returns how
+// many bytes of replication the replica missed and how long the promotion
+// took.
+func (h *redisHA) failover(ctx context.Context, cut time.Duration) (lag int64, took time.Duration) {
+	t := h.t
+	master, other, err := h.master(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The replication stream stops reaching the replica (dropped on the
+	// way, so nothing waits in a socket buffer to arrive later): the
+	// writes of these seconds exist only on the master.
+	heal := dropReplication(t, master.Addr())
+	time.Sleep(cut)
+	lag = replicationLag(t, master.Addr())
+	master.Kill()
+	heal()
+	began := time.Now()
+	testenv.CheckFor(t, time.Minute, 50*time.Millisecond, func() error {
+		m, _, err := h.master(ctx)
+		if err != nil {
+			return err
+		}
+		if m != other {
+			return fmt.Errorf("sentinel still names %s", m.Addr())
+		}
+		return nil
 	})
+	return lag, time.Since(began)
+}
+
+// rejoin restarts the dead node (empty: nothing persisted) and waits
+// until the Sentinel has made it a replica of the master again.
+func (h *redisHA) rejoin(ctx context.Context) {
+	_, dead, err := h.master(ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	dead.Restart(h.t)
+	waitReplicating(h.t, dead.Addr())
 }
 
 // TestRedisFLUSHALLMidRun: every key in Redis is deleted while the
