@@ -161,8 +161,11 @@ var ingestNow = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
 // proc is one service process, restarted whenever it dies until stopped.
 type proc struct {
-	t        *testing.T
-	name     string
+	t    *testing.T
+	name string
+	// http is the address of its /readyz and /metrics (--http-addr), or
+	// "" when it was started without one.
+	http     string
 	args     []string
 	env      []string
 	log      *os.File
@@ -289,6 +292,9 @@ type setup struct {
 	broker bool
 	// later leaves the services to startServices.
 	later bool
+	// redisArgs are extra redis-server arguments (testenv.WithArgs);
+	// env extra service environment.
+	redisArgs, env []string
 }
 
 func deploy(t *testing.T, failpoints string, aof bool) *deployment {
@@ -306,12 +312,12 @@ func deployWith(t *testing.T, s setup) *deployment {
 	} else {
 		d.ns, d.natsURL = testenv.NATS(t)
 	}
+	ropts := []testenv.RedisOption{testenv.WithArgs(s.redisArgs...)}
 	if s.aof {
-		d.redis = testenv.RedisServer(t, testenv.WithAOF())
-	} else {
-		d.redis = testenv.RedisServer(t)
+		ropts = append(ropts, testenv.WithAOF())
 	}
-	d.env = []string{"NATS_URL=" + d.natsURL, "REDIS_URL=" + d.redis.URL(), "RECEIPTS_FAILPOINTS=" + s.failpoints}
+	d.redis = testenv.RedisServer(t, ropts...)
+	d.env = append([]string{"NATS_URL=" + d.natsURL, "REDIS_URL=" + d.redis.URL(), "RECEIPTS_FAILPOINTS=" + s.failpoints}, s.env...)
 	if !s.later {
 		d.startServices()
 	}
@@ -319,16 +325,23 @@ func deployWith(t *testing.T, s setup) *deployment {
 }
 
 // startServices starts the validator, two windowers splitting the
-// partitions and the publisher, each restarted whenever it dies.
+// partitions and the publisher, each restarted whenever it dies, each
+// serving /readyz and /metrics on a free loopback port (proc.http).
 func (d *deployment) startServices() {
 	t := d.t
 	t.Helper()
 	bin := binaries(t)
+	start := func(name string, args ...string) *proc {
+		addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+		p := startProc(t, bin, name, d.env, append(args, "--http-addr", addr)...)
+		p.http = addr
+		return p
+	}
 	d.procs = []*proc{
-		startProc(t, bin, "validator", d.env),
-		startProc(t, bin, "windower", d.env, "--instance", "0", "--instances", "2"),
-		startProc(t, bin, "windower", d.env, "--instance", "1", "--instances", "2"),
-		startProc(t, bin, "publisher", d.env),
+		start("validator"),
+		start("windower", "--instance", "0", "--instances", "2"),
+		start("windower", "--instance", "1", "--instances", "2"),
+		start("publisher"),
 	}
 }
 
