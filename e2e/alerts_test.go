@@ -122,6 +122,10 @@ func TestAlertRuleTestsCatchABrokenRule(t *testing.T) {
 		{"ReceiptflowWatermarkStuck", "unless on ()\n          max(receiptflow_publisher_source_stale) == 1", "unless on ()\n          max(receiptflow_publisher_source_stale) == 2"},
 		// The dashboard, not a consumer, counts.
 		{"ReceiptflowConsumerNotReady", `up{job="receiptflow", service=~"validator|windower|publisher"} == 0`, `up{job="receiptflow"} == 0`},
+		// A windower waiting on a full Redis goes unnoticed.
+		{"ReceiptflowRedisFull", "receiptflow_windower_redis_full == 1", "receiptflow_windower_redis_full == 2"},
+		// A policy set right within the minute alerts anyway.
+		{"ReceiptflowRedisUnsafeEviction", "receiptflow_publisher_redis_unsafe_eviction_policy == 1\n        for: 1m", "receiptflow_publisher_redis_unsafe_eviction_policy == 1\n        for: 0s"},
 	}
 	for _, b := range breaks {
 		t.Run(b.alert, func(t *testing.T) {
@@ -229,7 +233,8 @@ func TestAlertRulesAreTestedAndDocumented(t *testing.T) {
 	known := deployKnownMetrics(t)
 	metric := regexp.MustCompile(`receiptflow_[a-z_]+`)
 	want := []string{"ReceiptflowSourceStale", "ReceiptflowBacklogGrowing", "ReceiptflowCorrectionSpike",
-		"ReceiptflowRejectRateSpike", "ReceiptflowWatermarkStuck", "ReceiptflowConsumerNotReady"}
+		"ReceiptflowRejectRateSpike", "ReceiptflowWatermarkStuck", "ReceiptflowConsumerNotReady", "ReceiptflowRedisFull",
+		"ReceiptflowRedisUnsafeEviction"}
 	var names []string
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
