@@ -40,12 +40,9 @@ type RedisMemory struct {
 // memory at or below it. Without INFO it cannot tell and reports false.
 func (m RedisMemory) HasRoom() bool { return m.Used > 0 && (m.Max == 0 || m.Used <= m.Max) }
 
-// ReadRedisMemory reads the eviction policy and memory of every server rc
-// talks to (each master with a cluster client): INFO memory, which managed
-// services and the services' ACL users (+info) allow, else CONFIG GET
-// maxmemory-policy. It returns the first server whose policy is not
-// SafeEvictionPolicy, else the last one read. Read only; safe for
-// concurrent use.
+// ReadRedisMemory reads the policy and memory of rc's server (each master
+// of a cluster; the first unsafe one wins) by INFO memory, else CONFIG GET.
+// Read only; safe for concurrent use.
 func ReadRedisMemory(ctx context.Context, rc redis.UniversalClient) (RedisMemory, error) {
 	cc, ok := rc.(*redis.ClusterClient)
 	if !ok {
@@ -139,15 +136,12 @@ func infoFields(info string) map[string]string {
 	return out
 }
 
-// RedisFull reports whether err is Redis refusing a write because it is at
-// maxmemory under noeviction (an OOM reply). Such a write changed nothing
-// and may be tried again once memory is freed.
+// RedisFull reports whether err is an OOM reply: Redis at maxmemory refused
+// a write, which changed nothing and may be retried once memory is freed.
 func RedisFull(err error) bool { return redis.IsOOMError(err) }
 
-// FullWatch is a go-redis hook (AddHook) that follows one client's OOM
-// replies: Full is the last refusal while the command it refused has not
-// succeeded since, or memory was not seen freed (Freed). Safe for
-// concurrent use.
+// FullWatch is a go-redis hook following a client's OOM replies: full until
+// each refused command succeeded again, or Freed. Safe for concurrent use.
 type FullWatch struct {
 	refusals atomic.Uint64
 	onChange func(refused error)

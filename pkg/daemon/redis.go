@@ -18,11 +18,9 @@ import (
 // errUnsafeRedis is the cause the guard stops a running service with.
 var errUnsafeRedis = errors.New("redis turned unsafe")
 
-// redisGuard keeps a service off a Redis that may evict keys
-// (docs/spec.md §4): it reads the eviction policy before every start of the
-// service and at every stats sample, stops the service when the policy turns
-// unsafe, and follows OOM refusals (connect.FullWatch). /readyz, the log
-// (once per change) and metrics say why. Safe for concurrent use.
+// redisGuard keeps a service off a Redis that may evict keys, and follows
+// its OOM refusals (docs/spec.md §4); /readyz, the log and metrics say why.
+// Safe for concurrent use.
 type redisGuard struct {
 	rc    redis.UniversalClient
 	h     *health
@@ -63,9 +61,8 @@ func newRedisGuard(svc string, rc redis.UniversalClient, h *health, reg promethe
 	return g
 }
 
-// check reads the policy once and records the verdict: nil when it is
-// noeviction, else why not (or why it cannot be read). A running service
-// is stopped when the verdict is not nil.
+// check reads the policy once and returns the verdict: nil for noeviction,
+// else why not. A running service is stopped on a non-nil verdict.
 func (g *redisGuard) check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -145,6 +142,9 @@ func (g *redisGuard) running(ctx context.Context) (run context.Context, done fun
 	run, stop := context.WithCancelCause(ctx)
 	g.mu.Lock()
 	g.stop = stop
+	if g.checked && g.verdict != "" { // turned unsafe since waitSafe returned
+		stop(fmt.Errorf("%w: %s", errUnsafeRedis, g.verdict))
+	}
 	g.mu.Unlock()
 	return run, func() {
 		g.mu.Lock()
