@@ -144,9 +144,10 @@ func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 	}
 	cfg.Stream.Partitions = cfg.Partitions
 	p = &Pipeline{cfg: cfg, Names: wire.For(cfg.Generation), NATSURL: cfg.NATSURL, RedisURL: cfg.RedisURL, crashes: map[string]int{}}
+	started := p // the error returns below set p to nil
 	defer func() {
 		if err != nil {
-			p.Close()
+			started.Close()
 		}
 	}()
 	if p.NATSURL == "" {
