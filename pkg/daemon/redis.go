@@ -128,7 +128,7 @@ func (g *redisGuard) waitSafe(ctx context.Context) error {
 		if errors.Is(err, connect.ErrUnsafeEviction) || errors.Is(err, connect.ErrPolicyUnknown) {
 			g.h.wait("") // /readyz names the policy (health.redisRefused)
 		} else {
-			g.h.wait("redis at its eviction policy check: " + err.Error())
+			g.h.wait("redis (eviction policy check): " + err.Error())
 		}
 		if perr := stream.Pause(ctx, b.NextBackOff()); perr != nil {
 			return perr
