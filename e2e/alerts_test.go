@@ -130,6 +130,10 @@ func TestAlertRuleTestsCatchABrokenRule(t *testing.T) {
 		{"ReceiptflowRedisStateRegressed", "or increase(receiptflow_windower_state_regressions_total[15m]) > 0\n        for: 0m", "or increase(receiptflow_windower_state_regressions_total[15m]) > 0\n        for: 5m"},
 		// The validator's lost claims are missed.
 		{"ReceiptflowRedisStateRegressed", "increase(receiptflow_validator_state_regressions_total[15m]) > 0\n", "increase(receiptflow_validator_state_regressions_total[15m]) > 1\n"},
+		// A windower waiting on a full Redis goes unnoticed.
+		{"ReceiptflowRedisFull", "receiptflow_windower_redis_full == 1", "receiptflow_windower_redis_full == 2"},
+		// A policy set right within the minute alerts anyway.
+		{"ReceiptflowRedisUnsafeEviction", "receiptflow_publisher_redis_unsafe_eviction_policy == 1\n        for: 1m", "receiptflow_publisher_redis_unsafe_eviction_policy == 1\n        for: 0s"},
 	}
 	for _, b := range breaks {
 		t.Run(b.alert, func(t *testing.T) {
@@ -238,7 +242,7 @@ func TestAlertRulesAreTestedAndDocumented(t *testing.T) {
 	metric := regexp.MustCompile(`receiptflow_[a-z_]+`)
 	want := []string{"ReceiptflowSourceStale", "ReceiptflowBacklogGrowing", "ReceiptflowCorrectionSpike",
 		"ReceiptflowRejectRateSpike", "ReceiptflowWatermarkStuck", "ReceiptflowConsumerNotReady", "ReceiptflowRedisStateRegressed",
-		"ReceiptflowBrokerStoreFull"}
+		"ReceiptflowBrokerStoreFull", "ReceiptflowRedisFull", "ReceiptflowRedisUnsafeEviction"}
 	var names []string
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {

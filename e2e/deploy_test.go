@@ -164,6 +164,13 @@ func TestDeployRedisACL(t *testing.T) {
 			t.Errorf("service user %s has every command or every key", name)
 		}
 	}
+	// A service reads Redis's eviction policy with INFO memory and never
+	// needs CONFIG, which also reveals and changes secrets.
+	for _, name := range []string{"validator", "windower", "publisher"} {
+		if u := users[name]; !u.commands["info"] || u.commands["config"] || u.commands["config|get"] {
+			t.Errorf("user %s: +info %v, +config %v; want INFO (the eviction policy check) and no CONFIG", name, u.commands["info"], u.commands["config"] || u.commands["config|get"])
+		}
+	}
 	// Every command a ledger script calls is granted to the users that run
 	// it (Redis 7 checks the caller's rights inside scripts). A new script
 	// must be given to a user here.

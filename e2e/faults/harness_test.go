@@ -161,8 +161,11 @@ var ingestNow = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
 // proc is one service process, restarted whenever it dies until stopped.
 type proc struct {
-	t        *testing.T
-	name     string
+	t    *testing.T
+	name string
+	// http is the address of its /readyz and /metrics (--http-addr), or
+	// "" when it was started without one.
+	http     string
 	args     []string
 	env      []string
 	log      *os.File
@@ -171,9 +174,6 @@ type proc struct {
 	stopping bool
 	restarts int
 	done     chan struct{}
-	// http is the address of the service's /readyz and /metrics, when
-	// the deployment gave it one (setup.probes).
-	http string
 }
 
 func startProc(t *testing.T, bin, name string, env []string, args ...string) *proc {
@@ -285,7 +285,6 @@ type deployment struct {
 	redis   *testenv.RedisProc
 	env     []string
 	procs   []*proc
-	probes  bool
 }
 
 // setup says how deployWith builds a deployment.
@@ -301,8 +300,9 @@ type setup struct {
 	// maxFileStore is the broker's max_file_store in bytes (0: the
 	// server's default); with broker only.
 	maxFileStore int64
-	// probes gives every service a known --http-addr (proc.http).
-	probes bool
+	// redisArgs are extra redis-server arguments (testenv.WithArgs);
+	// env extra service environment.
+	redisArgs, env []string
 }
 
 func deploy(t *testing.T, failpoints string, aof bool) *deployment {
@@ -313,19 +313,19 @@ func deploy(t *testing.T, failpoints string, aof bool) *deployment {
 func deployWith(t *testing.T, s setup) *deployment {
 	t.Helper()
 	binaries(t)
-	d := &deployment{t: t, probes: s.probes}
+	d := &deployment{t: t}
 	if s.broker {
 		d.nats = natsproc.Start(t, natsBin.Path(t), natsproc.Options{MaxFileStore: s.maxFileStore})
 		d.natsURL = d.nats.URL()
 	} else {
 		d.ns, d.natsURL = testenv.NATS(t)
 	}
+	ropts := []testenv.RedisOption{testenv.WithArgs(s.redisArgs...)}
 	if s.aof {
-		d.redis = testenv.RedisServer(t, testenv.WithAOF())
-	} else {
-		d.redis = testenv.RedisServer(t)
+		ropts = append(ropts, testenv.WithAOF())
 	}
-	d.env = []string{"NATS_URL=" + d.natsURL, "REDIS_URL=" + d.redis.URL(), "RECEIPTS_FAILPOINTS=" + s.failpoints}
+	d.redis = testenv.RedisServer(t, ropts...)
+	d.env = append([]string{"NATS_URL=" + d.natsURL, "REDIS_URL=" + d.redis.URL(), "RECEIPTS_FAILPOINTS=" + s.failpoints}, s.env...)
 	if !s.later {
 		d.startServices()
 	}
@@ -333,26 +333,21 @@ func deployWith(t *testing.T, s setup) *deployment {
 }
 
 // startServices starts the validator, two windowers splitting the
-// partitions and the publisher, each restarted whenever it dies.
+// partitions and the publisher, each restarted whenever it dies, each
+// serving /readyz and /metrics on a free loopback port (proc.http).
 func (d *deployment) startServices() {
 	t := d.t
 	t.Helper()
 	bin := binaries(t)
-	probe := func(args ...string) []string {
-		if !d.probes {
-			return args
-		}
-		port, err := testenv.Port()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return append(args, "--http-addr", fmt.Sprintf("127.0.0.1:%d", port))
+	start := func(name string, args ...string) *proc {
+		addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+		return startProc(t, bin, name, d.env, append(args, "--http-addr", addr)...)
 	}
 	d.procs = []*proc{
-		startProc(t, bin, "validator", d.env, probe()...),
-		startProc(t, bin, "windower", d.env, probe("--instance", "0", "--instances", "2")...),
-		startProc(t, bin, "windower", d.env, probe("--instance", "1", "--instances", "2")...),
-		startProc(t, bin, "publisher", d.env, probe()...),
+		start("validator"),
+		start("windower", "--instance", "0", "--instances", "2"),
+		start("windower", "--instance", "1", "--instances", "2"),
+		start("publisher"),
 	}
 }
 

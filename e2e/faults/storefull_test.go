@@ -31,7 +31,7 @@ const storeFullLimit = 6 << 20
 
 func TestBrokerStoreFull(t *testing.T) {
 	brokerSet.cleanRun(t)
-	d := deployWith(t, setup{broker: true, maxFileStore: storeFullLimit, probes: true})
+	d := deployWith(t, setup{broker: true, maxFileStore: storeFullLimit})
 	ctx, cancel := context.WithTimeout(context.Background(), brokerTimeout)
 	defer cancel()
 	admin := d.admin(ctx)

@@ -249,24 +249,43 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 		return err
 	}
 
+	// Redis must not evict (docs/spec.md §4): its policy is read before
+	// every start of the service and at every stats sample.
+	guard := newRedisGuard(name, d.Redis, h, reg, log)
 	statsCtx, stopStats := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		newStats(name, r, d, h, reg, log).loop(statsCtx, o.statsEvery)
+		newStats(name, r, d, h, guard, reg, log).loop(statsCtx, o.statsEvery)
 	}()
 
 	var runErr error
 	restarts := connect.WaitBackOff()
 	for {
+		if runErr = guard.waitSafe(ctx); runErr != nil {
+			break
+		}
 		h.wait("")
 		h.ready.Store(true)
 		log.Info("service started", "partitions", c.Partitions, "owned", d.Owned, "generation", c.Generation)
 		began := time.Now()
 		h.restartFull.Store(false)
-		runErr = svc.Run(stream.WithStoreWatch(ctx, &h.full))
+		runCtx, done := guard.running(stream.WithStoreWatch(ctx, &h.full))
+		runErr = svc.Run(runCtx)
+		unsafe := errors.Is(context.Cause(runCtx), errUnsafeRedis)
+		done()
 		h.ready.Store(false)
+		if unsafe && ctx.Err() == nil {
+			// Stopped because Redis may now evict: wait for a safe
+			// policy (the loop's top), then start a fresh service.
+			log.Warn("service stopped: redis may evict keys", "cause", context.Cause(runCtx))
+			svcReg.reset()
+			if svc, runErr = build(d); runErr != nil {
+				break
+			}
+			continue
+		}
 		storeFull := stream.StoreFull(runErr) && ctx.Err() == nil
 		h.restartFull.Store(storeFull)
 		if storeFull {
@@ -359,6 +378,10 @@ type health struct {
 	full         stream.StoreWatch
 	restartFull  atomic.Bool
 	fullRestarts atomic.Int64
+	// redisRefused is why Redis is refused (its eviction policy), "" when
+	// it is not; redisFull follows its OOM refusals.
+	redisRefused atomic.Pointer[string]
+	redisFull    atomic.Pointer[connect.FullWatch]
 }
 
 // storeFull reports whether the service waits for room in the broker's
@@ -394,6 +417,9 @@ func (h *health) notReady() string {
 	if w := h.waiting.Load(); w != nil && *w != "" {
 		return "waiting for " + *w
 	}
+	if r := h.redisRefused.Load(); r != nil && *r != "" {
+		return "redis refused: " + *r
+	}
 	if !h.ready.Load() {
 		return "service not running"
 	}
@@ -405,6 +431,11 @@ func (h *health) notReady() string {
 	}
 	if age := time.Duration(time.Now().UnixNano() - h.redisOK.Load()); h.maxAge.Load() > 0 && age > time.Duration(h.maxAge.Load()) {
 		return "redis not answering for " + age.Round(time.Second).String()
+	}
+	if w := h.redisFull.Load(); w != nil {
+		if err := w.Full(); err != nil {
+			return "redis is full, writes wait until memory is freed: " + err.Error()
+		}
 	}
 	return ""
 }

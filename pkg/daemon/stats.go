@@ -13,13 +13,14 @@ import (
 
 // stats samples, every interval, what a service's own counters cannot see:
 // the backlog of its consumers (pending, unacknowledged, redelivered), the
-// state size and watermark in Redis, and whether Redis answers (for
-// /readyz). Every gauge is named receiptflow_<svc>_*.
+// state size and watermark in Redis, and whether Redis answers and is safe
+// (its eviction policy, for /readyz). Every gauge is named receiptflow_<svc>_*.
 type stats struct {
-	r   role
-	d   *Deps
-	h   *health
-	log *slog.Logger
+	r     role
+	d     *Deps
+	h     *health
+	guard *redisGuard
+	log   *slog.Logger
 
 	pending     *prometheus.GaugeVec
 	ackPending  *prometheus.GaugeVec
@@ -32,14 +33,14 @@ type stats struct {
 	sampleErrs  prometheus.Counter
 }
 
-func newStats(svc string, r role, d *Deps, h *health, reg prometheus.Registerer, log *slog.Logger) *stats {
+func newStats(svc string, r role, d *Deps, h *health, guard *redisGuard, reg prometheus.Registerer, log *slog.Logger) *stats {
 	ns := "receiptflow_" + svc + "_"
 	cons := []string{"stream", "consumer"}
 	part := []string{"partition"}
 	if !r.perPartition {
 		part = nil
 	}
-	s := &stats{r: r, d: d, h: h, log: log,
+	s := &stats{r: r, d: d, h: h, guard: guard, log: log,
 		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "consumer_pending_messages",
 			Help: "Messages in the stream not yet delivered to this service's consumer."}, cons),
 		ackPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "consumer_ack_pending_messages",
@@ -107,6 +108,7 @@ func (s *stats) sample(ctx context.Context, every time.Duration) {
 	if err := s.d.Redis.Ping(ctx).Err(); err == nil {
 		s.h.redisOK.Store(time.Now().UnixNano())
 		s.redisUp.Set(1)
+		_ = s.guard.check(ctx) // the eviction policy, and whether memory was freed
 	} else {
 		s.redisUp.Set(0)
 	}

@@ -144,9 +144,10 @@ func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 	}
 	cfg.Stream.Partitions = cfg.Partitions
 	p = &Pipeline{cfg: cfg, Names: wire.For(cfg.Generation), NATSURL: cfg.NATSURL, RedisURL: cfg.RedisURL, crashes: map[string]int{}}
+	started := p // the error returns below set p to nil
 	defer func() {
 		if err != nil {
-			p.Close()
+			started.Close()
 		}
 	}()
 	if p.NATSURL == "" {
@@ -180,6 +181,17 @@ func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 	}
 	if err := p.Redis.Ping(ctx).Err(); err != nil {
 		return nil, fmt.Errorf("pipeline: redis %s: %w", p.RedisURL, err)
+	}
+	// A given Redis must not evict (docs/spec.md §4). The embedded
+	// miniredis never evicts and answers neither INFO memory nor CONFIG.
+	if p.mr == nil {
+		m, err := connect.ReadRedisMemory(ctx, p.Redis)
+		if err == nil {
+			err = connect.CheckEviction(m)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: redis %s: %w", connect.RedactURL(p.RedisURL), err)
+		}
 	}
 	if err := stream.Ensure(ctx, p.Admin.JS, p.Names, cfg.Stream); err != nil {
 		return nil, err

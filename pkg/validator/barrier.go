@@ -49,6 +49,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/internal/telemetry"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/stream"
@@ -400,7 +401,7 @@ func (s *Service) idleProgress(ctx context.Context, p int, spec stream.ConsumerS
 			err = s.reclaim(ctx, p)
 		}
 		if err != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !connect.RedisFull(err) { // a full Redis: the daemon logs it once
 				s.cfg.Logger.Warn("idle progress: mark claimed", "partition", p, "err", err)
 			}
 			continue

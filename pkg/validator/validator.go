@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
@@ -197,7 +198,13 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 	s.cfg.Logger.Info("validator partition started", "partition", p)
 	opts := stream.BatchOptions{Max: s.cfg.Batch, Logger: s.cfg.Logger.With("partition", p)}
 	return stream.Consume(ctx, s.js, spec, opts, func(ctx context.Context, batch []jetstream.Msg) (stream.Outcome, error) {
-		return stream.Outcome{}, s.handle(ctx, p, batch)
+		err := s.handle(ctx, p, batch)
+		if connect.RedisFull(err) {
+			// A full Redis refused a claim (docs/spec.md §4): the claims
+			// are idempotent, so the batch waits and is handed again.
+			return stream.Outcome{}, stream.Retry(err)
+		}
+		return stream.Outcome{}, err
 	})
 }
 
@@ -400,7 +407,10 @@ func (s *Service) retireClaims(ctx context.Context, claims []ledger.Claim) error
 		newest = max(newest, c.Day)
 	}
 	if old := s.claimDay.Load(); newest > old && s.claimDay.CompareAndSwap(old, newest) {
-		return s.store.RetireClaims(ctx, newest)
+		if err := s.store.RetireClaims(ctx, newest); err != nil {
+			s.claimDay.CompareAndSwap(newest, old) // the retried batch retires again
+			return err
+		}
 	}
 	return nil
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/stream"
@@ -204,6 +205,12 @@ func (s *Service) runPartitionFrom(ctx context.Context, p int, ps *partState, ca
 	opts := stream.BatchOptions{Max: s.cfg.Batch, Linger: s.cfg.Linger, Logger: s.cfg.Logger.With("partition", p)}
 	return stream.Consume(ctx, s.js, spec, opts, func(ctx context.Context, batch []jetstream.Msg) (stream.Outcome, error) {
 		res, done, err := s.handle(ctx, p, batch, lastWM, lastSeq, published)
+		if connect.RedisFull(err) {
+			// A full Redis refused the script or the published mark
+			// (docs/spec.md §4): both are idempotent, so the batch waits
+			// and is handed again.
+			return stream.Outcome{}, stream.Retry(err)
+		}
 		if err != nil {
 			return stream.Outcome{}, err
 		}
@@ -215,6 +222,9 @@ func (s *Service) runPartitionFrom(ctx context.Context, p int, ps *partState, ca
 		if s.store.Horizon() > 0 && wm-lastRetireWM >= retireEventStep {
 			lastRetireWM = wm
 			if err := s.retire(ctx, p); err != nil {
+				if connect.RedisFull(err) {
+					return stream.Outcome{}, stream.Retry(err) // the batch replays as a no-op
+				}
 				return stream.Outcome{}, err
 			}
 		}
