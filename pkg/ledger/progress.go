@@ -131,7 +131,7 @@ func (s *Store) MarkClaimed(ctx context.Context, p int, seq, floor uint64) (Clai
 // the returned conflicts already account for them. (Claimed read after
 // the claims would not tell that: q's claims may have landed in between.)
 //
-// On a single Redis the three steps are one pipeline, executed in order;
+// On a single Redis the three steps are one MULTI/EXEC transaction;
 // a cluster pipeline sends to each node in parallel, so there they are
 // three round trips, one after the other. floor is as for MarkClaimed:
 // progress below it fails the call with ErrClaimsRegressed, and the
@@ -161,12 +161,15 @@ func (s *Store) ClaimThrough(ctx context.Context, p int, claims []Claim, through
 			}
 			return regressed(progressScript.EvalSha(ctx, s.rdb, key, progressArgs(p, through, floor)...).Err())
 		}
-		pipe := s.rdb.Pipeline()
+		// One transaction: the mark never lands without the claims
+		// before it (a Redis that frees memory between them would
+		// otherwise take the mark after refusing the claims with OOM).
+		pipe := s.rdb.TxPipeline()
 		read := progressScript.EvalSha(ctx, pipe, key, progressArgs(-1, 0, 0)...)
 		b = s.queueClaims(ctx, pipe, claims)
 		progressScript.EvalSha(ctx, pipe, key, progressArgs(p, through, floor)...)
-		if _, err := pipe.Exec(ctx); err != nil {
-			return regressed(err)
+		if cmds, err := pipe.Exec(ctx); err != nil {
+			return regressed(queuedErr(cmds, err))
 		}
 		var err error
 		before, err = parseProgress(read.Val())
@@ -179,4 +182,19 @@ func (s *Store) ClaimThrough(ctx context.Context, p int, claims []Claim, through
 		return []bool{}, before, nil
 	}
 	return b.conflicts(), before, nil
+}
+
+// queuedErr is, for a transaction Redis discarded (EXECABORT), the error
+// that made it discard it (OOM, say, when a command was refused as it was
+// queued); otherwise err.
+func queuedErr(cmds []redis.Cmder, err error) error {
+	if !redis.HasErrorPrefix(err, "EXECABORT") {
+		return err
+	}
+	for _, c := range cmds {
+		if e := c.Err(); e != nil && !redis.HasErrorPrefix(e, "EXECABORT") {
+			return e
+		}
+	}
+	return err
 }
