@@ -140,6 +140,16 @@ func TestRedisFullMidRun(t *testing.T) {
 	if err := rc.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
 		t.Fatal(err)
 	}
+	freed := time.Now()
+	testenv.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		for _, p := range d.procs[:3] {
+			if code, _, err := httpGet("http://" + p.http + "/readyz"); err != nil || code != http.StatusOK {
+				return fmt.Errorf("%s not ready yet", p.name)
+			}
+		}
+		return nil
+	})
+	t.Logf("every writer ready again %s after memory was freed", time.Since(freed).Round(10*time.Millisecond))
 	o := d.outcome(ctx, admin, brokerSet)
 	o.require(t)
 	for _, p := range d.procs {

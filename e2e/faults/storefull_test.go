@@ -85,6 +85,16 @@ func TestBrokerStoreFull(t *testing.T) {
 	if err := d.nats.SetMaxFileStore(1 << 30); err != nil {
 		t.Fatal(err)
 	}
+	raised := time.Now()
+	testenv.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		for _, p := range d.procs {
+			if g, err := gauge(ctx, p.http, "receiptflow_"+p.name+"_broker_store_full"); err != nil || g != 0 {
+				return fmt.Errorf("%s still waits for room", p.name)
+			}
+		}
+		return nil
+	})
+	t.Logf("no service waits for room %s after the limit was raised", time.Since(raised).Round(10*time.Millisecond))
 	// ... and publishes the file again, whole: what RAW has is dropped as
 	// a duplicate.
 	d.startIngest(ctx, path).wait()
