@@ -481,7 +481,9 @@ func WaitFor(ctx context.Context, op func(context.Context) error, notify func(at
 // Transient reports whether err says a server is away for now and a
 // later attempt may succeed: it is unreachable (refused, reset, timed out,
 // not resolvable yet, an asynchronous publish never acknowledged), restarting (no NATS server, no JetStream responder
-// yet) or loading its data (Redis -LOADING, -MASTERDOWN, -TRYAGAIN,
+// yet), a JetStream cluster without a leader or quorum for now ("JetStream
+// system temporarily unavailable", err_code 10008; 10004, 10009, and
+// 10005 "no suitable peers") or loading its data (Redis -LOADING, -MASTERDOWN, -TRYAGAIN,
 // -CLUSTERDOWN, -BUSY). Refused credentials, certificates and permissions
 // are not transient, whatever else err wraps: waiting does not fix them.
 // An error it does not know is not transient.
@@ -503,6 +505,9 @@ func Transient(err error) bool {
 			return true
 		}
 	}
+	if jsUnavailable(err) {
+		return true
+	}
 	var netErr net.Error
 	if errors.As(err, &netErr) {
 		return true
@@ -518,6 +523,45 @@ func Transient(err error) bool {
 	}
 	return false
 }
+
+// JetStream API error codes (nats-server jetstream_errors_generated.go)
+// that a cluster answers while it elects leaders or lacks a quorum.
+const (
+	jsClusterIncomplete jetstream.ErrorCode = 10004 // incomplete results
+	jsClusterNoPeers    jetstream.ErrorCode = 10005 // e.g. "no suitable peers for placement"
+	jsClusterNotAvail   jetstream.ErrorCode = 10008 // JetStream system temporarily unavailable
+	jsClusterNotLeader  jetstream.ErrorCode = 10009 // JetStream cluster can not handle request
+)
+
+// jsUnavailable reports whether err is a JetStream API answer that says
+// the cluster cannot serve the request for now: no meta or stream leader
+// (an election, a lost quorum, a node cut off) or too few peers to place
+// replicas on. Both clients' API error types are recognised.
+func jsUnavailable(err error) bool {
+	var code jetstream.ErrorCode
+	var desc string
+	var jsErr *jetstream.APIError
+	var natsErr *nats.APIError
+	switch {
+	case errors.As(err, &jsErr):
+		code, desc = jsErr.ErrorCode, jsErr.Description
+	case errors.As(err, &natsErr):
+		code, desc = jetstream.ErrorCode(natsErr.ErrorCode), natsErr.Description
+	default:
+		return false
+	}
+	switch code {
+	case jsClusterIncomplete, jsClusterNotAvail, jsClusterNotLeader:
+		return true
+	case jsClusterNoPeers:
+		return strings.Contains(desc, "no suitable peers") || strings.Contains(desc, "no replacement peer")
+	}
+	return false
+}
+
+// Refused reports whether err is a refusal that waiting does not fix:
+// credentials, permissions or certificates (see Transient).
+func Refused(err error) bool { return err != nil && permanent(err) }
 
 // permanent reports whether err is a refusal that waiting does not fix:
 // credentials, permissions or certificates.

@@ -149,9 +149,16 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 			return stopped(ctx, log, err)
 		}
 		defer conn.NC.Drain()
+		// A cluster electing leaders answers "temporarily unavailable":
+		// waited out (connect.Transient) for up to a minute.
 		setupCtx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		if err := stream.Ensure(setupCtx, conn.JS, d.Names, topology); err != nil {
+		err = waiter{log: log}.until(setupCtx, "the streams and buckets to be created", "nats", func(ctx context.Context) error {
+			ctx, cancel := refused.context(ctx, 30*time.Second)
+			defer cancel()
+			return refused.or(stream.Ensure(ctx, conn.JS, d.Names, topology))
+		})
+		if err != nil {
 			return err
 		}
 		log.Info("streams and buckets ensured", "generation", c.Generation, "partitions", c.Partitions, "replicas", o.replicas,
@@ -229,7 +236,7 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 			if ctx.Err() != nil {
 				return stopped(ctx, log, err)
 			}
-			return fmt.Errorf("%w (a least-privilege user cannot create streams: run the set-up job with --ensure-only and admin credentials, and start services with --ensure-streams=false)", err)
+			return ensureFailed(err)
 		}
 	}
 	r := roleOf(name, d.Names, d.Owned, c.Partitions)
@@ -304,6 +311,15 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 	}
 	log.Info("service stopped cleanly")
 	return nil
+}
+
+// ensureFailed is the error of a failed stream set-up at start. Only a
+// refusal (permissions, credentials) points at a least-privilege user.
+func ensureFailed(err error) error {
+	if connect.Refused(err) {
+		return fmt.Errorf("%w (a least-privilege user cannot create streams: run the set-up job with --ensure-only and admin credentials, and start services with --ensure-streams=false)", err)
+	}
+	return fmt.Errorf("stream set-up: %w", err)
 }
 
 // natsEvents logs the connection's life, and every asynchronous error the

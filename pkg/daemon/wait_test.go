@@ -349,6 +349,9 @@ func TestTransient(t *testing.T) {
 		// A publish answered by no stream leader (an election): seen
 		// too, the publisher exited on it.
 		{"jetstream: no response from stream", fmt.Errorf("publisher: put window.x: %w", jetstream.ErrNoStreamResponse), true},
+		// A cluster electing leaders or without quorum (issue 23: the
+		// publisher and the windower exited on it).
+		{"jetstream: system temporarily unavailable", fmt.Errorf("stream: ensure RAW: %w", &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}), true},
 		{"redis: connection refused", dial, true},
 		{"not there yet", fmt.Errorf("%w: stream not found", connect.ErrNotYet), true},
 		{"deadline", context.DeadlineExceeded, true},
@@ -365,6 +368,23 @@ func TestTransient(t *testing.T) {
 		}
 		if got := connect.Transient(c.err); got != c.want {
 			t.Errorf("Transient(%s: %v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
+}
+
+// TestEnsureFailedHint: a failed stream set-up blames a least-privilege
+// user only when the server refused it.
+func TestEnsureFailedHint(t *testing.T) {
+	refused := ensureFailed(fmt.Errorf("%w (%w)", nats.ErrPermissionViolation, context.DeadlineExceeded))
+	if !strings.Contains(refused.Error(), "least-privilege") {
+		t.Errorf("refusal: %v, want the least-privilege hint", refused)
+	}
+	for _, err := range []error{
+		&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"},
+		&jetstream.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use with a different configuration"},
+	} {
+		if got := ensureFailed(err); strings.Contains(got.Error(), "least-privilege") || !errors.Is(got, err) {
+			t.Errorf("ensureFailed(%v) = %v, want it wrapped without the least-privilege hint", err, got)
 		}
 	}
 }
