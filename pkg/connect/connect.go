@@ -40,6 +40,18 @@ type Conn struct {
 // batch is redelivered and published again under the same Nats-Msg-Id.
 const DefaultPublishAckTimeout = 15 * time.Second
 
+// PingInterval and MaxPingsOutstanding bound how long a client stays on a
+// server it cannot reach (cut off by a network partition, stalled): it
+// pings every PingInterval and gives the connection up as stale, and
+// reconnects to another server of its list, when MaxPingsOutstanding pings
+// in a row went unanswered — 15 to 20 s after the server was last heard
+// from (nats.go's defaults, 2 minutes and 2, would take up to 6 minutes).
+// docs/deployment.md ("Network partitions") has the whole bound.
+const (
+	PingInterval        = 5 * time.Second
+	MaxPingsOutstanding = 3
+)
+
 // Dialer holds the client settings of a NATS connection beyond its
 // nats.Options; the zero Dialer has the defaults.
 type Dialer struct {
@@ -77,6 +89,8 @@ func (d Dialer) ConnectNATS(url, name string, extra ...nats.Option) (*Conn, erro
 		// order of their input (a failed batch is redelivered and published
 		// again in order, duplicates dropped by Nats-Msg-Id).
 		nats.ReconnectBufSize(-1),
+		nats.PingInterval(PingInterval),
+		nats.MaxPingsOutstanding(MaxPingsOutstanding),
 	}, extra...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
@@ -88,6 +102,22 @@ func (d Dialer) ConnectNATS(url, name string, extra ...nats.Option) (*Conn, erro
 		return nil, fmt.Errorf("connect: jetstream %s: %w", name, err)
 	}
 	return &Conn{NC: nc, JS: js}, nil
+}
+
+// MoveOn leaves the server c is connected to for the next one of its
+// list (nats.Conn.ForceReconnect), for a client whose requests keep
+// failing on a server that its pings still reach (a node cut off from its
+// peers answers pings but cannot serve JetStream). It returns at once;
+// publishes fail while it reconnects. Safe for concurrent use.
+func (c *Conn) MoveOn() error { return MoveOn(c.NC) }
+
+// MoveOn is Conn.MoveOn for a bare connection; a connection with a single
+// server reconnects to it.
+func MoveOn(nc *nats.Conn) error {
+	if nc == nil {
+		return nats.ErrInvalidConnection
+	}
+	return nc.ForceReconnect()
 }
 
 // Close drops the connection at once: nothing in flight is flushed or

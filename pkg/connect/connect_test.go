@@ -156,3 +156,20 @@ func TestTransientClusterAnswers(t *testing.T) {
 		t.Error("Refused: only a refusal is one")
 	}
 }
+
+// TestPingSettings: every connection pings often enough to leave a server
+// it cannot reach within the documented bound (docs/deployment.md).
+func TestPingSettings(t *testing.T) {
+	_, url := testenv.NATS(t)
+	conn, err := ConnectNATS(url, "ping-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if got := conn.NC.Opts.PingInterval; got != PingInterval || PingInterval > 5*time.Second {
+		t.Errorf("ping interval %v, want %v (at most 5s)", got, PingInterval)
+	}
+	if got := conn.NC.Opts.MaxPingsOut; got != MaxPingsOutstanding || MaxPingsOutstanding > 3 {
+		t.Errorf("max pings outstanding %d, want %d (at most 3)", got, MaxPingsOutstanding)
+	}
+}

@@ -91,8 +91,14 @@ type options struct {
 	ensureOnly bool
 	replicas   int
 	statsEvery time.Duration
+	stallAfter time.Duration
 	dialer     connect.Dialer
 }
+
+// DefaultStallAfter is --stall-after's default: /readyz says not ready
+// 15–20 s (one stats interval more) after the service stopped making
+// progress.
+const DefaultStallAfter = 15 * time.Second
 
 func (o *options) register(fs *flag.FlagSet) {
 	o.natsSec.Register(fs)
@@ -107,6 +113,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.replicas, "replicas", envInt("RECEIPTS_REPLICAS", 1), "replicas of every stream and bucket created (env RECEIPTS_REPLICAS; 3 on a 3-node cluster)")
 	fs.DurationVar(&o.dialer.PublishAckTimeout, "publish-ack-timeout", envDuration("RECEIPTS_PUBLISH_ACK_TIMEOUT", connect.DefaultPublishAckTimeout),
 		"how long an asynchronous publish waits for its ack before the batch fails and is redelivered (env RECEIPTS_PUBLISH_ACK_TIMEOUT)")
+	fs.DurationVar(&o.stallAfter, "stall-after", envDuration("RECEIPTS_STALL_AFTER", DefaultStallAfter),
+		"how long a consumer may make no progress with messages pending, or go without an answer from its leader, before /readyz says not ready (env RECEIPTS_STALL_AFTER)")
 	fs.DurationVar(&o.statsEvery, "stats-interval", envDuration("RECEIPTS_STATS_INTERVAL", 5*time.Second), "how often consumer backlog, state size and Redis health are sampled for /metrics and /readyz (env RECEIPTS_STATS_INTERVAL)")
 }
 
@@ -133,6 +141,8 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 		return fmt.Errorf("--replicas must be between 1 and 5, got %d", o.replicas)
 	case o.statsEvery <= 0:
 		return errors.New("--stats-interval must be positive")
+	case o.stallAfter <= 0:
+		return errors.New("--stall-after must be positive")
 	}
 	natsOpts, err := o.natsSec.Options()
 	if err != nil {
@@ -261,7 +271,9 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		newStats(name, r, d, h, reg, log).loop(statsCtx, o.statsEvery)
+		st := newStats(name, r, d, h, reg, log)
+		st.stallAfter = o.stallAfter
+		st.loop(statsCtx, o.statsEvery)
 	}()
 
 	var runErr error
@@ -354,8 +366,9 @@ type health struct {
 	ready   atomic.Bool
 	waiting atomic.Pointer[string] // what the service waits for, if anything
 	nc      atomic.Pointer[nats.Conn]
-	redisOK atomic.Int64 // unix nanos of the last successful Redis ping
-	maxAge  atomic.Int64 // how old that ping may be, nanos
+	redisOK atomic.Int64           // unix nanos of the last successful Redis ping
+	maxAge  atomic.Int64           // how old that ping may be, nanos
+	stalled atomic.Pointer[string] // why the service makes no progress ("" or nil: it does)
 }
 
 func (h *health) mux(reg *prometheus.Registry) *http.ServeMux {
@@ -392,6 +405,9 @@ func (h *health) notReady() string {
 	}
 	if age := time.Duration(time.Now().UnixNano() - h.redisOK.Load()); h.maxAge.Load() > 0 && age > time.Duration(h.maxAge.Load()) {
 		return "redis not answering for " + age.Round(time.Second).String()
+	}
+	if s := h.stalled.Load(); s != nil && *s != "" {
+		return *s
 	}
 	return ""
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/embedded"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // echo is a service that needs both servers for every message: for each
@@ -386,5 +387,62 @@ func TestEnsureFailedHint(t *testing.T) {
 		if got := ensureFailed(err); strings.Contains(got.Error(), "least-privilege") || !errors.Is(got, err) {
 			t.Errorf("ensureFailed(%v) = %v, want it wrapped without the least-privilege hint", err, got)
 		}
+	}
+}
+
+// TestReadyzSaysStalled: a service whose consumer has messages pending and
+// does not move its ack floor for --stall-after is not ready, and says
+// why; once the messages are acknowledged it is ready again (issue 23: a
+// windower stalled 35 s with /readyz answering 200).
+func TestReadyzSaysStalled(t *testing.T) {
+	_, natsURL := testenv.NATS(t)
+	r := testenv.RedisServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := &proc{t: t, log: &syncBuf{}, http: "127.0.0.1:" + strconv.Itoa(freePort(t)), done: make(chan int, 1), stop: cancel}
+	s := stub{started: make(chan struct{})}
+	go func() {
+		p.done <- Main(ctx, "publisher", []string{"--nats-url", natsURL, "--redis-url", r.URL(), "--partitions", "1",
+			"--http-addr", p.http, "--stats-interval", "100ms", "--stall-after", "1s"}, p.log, func(*Deps) (Runner, error) { return s, nil })
+	}()
+	<-s.started
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := wire.For("")
+	cons, err := js.CreateOrUpdateConsumer(ctx, n.Stream(wire.Changes), jetstream.ConsumerConfig{
+		Durable: wire.Durable("publisher", -1), AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, n.Subject(wire.Changes, 0), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	p.waitNotReady("made no progress")
+	msgs, err := cons.Fetch(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range msgs.Messages() {
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		p.alive()
+		if code, body, err := p.readyz(); err != nil || code != http.StatusOK {
+			return fmt.Errorf("/readyz %d %q %v", code, body, err)
+		}
+		return nil
+	})
+	cancel()
+	if code := <-p.done; code != 0 {
+		t.Fatalf("exit %d:\n%s", code, p.log.String())
 	}
 }
