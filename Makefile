@@ -119,7 +119,8 @@ faults:
 
 ## chaos: the chaos soaks, not part of test or CI: random SIGKILLs of every
 ## process (services, nats-server, redis-server, ingest), then the same in
-## the 3-node cluster shape with SIGSTOP stalls too; rounds until at least
+## the 3-node cluster shape with SIGSTOP stalls and network partitions
+## (nftables, as root) too; rounds until at least
 ## CHAOS_KILLS faults each, every round compared with the clean run; the
 ## lines "chaos: ..." and "chaos cluster: ..." have the figures
 ## (docs/recovery.md records runs). CHAOS_RUN=TestChaosCluster runs one.
