@@ -110,14 +110,17 @@ unit:
 ## faults: the process-level fault tests (services from services/ as separate
 ## processes, real redis-server; in-process nats-server with 100k events, and
 ## the broker chaos tests with a real nats-server process SIGKILLed during
-## delivery and ingest, 24k events). RECEIPTFLOW_FAULTS_SEED=N replays a
-## broker test's kill schedule (each logs its seed).
+## delivery and ingest, 24k events; the 3-node cluster's node kills, stalls
+## and network partitions, the last with nftables as root).
+## RECEIPTFLOW_FAULTS_SEED=N replays a broker test's kill schedule (each
+## logs its seed).
 faults:
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -v $(TESTFLAGS) ./e2e/faults
 
 ## chaos: the chaos soaks, not part of test or CI: random SIGKILLs of every
 ## process (services, nats-server, redis-server, ingest), then the same in
-## the 3-node cluster shape with SIGSTOP stalls too; rounds until at least
+## the 3-node cluster shape with SIGSTOP stalls and network partitions
+## (nftables, as root) too; rounds until at least
 ## CHAOS_KILLS faults each, every round compared with the clean run; the
 ## lines "chaos: ..." and "chaos cluster: ..." have the figures
 ## (docs/recovery.md records runs). CHAOS_RUN=TestChaosCluster runs one.

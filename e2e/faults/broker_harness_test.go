@@ -255,6 +255,14 @@ func (ip *ingestProc) killNext(ctx context.Context, wait time.Duration) bool {
 	}
 }
 
+// failures returns how many ingest runs failed (exited non-zero or were
+// killed) before one succeeded.
+func (ip *ingestProc) failures() int {
+	ip.mu.Lock()
+	defer ip.mu.Unlock()
+	return ip.attempts - len(ip.runs)
+}
+
 // finished reports whether the ingest is over (successfully or not).
 func (ip *ingestProc) finished() bool {
 	select {

@@ -196,16 +196,27 @@ func (fig *chaosFigures) add(t *testing.T, o *outcome, kills map[string]int, eve
 // a random process gets a SIGKILL or a SIGSTOP stall of 0.5–3 s: a
 // service (restarted by its supervisor), one of the three nodes
 // (restarted on its store after 0.3–1 s), redis-server or the running
-// ingest. One fault at a time; a node may still be catching up when the
-// next fault hits another, so brief losses of quorum happen too.
+// ingest; or a random node is cut off by a network partition (nftables,
+// partition_test.go), from its peers or from everything, for 1–10 s. One
+// fault at a time; a node may still be catching up when the next fault
+// hits another, so brief losses of quorum happen too. Without nft or root
+// the partitions are left out, saying so.
 func chaosClusterRound(t *testing.T, r *rand.Rand, fig *chaosFigures) {
 	ctx, cancel := context.WithTimeout(context.Background(), chaosRoundTimeout)
 	defer cancel()
-	c := deployCluster(t, ctx)
+	victims := []string{"validator", "windower-0", "windower-1", "publisher", "node", "redis-server", "ingest"}
+	pn, err := tryPartitionNet(t, 3)
+	var c *clusterDeployment
+	if err != nil {
+		t.Logf("!!! no network partitions in this round: %v !!!", err)
+		c = deployCluster(t, ctx)
+	} else {
+		victims = append(victims, "partition")
+		c = deployClusterOn(t, ctx, pn.bin, pn.node)
+	}
 	admin := c.clusterAdmin(ctx)
 	c.startServices()
 	ip := c.startChunkedIngest(ctx, brokerSet.fixture(t), chaosChunks, chaosChunkGap)
-	victims := []string{"validator", "windower-0", "windower-1", "publisher", "node", "redis-server", "ingest"}
 	faults := map[string]int{}
 	stall := func() time.Duration { return time.Duration(500+r.IntN(2500)) * time.Millisecond }
 	for ctx.Err() == nil {
@@ -260,6 +271,12 @@ func chaosClusterRound(t *testing.T, r *rand.Rand, fig *chaosFigures) {
 			if stop && !ip.stallNext(ctx, time.Second, stall()) || !stop && !ip.killNext(ctx, time.Second) {
 				continue // over, or between runs for a second
 			}
+		case "partition":
+			// stop: cut off from everything, else from its peers.
+			kind = map[bool]string{false: "partition from peers", true: "partition from everything"}[stop]
+			pn.cut(r.IntN(len(c.nodes)), stop)
+			time.Sleep(time.Duration(1000+r.IntN(9000)) * time.Millisecond) // the partition is the fault
+			pn.heal()
 		}
 		faults[kind]++
 	}

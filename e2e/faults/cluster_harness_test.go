@@ -43,8 +43,16 @@ type clusterDeployment struct {
 // streams it ensures at start stay at R3.
 func deployCluster(t *testing.T, ctx context.Context, extra ...string) *clusterDeployment {
 	t.Helper()
+	return deployClusterOn(t, ctx, natsBin.Path(t), nil, extra...)
+}
+
+// deployClusterOn is deployCluster with the nats-server binary natsServer
+// and node, if not nil, adjusting each node's options before its first
+// start (natsproc.StartClusterWith).
+func deployClusterOn(t *testing.T, ctx context.Context, natsServer string, node func(int, *natsproc.Options), extra ...string) *clusterDeployment {
+	t.Helper()
 	bin := binaries(t)
-	nodes, urls := natsproc.StartCluster(t, natsBin.Path(t), 3, extra...)
+	nodes, urls := natsproc.StartClusterWith(t, natsServer, 3, node, extra...)
 	d := &deployment{t: t, natsURL: urls, redis: testenv.RedisServer(t, testenv.WithAOF())}
 	d.env = []string{"NATS_URL=" + urls, "REDIS_URL=" + d.redis.URL(), "RECEIPTS_FAILPOINTS=", "RECEIPTS_REPLICAS=3"}
 	c := &clusterDeployment{deployment: d, nodes: nodes}

@@ -40,6 +40,18 @@ type Conn struct {
 // batch is redelivered and published again under the same Nats-Msg-Id.
 const DefaultPublishAckTimeout = 15 * time.Second
 
+// PingInterval and MaxPingsOutstanding bound how long a client stays on a
+// server it cannot reach (cut off by a network partition, stalled): it
+// pings every PingInterval and gives the connection up as stale, and
+// reconnects to another server of its list, when MaxPingsOutstanding pings
+// in a row went unanswered — 15 to 20 s after the server was last heard
+// from (nats.go's defaults, 2 minutes and 2, would take up to 6 minutes).
+// docs/deployment.md ("Network partitions") has the whole bound.
+const (
+	PingInterval        = 5 * time.Second
+	MaxPingsOutstanding = 3
+)
+
 // Dialer holds the client settings of a NATS connection beyond its
 // nats.Options; the zero Dialer has the defaults.
 type Dialer struct {
@@ -77,6 +89,8 @@ func (d Dialer) ConnectNATS(url, name string, extra ...nats.Option) (*Conn, erro
 		// order of their input (a failed batch is redelivered and published
 		// again in order, duplicates dropped by Nats-Msg-Id).
 		nats.ReconnectBufSize(-1),
+		nats.PingInterval(PingInterval),
+		nats.MaxPingsOutstanding(MaxPingsOutstanding),
 	}, extra...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
@@ -88,6 +102,22 @@ func (d Dialer) ConnectNATS(url, name string, extra ...nats.Option) (*Conn, erro
 		return nil, fmt.Errorf("connect: jetstream %s: %w", name, err)
 	}
 	return &Conn{NC: nc, JS: js}, nil
+}
+
+// MoveOn leaves the server c is connected to for the next one of its
+// list (nats.Conn.ForceReconnect), for a client whose requests keep
+// failing on a server that its pings still reach (a node cut off from its
+// peers answers pings but cannot serve JetStream). It returns at once;
+// publishes fail while it reconnects. Safe for concurrent use.
+func (c *Conn) MoveOn() error { return MoveOn(c.NC) }
+
+// MoveOn is Conn.MoveOn for a bare connection; a connection with a single
+// server reconnects to it.
+func MoveOn(nc *nats.Conn) error {
+	if nc == nil {
+		return nats.ErrInvalidConnection
+	}
+	return nc.ForceReconnect()
 }
 
 // Close drops the connection at once: nothing in flight is flushed or
@@ -495,9 +525,11 @@ func WaitFor(ctx context.Context, op func(context.Context) error, notify func(at
 // Transient reports whether err says a server is away for now and a
 // later attempt may succeed: it is unreachable (refused, reset, timed out,
 // not resolvable yet, an asynchronous publish never acknowledged), restarting (no NATS server, no JetStream responder
-// yet), loading its data (Redis -LOADING, -MASTERDOWN, -TRYAGAIN,
-// -CLUSTERDOWN, -BUSY) or failing over (-READONLY: a replica not promoted
-// yet). Refused credentials, certificates and permissions
+// yet), a JetStream cluster without a leader or quorum for now ("JetStream
+// system temporarily unavailable", err_code 10008; 10004, 10009, and
+// 10005 "no suitable peers"), loading its data (Redis -LOADING,
+// -MASTERDOWN, -TRYAGAIN, -CLUSTERDOWN, -BUSY) or failing over (-READONLY:
+// a replica not promoted yet). Refused credentials, certificates and permissions
 // are not transient, whatever else err wraps: waiting does not fix them.
 // An error it does not know is not transient.
 func Transient(err error) bool {
@@ -518,6 +550,9 @@ func Transient(err error) bool {
 			return true
 		}
 	}
+	if jsUnavailable(err) {
+		return true
+	}
 	var netErr net.Error
 	if errors.As(err, &netErr) {
 		return true
@@ -533,6 +568,45 @@ func Transient(err error) bool {
 	}
 	return false
 }
+
+// JetStream API error codes (nats-server jetstream_errors_generated.go)
+// that a cluster answers while it elects leaders or lacks a quorum.
+const (
+	jsClusterIncomplete jetstream.ErrorCode = 10004 // incomplete results
+	jsClusterNoPeers    jetstream.ErrorCode = 10005 // e.g. "no suitable peers for placement"
+	jsClusterNotAvail   jetstream.ErrorCode = 10008 // JetStream system temporarily unavailable
+	jsClusterNotLeader  jetstream.ErrorCode = 10009 // JetStream cluster can not handle request
+)
+
+// jsUnavailable reports whether err is a JetStream API answer that says
+// the cluster cannot serve the request for now: no meta or stream leader
+// (an election, a lost quorum, a node cut off) or too few peers to place
+// replicas on. Both clients' API error types are recognised.
+func jsUnavailable(err error) bool {
+	var code jetstream.ErrorCode
+	var desc string
+	var jsErr *jetstream.APIError
+	var natsErr *nats.APIError
+	switch {
+	case errors.As(err, &jsErr):
+		code, desc = jsErr.ErrorCode, jsErr.Description
+	case errors.As(err, &natsErr):
+		code, desc = jetstream.ErrorCode(natsErr.ErrorCode), natsErr.Description
+	default:
+		return false
+	}
+	switch code {
+	case jsClusterIncomplete, jsClusterNotAvail, jsClusterNotLeader:
+		return true
+	case jsClusterNoPeers:
+		return strings.Contains(desc, "no suitable peers") || strings.Contains(desc, "no replacement peer")
+	}
+	return false
+}
+
+// Refused reports whether err is a refusal that waiting does not fix:
+// credentials, permissions or certificates (see Transient).
+func Refused(err error) bool { return err != nil && permanent(err) }
 
 // permanent reports whether err is a refusal that waiting does not fix:
 // credentials, permissions or certificates.

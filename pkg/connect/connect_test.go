@@ -2,12 +2,14 @@ package connect
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/testenv"
@@ -123,5 +125,51 @@ func TestDialerPublishAckTimeout(t *testing.T) {
 	}
 	if _, err := (Dialer{PublishAckTimeout: -time.Second}).ConnectNATS(url, "dialer-test"); err == nil {
 		t.Error("a negative publish ack timeout was accepted")
+	}
+}
+
+// TestTransientClusterAnswers: the answers of a JetStream cluster without a
+// leader or quorum (nats-server jetstream_errors_generated.go) are waited
+// out, from either client's API; other API errors are not.
+func TestTransientClusterAnswers(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"10008 unavailable", &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
+		{"10008 wrapped", fmt.Errorf("publisher: bucket x: %w", &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}), true},
+		{"10008 nats.go legacy API", &nats.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, true},
+		{"10009 cannot handle", &jetstream.APIError{Code: 500, ErrorCode: 10009, Description: "JetStream cluster can not handle request"}, true},
+		{"10004 incomplete", &jetstream.APIError{Code: 503, ErrorCode: 10004, Description: "incomplete results"}, true},
+		{"10005 no suitable peers", &jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement"}, true},
+		{"10005 other", &jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "preferred server \"x\" not known"}, false},
+		{"10039 not enabled for account", jetstream.ErrJetStreamNotEnabledForAccount, false},
+		{"10059 stream not found", jetstream.ErrStreamNotFound, false},
+		{"10008 but refused", fmt.Errorf("%w (%w)", nats.ErrPermissionViolation, &jetstream.APIError{ErrorCode: 10008}), false},
+	} {
+		if got := Transient(c.err); got != c.want {
+			t.Errorf("Transient(%s: %v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
+	if Refused(&jetstream.APIError{Code: 503, ErrorCode: 10008}) || !Refused(nats.ErrPermissionViolation) || Refused(nil) {
+		t.Error("Refused: only a refusal is one")
+	}
+}
+
+// TestPingSettings: every connection pings often enough to leave a server
+// it cannot reach within the documented bound (docs/deployment.md).
+func TestPingSettings(t *testing.T) {
+	_, url := testenv.NATS(t)
+	conn, err := ConnectNATS(url, "ping-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if got := conn.NC.Opts.PingInterval; got != PingInterval || PingInterval > 5*time.Second {
+		t.Errorf("ping interval %v, want %v (at most 5s)", got, PingInterval)
+	}
+	if got := conn.NC.Opts.MaxPingsOut; got != MaxPingsOutstanding || MaxPingsOutstanding > 3 {
+		t.Errorf("max pings outstanding %d, want %d (at most 3)", got, MaxPingsOutstanding)
 	}
 }

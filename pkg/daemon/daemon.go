@@ -91,8 +91,14 @@ type options struct {
 	ensureOnly bool
 	replicas   int
 	statsEvery time.Duration
+	stallAfter time.Duration
 	dialer     connect.Dialer
 }
+
+// DefaultStallAfter is --stall-after's default: /readyz says not ready
+// 15–20 s (one stats interval more) after the service stopped making
+// progress.
+const DefaultStallAfter = 15 * time.Second
 
 func (o *options) register(fs *flag.FlagSet) {
 	o.natsSec.Register(fs)
@@ -107,6 +113,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.replicas, "replicas", envInt("RECEIPTS_REPLICAS", 1), "replicas of every stream and bucket created (env RECEIPTS_REPLICAS; 3 on a 3-node cluster)")
 	fs.DurationVar(&o.dialer.PublishAckTimeout, "publish-ack-timeout", envDuration("RECEIPTS_PUBLISH_ACK_TIMEOUT", connect.DefaultPublishAckTimeout),
 		"how long an asynchronous publish waits for its ack before the batch fails and is redelivered (env RECEIPTS_PUBLISH_ACK_TIMEOUT)")
+	fs.DurationVar(&o.stallAfter, "stall-after", envDuration("RECEIPTS_STALL_AFTER", DefaultStallAfter),
+		"how long a consumer may make no progress with messages pending, or go without an answer from its leader, before /readyz says not ready (env RECEIPTS_STALL_AFTER)")
 	fs.DurationVar(&o.statsEvery, "stats-interval", envDuration("RECEIPTS_STATS_INTERVAL", 5*time.Second), "how often consumer backlog, state size and Redis health are sampled for /metrics and /readyz (env RECEIPTS_STATS_INTERVAL)")
 }
 
@@ -133,6 +141,8 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 		return fmt.Errorf("--replicas must be between 1 and 5, got %d", o.replicas)
 	case o.statsEvery <= 0:
 		return errors.New("--stats-interval must be positive")
+	case o.stallAfter <= 0:
+		return errors.New("--stall-after must be positive")
 	}
 	natsOpts, err := o.natsSec.Options()
 	if err != nil {
@@ -149,9 +159,16 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 			return stopped(ctx, log, err)
 		}
 		defer conn.NC.Drain()
+		// A cluster electing leaders answers "temporarily unavailable":
+		// waited out (connect.Transient) for up to a minute.
 		setupCtx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		if err := stream.Ensure(setupCtx, conn.JS, d.Names, topology); err != nil {
+		err = waiter{log: log}.until(setupCtx, "the streams and buckets to be created", "nats", func(ctx context.Context) error {
+			ctx, cancel := refused.context(ctx, 30*time.Second)
+			defer cancel()
+			return refused.or(stream.Ensure(ctx, conn.JS, d.Names, topology))
+		})
+		if err != nil {
 			return err
 		}
 		log.Info("streams and buckets ensured", "generation", c.Generation, "partitions", c.Partitions, "replicas", o.replicas,
@@ -229,7 +246,7 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 			if ctx.Err() != nil {
 				return stopped(ctx, log, err)
 			}
-			return fmt.Errorf("%w (a least-privilege user cannot create streams: run the set-up job with --ensure-only and admin credentials, and start services with --ensure-streams=false)", err)
+			return ensureFailed(err)
 		}
 	}
 	r := roleOf(name, d.Names, d.Owned, c.Partitions)
@@ -257,7 +274,9 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		newStats(name, r, d, h, guard, reg, log).loop(statsCtx, o.statsEvery)
+		st := newStats(name, r, d, h, guard, reg, log)
+		st.stallAfter = o.stallAfter
+		st.loop(statsCtx, o.statsEvery)
 	}()
 
 	var runErr error
@@ -338,6 +357,15 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 	return nil
 }
 
+// ensureFailed is the error of a failed stream set-up at start. Only a
+// refusal (permissions, credentials) points at a least-privilege user.
+func ensureFailed(err error) error {
+	if connect.Refused(err) {
+		return fmt.Errorf("%w (a least-privilege user cannot create streams: run the set-up job with --ensure-only and admin credentials, and start services with --ensure-streams=false)", err)
+	}
+	return fmt.Errorf("stream set-up: %w", err)
+}
+
 // natsEvents logs the connection's life, and every asynchronous error the
 // server sends (a permissions violation arrives this way: the request that
 // caused it only times out).
@@ -370,8 +398,9 @@ type health struct {
 	ready   atomic.Bool
 	waiting atomic.Pointer[string] // what the service waits for, if anything
 	nc      atomic.Pointer[nats.Conn]
-	redisOK atomic.Int64 // unix nanos of the last successful Redis ping
-	maxAge  atomic.Int64 // how old that ping may be, nanos
+	redisOK atomic.Int64           // unix nanos of the last successful Redis ping
+	maxAge  atomic.Int64           // how old that ping may be, nanos
+	stalled atomic.Pointer[string] // why the service makes no progress ("" or nil: it does)
 	// full learns from the consume loops while the broker's store is
 	// full; restartFull is set while the service waits to start again
 	// after a refusal outside them, counted in fullRestarts.
@@ -436,6 +465,9 @@ func (h *health) notReady() string {
 		if err := w.Full(); err != nil {
 			return "redis is full, writes wait until memory is freed: " + err.Error()
 		}
+	}
+	if s := h.stalled.Load(); s != nil && *s != "" {
+		return *s
 	}
 	return ""
 }

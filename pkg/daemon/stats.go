@@ -2,10 +2,13 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/receiptflow/receiptflow/pkg/window"
@@ -31,6 +34,22 @@ type stats struct {
 	lag         *prometheus.GaugeVec
 	redisUp     prometheus.Gauge
 	sampleErrs  prometheus.Counter
+
+	// stallAfter bounds how long a consumer may go without progress
+	// (see progress) before /readyz says so.
+	stallAfter time.Duration
+	marks      map[consumerRef]*progress
+	sampled    time.Time // the previous sample
+	moved      time.Time // the last MoveOn
+}
+
+// progress is what the samples saw of one consumer: its ack floor, when
+// it last moved (or the consumer was idle: nothing pending), and when its
+// leader last answered.
+type progress struct {
+	floor    uint64
+	moved    time.Time
+	answered time.Time
 }
 
 func newStats(svc string, r role, d *Deps, h *health, guard *redisGuard, reg prometheus.Registerer, log *slog.Logger) *stats {
@@ -40,7 +59,7 @@ func newStats(svc string, r role, d *Deps, h *health, guard *redisGuard, reg pro
 	if !r.perPartition {
 		part = nil
 	}
-	s := &stats{r: r, d: d, h: h, guard: guard, log: log,
+	s := &stats{r: r, d: d, h: h, guard: guard, log: log, marks: map[consumerRef]*progress{},
 		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "consumer_pending_messages",
 			Help: "Messages in the stream not yet delivered to this service's consumer."}, cons),
 		ackPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "consumer_ack_pending_messages",
@@ -112,8 +131,25 @@ func (s *stats) sample(ctx context.Context, every time.Duration) {
 	} else {
 		s.redisUp.Set(0)
 	}
+	now := time.Now()
+	if now.Sub(s.sampled) > 2*every {
+		// The first sample, or this process was stalled itself (SIGSTOP,
+		// a long pause): what it saw before says nothing now.
+		for _, m := range s.marks {
+			m.moved, m.answered = now, now
+		}
+	}
+	s.sampled = now
 	for _, c := range s.r.consumers {
+		m := s.marks[c]
+		if m == nil {
+			m = &progress{moved: now, answered: now}
+			s.marks[c] = m
+		}
 		cons, err := s.d.NATS.JS.Consumer(ctx, c.stream, c.durable)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			m.moved, m.answered = now, now // not made yet, or being made again
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				s.sampleErrs.Inc()
@@ -121,16 +157,23 @@ func (s *stats) sample(ctx context.Context, every time.Duration) {
 			continue
 		}
 		ci := cons.CachedInfo()
+		if ci.Cluster == nil || ci.Cluster.Leader != "" {
+			m.answered = now // a replica answering on its own names no leader
+		}
+		if ci.NumPending == 0 && ci.NumAckPending == 0 || ci.AckFloor.Stream != m.floor {
+			m.moved = now
+		}
+		m.floor = ci.AckFloor.Stream
 		s.pending.WithLabelValues(c.stream, c.durable).Set(float64(ci.NumPending))
 		s.ackPending.WithLabelValues(c.stream, c.durable).Set(float64(ci.NumAckPending))
 		s.redelivered.WithLabelValues(c.stream, c.durable).Set(float64(ci.NumRedelivered))
 	}
+	s.judgeProgress(now)
 	if len(s.r.state) == 0 {
 		return
 	}
 	var totalEntries, totalWindows float64
 	global := int64(-1)
-	now := time.Now()
 	for _, p := range s.r.state {
 		ck, err := s.d.Store.Checkpoint(ctx, p)
 		if err != nil {
@@ -158,6 +201,41 @@ func (s *stats) sample(ctx context.Context, every time.Duration) {
 		s.entries.WithLabelValues().Set(totalEntries)
 		s.windows.WithLabelValues().Set(totalWindows)
 		setWatermark(s.watermark.WithLabelValues(), s.lag.WithLabelValues(), global, now)
+	}
+}
+
+// judgeProgress tells /readyz whether the service makes progress: not
+// when a consumer's leader has not answered for stallAfter (the server the
+// service is connected to cannot reach it: a node cut off from its peers
+// still answers pings), or when a consumer with messages pending has not
+// moved its ack floor for stallAfter. In the first case, with Redis
+// answering, the connection also moves to another server (connect.MoveOn),
+// at most once per stallAfter.
+func (s *stats) judgeProgress(now time.Time) {
+	reason := ""
+	unreachable := false
+	for _, c := range s.r.consumers {
+		m := s.marks[c]
+		if m == nil {
+			continue
+		}
+		switch {
+		case now.Sub(m.answered) > s.stallAfter:
+			reason = fmt.Sprintf("no answer from the leader of consumer %s on %s for %s", c.durable, c.stream, now.Sub(m.answered).Round(time.Second))
+			unreachable = true
+		case reason == "" && now.Sub(m.moved) > s.stallAfter:
+			reason = fmt.Sprintf("consumer %s on %s has messages pending and made no progress for %s", c.durable, c.stream, now.Sub(m.moved).Round(time.Second))
+		}
+	}
+	s.h.stalled.Store(&reason)
+	if !unreachable || now.Sub(s.moved) < s.stallAfter || !s.d.NATS.NC.IsConnected() ||
+		time.Duration(now.UnixNano()-s.h.redisOK.Load()) > s.stallAfter {
+		return
+	}
+	s.moved = now
+	s.log.Warn("no progress: leaving the NATS server for another one", "reason", reason, "server", s.d.NATS.NC.ConnectedServerName())
+	if err := s.d.NATS.MoveOn(); err != nil {
+		s.log.Warn("nats: move to another server", "err", err)
 	}
 }
 

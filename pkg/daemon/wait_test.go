@@ -25,6 +25,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/embedded"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // echo is a service that needs both servers for every message: for each
@@ -357,6 +358,9 @@ func TestTransient(t *testing.T) {
 		// A publish answered by no stream leader (an election): seen
 		// too, the publisher exited on it.
 		{"jetstream: no response from stream", fmt.Errorf("publisher: put window.x: %w", jetstream.ErrNoStreamResponse), true},
+		// A cluster electing leaders or without quorum (issue 23: the
+		// publisher and the windower exited on it).
+		{"jetstream: system temporarily unavailable", fmt.Errorf("stream: ensure RAW: %w", &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}), true},
 		{"redis: connection refused", dial, true},
 		{"redis: " + fmt.Sprint(readonly), readonly, true},
 		{"not there yet", fmt.Errorf("%w: stream not found", connect.ErrNotYet), true},
@@ -436,5 +440,79 @@ func TestWaitsForRoomInTheBrokerStore(t *testing.T) {
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d:\n%s", code, log.String())
+	}
+}
+
+// TestEnsureFailedHint: a failed stream set-up blames a least-privilege
+// user only when the server refused it.
+func TestEnsureFailedHint(t *testing.T) {
+	refused := ensureFailed(fmt.Errorf("%w (%w)", nats.ErrPermissionViolation, context.DeadlineExceeded))
+	if !strings.Contains(refused.Error(), "least-privilege") {
+		t.Errorf("refusal: %v, want the least-privilege hint", refused)
+	}
+	for _, err := range []error{
+		&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"},
+		&jetstream.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use with a different configuration"},
+	} {
+		if got := ensureFailed(err); strings.Contains(got.Error(), "least-privilege") || !errors.Is(got, err) {
+			t.Errorf("ensureFailed(%v) = %v, want it wrapped without the least-privilege hint", err, got)
+		}
+	}
+}
+
+// TestReadyzSaysStalled: a service whose consumer has messages pending and
+// does not move its ack floor for --stall-after is not ready, and says
+// why; once the messages are acknowledged it is ready again (issue 23: a
+// windower stalled 35 s with /readyz answering 200).
+func TestReadyzSaysStalled(t *testing.T) {
+	_, natsURL := testenv.NATS(t)
+	r := testenv.RedisServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := &proc{t: t, log: &syncBuf{}, http: "127.0.0.1:" + strconv.Itoa(freePort(t)), done: make(chan int, 1), stop: cancel}
+	s := stub{started: make(chan struct{})}
+	go func() {
+		p.done <- Main(ctx, "publisher", []string{"--nats-url", natsURL, "--redis-url", r.URL(), "--partitions", "1",
+			"--http-addr", p.http, "--stats-interval", "100ms", "--stall-after", "1s"}, p.log, func(*Deps) (Runner, error) { return s, nil })
+	}()
+	<-s.started
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := wire.For("")
+	cons, err := js.CreateOrUpdateConsumer(ctx, n.Stream(wire.Changes), jetstream.ConsumerConfig{
+		Durable: wire.Durable("publisher", -1), AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, n.Subject(wire.Changes, 0), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	p.waitNotReady("made no progress")
+	msgs, err := cons.Fetch(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range msgs.Messages() {
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		p.alive()
+		if code, body, err := p.readyz(); err != nil || code != http.StatusOK {
+			return fmt.Errorf("/readyz %d %q %v", code, body, err)
+		}
+		return nil
+	})
+	cancel()
+	if code := <-p.done; code != 0 {
+		t.Fatalf("exit %d:\n%s", code, p.log.String())
 	}
 }

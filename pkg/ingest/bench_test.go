@@ -19,7 +19,7 @@ func BenchmarkFile(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	_, url := testenv.NATS(b)
-	_, js := connect(b, url, 0)
+	_, js := dial(b, url, 0)
 	b.SetBytes(int64(len(data)))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -52,7 +52,7 @@ func TestOrderThroughLeaderLoss(t *testing.T) {
 	defer cancel()
 
 	_, cleanURL := testenv.NATS(t)
-	_, cleanJS := connect(t, cleanURL, 0)
+	_, cleanJS := dial(t, cleanURL, 0)
 	ensure(t, ctx, cleanJS)
 	if _, err := File(ctx, newTestIngester(t, cleanJS, nil), bytes.NewReader(data), nil); err != nil {
 		t.Fatalf("clean ingest: %v", err)
@@ -60,7 +60,7 @@ func TestOrderThroughLeaderLoss(t *testing.T) {
 	want, _ := rawOrder(t, ctx, cleanJS)
 
 	c := newCluster(t)
-	_, js := connect(t, c.URLs(), 0)
+	_, js := dial(t, c.URLs(), 0)
 	testenv.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		return stream.Ensure(ctx, js, wire.For(""), stream.Config{Partitions: testPartitions, Replicas: 3})
 	})
@@ -140,7 +140,7 @@ func TestTwoNodesLostNamesFirstUnconfirmed(t *testing.T) {
 	defer cancel()
 
 	_, cleanURL := testenv.NATS(t)
-	_, cleanJS := connect(t, cleanURL, 0)
+	_, cleanJS := dial(t, cleanURL, 0)
 	ensure(t, ctx, cleanJS)
 	if _, err := File(ctx, newTestIngester(t, cleanJS, nil), bytes.NewReader(data), nil); err != nil {
 		t.Fatalf("clean ingest: %v", err)
@@ -148,7 +148,7 @@ func TestTwoNodesLostNamesFirstUnconfirmed(t *testing.T) {
 	want, _ := rawOrder(t, ctx, cleanJS)
 
 	c := newCluster(t)
-	_, js := connect(t, c.URLs(), 0)
+	_, js := dial(t, c.URLs(), 0)
 	testenv.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		return stream.Ensure(ctx, js, wire.For(""), stream.Config{Partitions: testPartitions, Replicas: 3})
 	})

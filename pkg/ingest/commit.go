@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
@@ -181,7 +182,7 @@ func (c *committer) storeRange(ctx context.Context, items []item, send []int, re
 // is definite or retryFor passes, and tells whether it was a duplicate.
 func (c *committer) storeOne(ctx context.Context, it item, i int, res []result) (dup bool, err error) {
 	var sent time.Time
-	ack, err := stream.RetryOp(ctx, c.backoff(), stream.Retryable, nil, func(ctx context.Context) (*jetstream.PubAck, error) {
+	ack, err := stream.RetryOp(ctx, c.backoff(), stream.Retryable, c.moveOn(), func(ctx context.Context) (*jetstream.PubAck, error) {
 		sent = time.Now()
 		pctx, cancel := context.WithTimeout(ctx, c.timeout)
 		defer cancel()
@@ -200,12 +201,28 @@ func (c *committer) backoff() stream.Backoff {
 	return stream.Backoff{Initial: 50 * time.Millisecond, Max: time.Second, For: c.retryFor}
 }
 
+// moveOn returns the notify of one retried operation: once its attempts
+// have failed for a third of retryFor, and again after each further third,
+// the connection leaves its server for the next one (connect.MoveOn). A
+// node cut off from its peers still answers pings but stores nothing; the
+// other nodes may have a quorum, so ingest must not give up on it.
+func (c *committer) moveOn() func(error, time.Duration) {
+	since := time.Now()
+	return func(error, time.Duration) {
+		if c.retryFor <= 0 || time.Since(since) < c.retryFor/3 {
+			return
+		}
+		since = time.Now()
+		_ = connect.MoveOn(c.js.Conn())
+	}
+}
+
 // commitRetrying sends items[part[0]], ... as one atomic batch until it is
 // stored, refused for good, or retryFor passes. It returns when the stored
 // attempt was sent and the commit's sequence (the batch's last).
 func (c *committer) commitRetrying(ctx context.Context, items []item, part []int) (time.Time, uint64, error) {
 	var sent time.Time
-	last, err := stream.RetryOp(ctx, c.backoff(), stream.Retryable, nil, func(ctx context.Context) (uint64, error) {
+	last, err := stream.RetryOp(ctx, c.backoff(), stream.Retryable, c.moveOn(), func(ctx context.Context) (uint64, error) {
 		sent = time.Now()
 		return c.commit(ctx, items, part)
 	})

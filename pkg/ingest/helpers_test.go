@@ -42,10 +42,10 @@ func fixture(t testing.TB, n int) []byte {
 	return buf.Bytes()
 }
 
-// connect connects to url as receiptctl does (no reconnect buffer, endless
+// dial connects to url as receiptctl does (no reconnect buffer, endless
 // quick reconnects) unless bufSize is non-zero, which sets the client's
 // reconnect buffer (nats.ReconnectBufSize).
-func connect(t testing.TB, url string, bufSize int) (*nats.Conn, jetstream.JetStream) {
+func dial(t testing.TB, url string, bufSize int) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	if bufSize == 0 {
 		bufSize = -1

@@ -37,7 +37,7 @@ func TestStoppedServerNamesFirstUnconfirmed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, url := testenv.NATS(t)
-	_, js := connect(t, url, 0)
+	_, js := dial(t, url, 0)
 	ensure(t, ctx, js)
 	var acks atomic.Int64
 	kick := make(chan struct{}, 1)
@@ -81,7 +81,7 @@ func TestStoppedServerNamesFirstUnconfirmed(t *testing.T) {
 	}
 
 	s = testenv.RestartNATS(t, s)
-	_, js = connect(t, embeddedURL(s), 0)
+	_, js = dial(t, embeddedURL(s), 0)
 	_, seqs := rawOrder(t, ctx, js)
 	builder := newTestIngester(t, js, nil)
 	defer builder.Close(ctx)
@@ -103,7 +103,7 @@ func TestOnAckSequences(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, url := testenv.NATS(t)
-	_, js := connect(t, url, 0)
+	_, js := dial(t, url, 0)
 	ensure(t, ctx, js)
 	type ack struct {
 		id  string
@@ -150,7 +150,7 @@ func TestRepublishIsDuplicates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, url := testenv.NATS(t)
-	_, js := connect(t, url, 0)
+	_, js := dial(t, url, 0)
 	ensure(t, ctx, js)
 	if _, err := File(ctx, newTestIngester(t, js, nil), bytes.NewReader(data), nil); err != nil {
 		t.Fatal(err)
@@ -176,7 +176,7 @@ func TestBOMSkipped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, url := testenv.NATS(t)
-	_, js := connect(t, url, 0)
+	_, js := dial(t, url, 0)
 	ensure(t, ctx, js)
 	st, err := File(ctx, newTestIngester(t, js, nil), bytes.NewReader(append([]byte("\ufeff"), data...)), nil)
 	if err != nil {
@@ -208,7 +208,7 @@ func TestPublishHonoursContext(t *testing.T) {
 	data := lines(fixture(t, 50))
 	s, url := testenv.NATS(t)
 	ctx := context.Background()
-	_, js := connect(t, url, 0)
+	_, js := dial(t, url, 0)
 	ensure(t, ctx, js)
 	s.Shutdown()
 	in := newTestIngester(t, js, func(o *Options) { o.MaxInFlight = 4; o.RetryFor = time.Minute })
@@ -238,7 +238,7 @@ func TestPublishEndedContextQueuesNothing(t *testing.T) {
 	data := lines(fixture(t, 1))
 	_, url := testenv.NATS(t)
 	ctx := context.Background()
-	_, js := connect(t, url, 0)
+	_, js := dial(t, url, 0)
 	ensure(t, ctx, js)
 	in := newTestIngester(t, js, nil)
 	cctx, cancel := context.WithCancel(ctx)

@@ -24,7 +24,7 @@ func TestOrderAcrossRestarts(t *testing.T) {
 	defer cancel()
 
 	_, cleanURL := testenv.NATS(t)
-	_, cleanJS := connect(t, cleanURL, 0)
+	_, cleanJS := dial(t, cleanURL, 0)
 	ensure(t, ctx, cleanJS)
 	if _, err := File(ctx, newTestIngester(t, cleanJS, nil), bytes.NewReader(data), nil); err != nil {
 		t.Fatalf("clean ingest: %v", err)
@@ -37,7 +37,7 @@ func TestOrderAcrossRestarts(t *testing.T) {
 	}{{"no-reconnect-buffer", 0}, {"reconnect-buffer", nats.DefaultReconnectBufSize}} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, url := testenv.NATS(t)
-			_, js := connect(t, url, tc.bufSize)
+			_, js := dial(t, url, tc.bufSize)
 			ensure(t, ctx, js)
 			const restarts = 3
 			step := int64(30000 / (restarts + 1))

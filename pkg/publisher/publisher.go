@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
 	"github.com/receiptflow/receiptflow/pkg/internal/digest"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
@@ -151,7 +152,15 @@ func (s *Service) durable() string {
 
 // Run publishes until ctx ends (nil) or a failure (its error).
 func (s *Service) Run(ctx context.Context) error {
-	kv, err := s.js.KeyValue(ctx, s.cfg.Names.Bucket())
+	// A cluster without a leader for now is waited out, not a failure.
+	var kv jetstream.KeyValue
+	err := connect.WaitFor(ctx, func(ctx context.Context) error {
+		var err error
+		kv, err = s.js.KeyValue(ctx, s.cfg.Names.Bucket())
+		return err
+	}, func(attempt int, err error, next time.Duration) {
+		s.cfg.Logger.Warn("publisher: waiting for the bucket", "bucket", s.cfg.Names.Bucket(), "attempt", attempt, "err", err, "retry_in", next.Round(time.Millisecond).String())
+	})
 	if err != nil {
 		return fmt.Errorf("publisher: bucket %s: %w", s.cfg.Names.Bucket(), err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
@@ -153,8 +154,24 @@ type ConsumerSpec struct {
 // when StartSeq is set (the caller's own checkpoint), else after the ack
 // floor. A consumer left with unacknowledged deliveries by a crashed
 // instance is recreated at that position, so nothing waits for AckWait.
-// The caller must own the consumer exclusively.
+// The caller must own the consumer exclusively. A cluster that cannot
+// answer for now (connect.Transient: no leader, no quorum, a node cut off)
+// is waited out until ctx ends; then ctx's cause is returned.
 func Open(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec) (jetstream.Consumer, error) {
+	var c jetstream.Consumer
+	err := connect.WaitFor(ctx, func(ctx context.Context) error {
+		var err error
+		c, err = open(ctx, js, spec)
+		return err
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// open is one attempt of Open.
+func open(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec) (jetstream.Consumer, error) {
 	if spec.MaxAckPending <= 0 {
 		spec.MaxAckPending = 20000
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
@@ -106,5 +108,98 @@ func TestEnsureWritesTheActivePointer(t *testing.T) {
 	}
 	if e, err := kv.Get(ctx, wire.ActiveKey); err != nil || e.Revision() != rev || string(e.Value()) != string(switched) {
 		t.Fatalf("after a switch and Ensure the pointer is %s at revision %d (%v), want %s at %d", e.Value(), e.Revision(), err, switched, rev)
+	}
+}
+
+// TestOpenWaitsOutUnavailableCluster: with two of three nodes down, the
+// third answers "JetStream system temporarily unavailable" (err_code
+// 10008), which connect.Transient takes for transient; Open keeps trying
+// until the nodes are back instead of failing (issue 23: the publisher
+// exited on that answer).
+func TestOpenWaitsOutUnavailableCluster(t *testing.T) {
+	c := testenv.NewCluster(t, "open", 3, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := js.CreateOrUpdateStream(rctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Replicas: 3})
+		return err
+	})
+	keep := -1
+	for i := range c.Len() {
+		if !c.Server(i).JetStreamIsLeader() {
+			keep = i
+		}
+	}
+	for i := range c.Len() {
+		if i != keep {
+			c.Stop(i)
+		}
+	}
+	var unavailable error
+	testenv.CheckFor(t, 60*time.Second, 200*time.Millisecond, func() error {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := js.CreateConsumer(rctx, "T", jetstream.ConsumerConfig{Durable: "probe"})
+		var api *jetstream.APIError
+		if errors.As(err, &api) && api.ErrorCode == 10008 {
+			unavailable = err
+			return nil
+		}
+		return fmt.Errorf("no 10008 answer yet: %v", err)
+	})
+	if !connect.Transient(unavailable) {
+		t.Fatalf("connect.Transient(%v) = false, want true", unavailable)
+	}
+	// Count Open's requests, so the nodes come back only after it failed
+	// at least once.
+	var mu sync.Mutex
+	requests := 0
+	sub, err := nc.Subscribe("$JS.API.CONSUMER.>", func(*nats.Msg) { mu.Lock(); requests++; mu.Unlock() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	nc.Flush()
+	opened := make(chan error, 1)
+	go func() {
+		_, err := Open(ctx, js, ConsumerSpec{Stream: "T", Durable: "d", Filter: "t.>"})
+		opened <- err
+	}()
+	testenv.CheckFor(t, 60*time.Second, 50*time.Millisecond, func() error {
+		select {
+		case err := <-opened:
+			t.Fatalf("Open returned while the cluster had no quorum: %v", err)
+		default:
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if requests < 2 {
+			return fmt.Errorf("%d consumer requests so far", requests)
+		}
+		return nil
+	})
+	for i := range c.Len() {
+		if i != keep {
+			c.Start(i)
+		}
+	}
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Open did not succeed once the nodes were back")
 	}
 }

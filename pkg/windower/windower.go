@@ -78,6 +78,9 @@ type Service struct {
 	m     *metrics
 	// retiring serializes retirement passes per partition.
 	retiring sync.Map // partition -> *sync.Mutex
+	// confirmEvery spaces the answers that confirm a stream behind the
+	// checkpoint (confirmEvery; tests shorten it).
+	confirmEvery time.Duration
 }
 
 // New returns a windower that applies to store and reads/writes js.
@@ -91,7 +94,7 @@ func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
 	if cfg.RetireEvery <= 0 {
 		cfg.RetireEvery = time.Second
 	}
-	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer)}
+	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer), confirmEvery: confirmEvery}
 }
 
 func (s *Service) durable(p int) string {
@@ -174,12 +177,11 @@ func (s *Service) runPartitionFrom(ctx context.Context, p int, ps *partState, ca
 	}
 	ps.start(ck.Seq, cancel)
 	streamName := s.cfg.Names.Stream(wire.Valid)
-	st, err := s.js.Stream(ctx, streamName)
-	if err != nil {
+	if err := s.verifyAtStart(ctx, p, ck.Seq); err != nil {
+		if errors.Is(err, errStreamBehind) {
+			return err
+		}
 		return fmt.Errorf("windower: stream %s: %w", streamName, err)
-	}
-	if last := st.CachedInfo().State.LastSeq; ck.Seq > last {
-		return behind(p, streamName, ck.Seq, last)
 	}
 	// Resume after the last batch whose outputs were published: a batch
 	// applied but not published (a crash between the script and the
@@ -405,15 +407,6 @@ func anyReplayed(res *ledger.Result) bool {
 	return false
 }
 
-// errStreamBehind marks a stream that lost messages the checkpoint counted.
-var errStreamBehind = errors.New("checkpoint ahead of the stream")
-
-func behind(p int, streamName string, seq, last uint64) error {
-	return fmt.Errorf("windower: partition %d checkpoint at %s sequence %d is ahead of the stream's last sequence %d: "+
-		"JetStream lost data the Redis state already counted; see docs/recovery.md (\"checkpoint ahead of the stream\"): %w",
-		p, streamName, seq, last, errStreamBehind)
-}
-
 // checkStream compares the owned partitions' checkpoints with VALID's last
 // sequence (checkpoints first: the stream only grows while it is healthy).
 func (s *Service) checkStream(ctx context.Context, owned []int) error {
@@ -425,16 +418,5 @@ func (s *Service) checkStream(ctx context.Context, owned []int) error {
 		}
 		cks[i] = ck.Seq
 	}
-	name := s.cfg.Names.Stream(wire.Valid)
-	st, err := s.js.Stream(ctx, name)
-	if err != nil {
-		return err
-	}
-	last := st.CachedInfo().State.LastSeq
-	for i, p := range owned {
-		if cks[i] > last {
-			return behind(p, name, cks[i], last)
-		}
-	}
-	return nil
+	return s.verify(ctx, owned, cks)
 }

@@ -77,6 +77,13 @@ type Options struct {
 	// Name is the server_name (default "rf-n1"); nodes of a cluster need
 	// distinct names.
 	Name string
+	// Host is the loopback address the client, route and monitoring ports
+	// listen on (default 127.0.0.1; all of 127.0.0.0/8 is loopback).
+	Host string
+	// Credential, if set, runs the process as that user and group (the
+	// test must be root); Dir and the config file are given to it. Dir's
+	// parents and the binary must be reachable by it.
+	Credential *syscall.Credential
 	// Dir holds the config file, the log and the store (Dir/store);
 	// default t.TempDir().
 	Dir string
@@ -99,6 +106,9 @@ type Cluster struct {
 	Name   string // cluster name (default "rf")
 	Port   int    // this node's route port
 	Routes []int  // route ports of every node (this node's own is fine)
+	// Hosts are the addresses of Routes, index by index (default
+	// 127.0.0.1 each).
+	Hosts []string
 }
 
 // Server is one nats-server child process. Its methods are safe to call
@@ -152,6 +162,14 @@ func Start(t testing.TB, bin string, opts Options) *Server {
 // is appended to every node's config file (e.g. lame-duck settings).
 func StartCluster(t testing.TB, bin string, n int, extra ...string) ([]*Server, string) {
 	t.Helper()
+	return StartClusterWith(t, bin, n, nil, extra...)
+}
+
+// StartClusterWith is StartCluster with node, if not nil, called with each
+// node's index and options before its first start: it may set Host,
+// Credential or Dir (not the ports, Name or Cluster).
+func StartClusterWith(t testing.TB, bin string, n int, node func(i int, o *Options), extra ...string) ([]*Server, string) {
+	t.Helper()
 	// Every port of the cluster (n client, n monitoring, n route ports) is
 	// distinct: the kernel may hand the same free port out twice in a row.
 	ports, err := distinctPorts(3 * n)
@@ -159,15 +177,22 @@ func StartCluster(t testing.TB, bin string, n int, extra ...string) ([]*Server, 
 		t.Fatalf("natsproc: %v", err)
 	}
 	routes := ports[2*n:]
+	opts := make([]Options, n)
+	hosts := make([]string, n)
+	for i := range opts {
+		opts[i] = Options{Name: fmt.Sprintf("rf-n%d", i+1), Extra: strings.Join(extra, "\n")}
+		if node != nil {
+			node(i, &opts[i])
+		}
+		hosts[i] = opts[i].Host
+	}
 	servers := make([]*Server, n)
 	urls := make([]string, n)
 	for i := range servers {
-		servers[i] = newServerOn(t, bin, Options{
-			Name:    fmt.Sprintf("rf-n%d", i+1),
-			Port:    ports[i],
-			Cluster: &Cluster{Port: routes[i], Routes: routes},
-			Extra:   strings.Join(extra, "\n"),
-		}, ports[n+i])
+		o := opts[i]
+		o.Port = ports[i]
+		o.Cluster = &Cluster{Port: routes[i], Routes: routes, Hosts: hosts}
+		servers[i] = newServerOn(t, bin, o, ports[n+i])
 		if err := servers[i].spawn(); err != nil {
 			t.Fatalf("natsproc: start %s: %v", servers[i].opts.Name, err)
 		}
@@ -212,6 +237,9 @@ func newServerOn(t testing.TB, bin string, opts Options, mport int) *Server {
 	if opts.Name == "" {
 		opts.Name = "rf-n1"
 	}
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
@@ -235,6 +263,13 @@ func newServerOn(t testing.TB, bin string, opts Options, mport int) *Server {
 	if err == nil {
 		err = s.writeConf()
 	}
+	if c := opts.Credential; err == nil && c != nil {
+		for _, p := range []string{opts.Dir, s.conf} {
+			if err = os.Chown(p, int(c.Uid), int(c.Gid)); err != nil {
+				break
+			}
+		}
+	}
 	if err != nil {
 		t.Fatalf("natsproc: %v", err)
 	}
@@ -244,16 +279,21 @@ func newServerOn(t testing.TB, bin string, opts Options, mport int) *Server {
 // writeConf writes the server's config file.
 func (s *Server) writeConf() error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "server_name: %q\nlisten: \"127.0.0.1:%d\"\nhttp: \"127.0.0.1:%d\"\n", s.opts.Name, s.opts.Port, s.mport)
+	fmt.Fprintf(&b, "server_name: %q\nlisten: %q\nhttp: %q\n", s.opts.Name,
+		net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port)), net.JoinHostPort(s.opts.Host, strconv.Itoa(s.mport)))
 	fmt.Fprintf(&b, "jetstream {\n  store_dir: %q\n  sync_interval: %s\n", filepath.Join(s.opts.Dir, "store"), s.opts.SyncInterval)
 	if s.opts.MaxFileStore > 0 {
 		fmt.Fprintf(&b, "  max_file_store: %d\n", s.opts.MaxFileStore)
 	}
 	b.WriteString("}\n")
 	if c := s.opts.Cluster; c != nil {
-		fmt.Fprintf(&b, "cluster {\n  name: %q\n  listen: \"127.0.0.1:%d\"\n  routes: [\n", c.Name, c.Port)
-		for _, p := range c.Routes {
-			fmt.Fprintf(&b, "    \"nats-route://127.0.0.1:%d\"\n", p)
+		fmt.Fprintf(&b, "cluster {\n  name: %q\n  listen: %q\n  routes: [\n", c.Name, net.JoinHostPort(s.opts.Host, strconv.Itoa(c.Port)))
+		for i, p := range c.Routes {
+			host := "127.0.0.1"
+			if i < len(c.Hosts) && c.Hosts[i] != "" {
+				host = c.Hosts[i]
+			}
+			fmt.Fprintf(&b, "    \"nats-route://%s\"\n", net.JoinHostPort(host, strconv.Itoa(p)))
 		}
 		b.WriteString("  ]\n}\n")
 	}
@@ -264,7 +304,18 @@ func (s *Server) writeConf() error {
 // URL returns the client URL, e.g. "nats://127.0.0.1:40123"; it stays the
 // same across Restart.
 func (s *Server) URL() string {
-	return "nats://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.opts.Port))
+	return "nats://" + net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port))
+}
+
+// Port returns the client port.
+func (s *Server) Port() int { return s.opts.Port }
+
+// RoutePort returns the route port of a cluster node, 0 for a lone server.
+func (s *Server) RoutePort() int {
+	if s.opts.Cluster == nil {
+		return 0
+	}
+	return s.opts.Cluster.Port
 }
 
 // Name returns the server_name.
@@ -459,7 +510,7 @@ func (s *Server) spawn() error {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// The kernel kills the server if the test binary dies without its
 	// cleanups (a panic, -timeout).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: s.opts.Credential}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return err
@@ -486,7 +537,7 @@ func (s *Server) waitReady() error {
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
-	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", s.mport)
+	url := "http://" + net.JoinHostPort(s.opts.Host, strconv.Itoa(s.mport)) + "/healthz"
 	client := &http.Client{Timeout: 2 * time.Second}
 	var last error
 	for {
