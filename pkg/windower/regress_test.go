@@ -40,17 +40,7 @@ func TestLostStateOfAnIdlePartitionIsReplayed(t *testing.T) {
 		}
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	id := window.Of(at.UnixMilli()).ID
-	counted := func() error {
-		v, err := f.store.Read(f.ctx, 0, []string{id})
-		if err != nil {
-			return err
-		}
-		if v.Seq != n || v.Partials[id].Count != n {
-			return fmt.Errorf("checkpoint %d, count %d; want %d and %d", v.Seq, v.Partials[id].Count, n, n)
-		}
-		return nil
-	}
+	counted := f.counted(at, n)
 	testenv.CheckFor(t, 30*time.Second, 20*time.Millisecond, counted)
 	if err := f.rdb.FlushAll(f.ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -72,17 +62,7 @@ func TestLostStateWhileStoppedIsCounted(t *testing.T) {
 	for i := 1; i <= n; i++ {
 		f.submit("stopped-"+strconv.Itoa(i), at, i)
 	}
-	id := window.Of(at.UnixMilli()).ID
-	counted := func() error {
-		v, err := f.store.Read(f.ctx, 0, []string{id})
-		if err != nil {
-			return err
-		}
-		if v.Seq != n || v.Partials[id].Count != n {
-			return fmt.Errorf("checkpoint %d, count %d; want %d and %d", v.Seq, v.Partials[id].Count, n, n)
-		}
-		return nil
-	}
+	counted := f.counted(at, n)
 	acked := func() error {
 		c, err := f.js.Consumer(f.ctx, f.names.Stream(wire.Valid), f.names.ServiceDurable("windower", 0))
 		if err != nil {
@@ -141,4 +121,20 @@ func regressionsOn(t *testing.T, reg *prometheus.Registry) float64 {
 		}
 	}
 	return 0
+}
+
+// counted checks that partition 0 has applied n records, all counted in
+// the window of at.
+func (f *fixture) counted(at time.Time, n int) func() error {
+	id := window.Of(at.UnixMilli()).ID
+	return func() error {
+		v, err := f.store.Read(f.ctx, 0, []string{id})
+		if err != nil {
+			return err
+		}
+		if v.Seq != uint64(n) || v.Partials[id].Count != int64(n) {
+			return fmt.Errorf("checkpoint %d, count %d; want %d and %d", v.Seq, v.Partials[id].Count, n, n)
+		}
+		return nil
+	}
 }
