@@ -112,11 +112,16 @@ type claimGroup struct {
 	day    int64
 }
 
+// claimsPerCall bounds the claims of one claims.lua call, so one call
+// holds Redis (a script runs alone) for a few milliseconds at most: a
+// validator batch (500 records by default) is one call.
+const claimsPerCall = 1000
+
 // queueClaims queues claims.lua for the first claim of every id in claims
 // (later ones of the same id are judged against its result): one call for
 // the whole batch on a single Redis (*redis.Client, failover included),
 // one per hash slot otherwise, since a cluster runs a script only on keys
-// of one slot.
+// of one slot; and another call every claimsPerCall claims.
 func (s *Store) queueClaims(ctx context.Context, pipe redis.Pipeliner, claims []Claim) *claimBatch {
 	_, single := s.rdb.(*redis.Client)
 	b := s.groupClaims(claims, !single)
@@ -127,7 +132,7 @@ func (s *Store) queueClaims(ctx context.Context, pipe redis.Pipeliner, claims []
 }
 
 // groupClaims builds the claims.lua calls of claims: one, or one per hash
-// slot when bySlot.
+// slot when bySlot (and more when one holds over claimsPerCall).
 func (s *Store) groupClaims(claims []Claim, bySlot bool) *claimBatch {
 	b := &claimBatch{claims: claims, first: map[string]int{}}
 	n := s.ClaimDays()
@@ -147,7 +152,7 @@ func (s *Store) groupClaims(claims []Claim, bySlot bool) *claimBatch {
 			slot = keySlot(s.keys.ClaimBucket(g.bucket, g.day))
 		}
 		call := calls[slot]
-		if call == nil {
+		if call == nil || len(call.send) == claimsPerCall {
 			call = &claimCall{args: []any{n}, groups: map[claimGroup]int{}}
 			calls[slot] = call
 			b.calls = append(b.calls, call)

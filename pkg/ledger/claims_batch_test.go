@@ -202,7 +202,7 @@ func claimsState(t *testing.T, rdb *redis.Client, prefix string) map[string]stri
 
 // TestClaimsGroupBySlot: on a cluster the claims go in one call per hash
 // slot, every call's keys in its slot, every id sent once; elsewhere in
-// one call.
+// one call per claimsPerCall ids.
 func TestClaimsGroupBySlot(t *testing.T) {
 	s := NewStore(nil, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
 	day := int64(20000)
@@ -210,8 +210,11 @@ func TestClaimsGroupBySlot(t *testing.T) {
 	for i := range 2000 {
 		claims = append(claims, Claim{EventID: fmt.Sprintf("ev-%d", i%1500), Seq: uint64(i + 1), Day: day - int64(i%2)})
 	}
-	if b := s.groupClaims(claims, false); len(b.calls) != 1 || len(b.calls[0].send) != 1500 {
-		t.Fatalf("single Redis: %d calls", len(b.calls))
+	if b := s.groupClaims(claims[:claimsPerCall], false); len(b.calls) != 1 || len(b.calls[0].send) != claimsPerCall {
+		t.Fatalf("single Redis, %d claims: %d calls", claimsPerCall, len(b.calls))
+	}
+	if b := s.groupClaims(claims, false); len(b.calls) != 2 || len(b.calls[0].send) != claimsPerCall || len(b.calls[1].send) != 1500-claimsPerCall {
+		t.Fatalf("single Redis, 1500 ids: %d calls", len(b.calls))
 	}
 	b := s.groupClaims(claims, true)
 	slots := map[int]bool{}
