@@ -357,7 +357,7 @@ func TestClusterRedisScriptsStayInOneSlot(t *testing.T) {
 		claims = append(claims, ledger.Claim{EventID: fmt.Sprintf("ev-%d", i), Fingerprint: uint64(i), Day: today})
 	}
 	if _, err := store.Claims(ctx, claims); err != nil {
-		t.Fatalf("claim.lua across slots: %v", err)
+		t.Fatalf("claims.lua across slots: %v", err)
 	}
 	claims[7].Fingerprint = 999
 	conflicts, err := store.Claims(ctx, claims)

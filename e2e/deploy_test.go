@@ -178,7 +178,7 @@ func TestDeployRedisACL(t *testing.T) {
 		"apply.lua":    {"windower"},
 		"retire.lua":   {"windower"},
 		"read.lua":     {"windower", "publisher"},
-		"claim.lua":    {"validator"},
+		"claims.lua":   {"validator"},
 		"progress.lua": {"validator"},
 	}
 	scripts, err := filepath.Glob(filepath.Join(deployRoot, "pkg", "ledger", "*.lua"))

@@ -14,9 +14,9 @@ import (
 )
 
 var (
-	//go:embed claim.lua
-	claimSrc    string
-	claimScript = redis.NewScript(claimSrc)
+	//go:embed claims.lua
+	claimsSrc    string
+	claimsScript = redis.NewScript(claimsSrc)
 )
 
 const (
@@ -93,56 +93,106 @@ func claimFingerprint(v string) string {
 type claimBatch struct {
 	claims []Claim
 	first  map[string]int
-	send   []int
-	cmds   []*redis.Cmd
+	calls  []*claimCall
 }
 
-// queueClaims queues the claim script for the first claim of every id in
-// claims (later ones of the same id are judged against its result).
+// claimCall is one claims.lua call: the claims of the whole batch, or on
+// a cluster those of one hash slot.
+type claimCall struct {
+	keys   []string
+	args   []any
+	groups map[claimGroup]int // first key of each group, 1-based
+	send   []int              // the claims sent, as indexes into claimBatch.claims
+	cmd    *redis.Cmd
+}
+
+// claimGroup names the claims hashes a claim reads: its bucket and day.
+type claimGroup struct {
+	bucket int
+	day    int64
+}
+
+// claimsPerCall bounds the claims of one claims.lua call, so one call
+// holds Redis (a script runs alone) for a few milliseconds at most: a
+// validator batch (500 records by default) is one call.
+const claimsPerCall = 1000
+
+// queueClaims queues claims.lua for the first claim of every id in claims
+// (later ones of the same id are judged against its result): one call for
+// the whole batch on a single Redis (*redis.Client, failover included),
+// one per hash slot otherwise, since a cluster runs a script only on keys
+// of one slot; and another call every claimsPerCall claims.
 func (s *Store) queueClaims(ctx context.Context, pipe redis.Pipeliner, claims []Claim) *claimBatch {
+	_, single := s.rdb.(*redis.Client)
+	b := s.groupClaims(claims, !single)
+	for _, c := range b.calls {
+		c.cmd = claimsScript.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	return b
+}
+
+// groupClaims builds the claims.lua calls of claims: one, or one per hash
+// slot when bySlot (and more when one holds over claimsPerCall).
+func (s *Store) groupClaims(claims []Claim, bySlot bool) *claimBatch {
 	b := &claimBatch{claims: claims, first: map[string]int{}}
+	n := s.ClaimDays()
+	if n == 0 {
+		n = 1
+	}
+	calls := map[int]*claimCall{}
 	for i, c := range claims {
 		if _, ok := b.first[c.EventID]; ok {
 			continue
 		}
 		b.first[c.EventID] = i
-		b.send = append(b.send, i)
-	}
-	n := s.ClaimDays()
-	if n == 0 {
-		n = 1
-	}
-	b.cmds = make([]*redis.Cmd, len(b.send))
-	for k, i := range b.send {
-		c := claims[i]
 		hid := IDKey(c.EventID)
-		day := s.claimDay(c.Day)
-		keys := make([]string, n)
-		for j := range keys {
-			keys[j] = s.keys.claimsOf(hid, day-int64(j))
+		g := claimGroup{bucket: idBucket(hid, ClaimBuckets), day: s.claimDay(c.Day)}
+		slot := 0
+		if bySlot {
+			slot = keySlot(s.keys.ClaimBucket(g.bucket, g.day))
 		}
-		b.cmds[k] = claimScript.EvalSha(ctx, pipe, keys, hid, claimValue(c), s.claimsExpireAt(day))
+		call := calls[slot]
+		if call == nil || len(call.send) == claimsPerCall {
+			call = &claimCall{args: []any{n}, groups: map[claimGroup]int{}}
+			calls[slot] = call
+			b.calls = append(b.calls, call)
+		}
+		k, ok := call.groups[g]
+		if !ok {
+			k = len(call.keys) + 1
+			call.groups[g] = k
+			for j := int64(0); j < n; j++ {
+				call.keys = append(call.keys, s.keys.ClaimBucket(g.bucket, g.day-j))
+			}
+		}
+		call.args = append(call.args, k, hid, claimValue(c), s.claimsExpireAt(g.day))
+		call.send = append(call.send, i)
 	}
 	return b
 }
 
 // conflicts reads the executed batch: for each claim, whether the id is
 // held by a copy with other content.
-func (b *claimBatch) conflicts() []bool {
-	held := make(map[string]string, len(b.send))
-	for k, i := range b.send {
-		v, _ := b.cmds[k].Val().(string)
-		held[b.claims[i].EventID] = v
+func (b *claimBatch) conflicts() ([]bool, error) {
+	held := make(map[string]string, len(b.first))
+	for _, c := range b.calls {
+		vals, err := c.cmd.Slice()
+		if err != nil {
+			return nil, err
+		}
+		if len(vals) != len(c.send) {
+			return nil, fmt.Errorf("claims.lua answered %d claims of %d", len(vals), len(c.send))
+		}
+		for k, i := range c.send {
+			v, _ := vals[k].(string)
+			held[b.claims[i].EventID] = v
+		}
 	}
 	conflict := make([]bool, len(b.claims))
 	for i, c := range b.claims {
-		want, ok := held[c.EventID]
-		if !ok {
-			want = claimValue(b.claims[b.first[c.EventID]])
-		}
-		conflict[i] = claimFingerprint(want) != claimFingerprint(claimValue(c))
+		conflict[i] = claimFingerprint(held[c.EventID]) != claimFingerprint(claimValue(c))
 	}
-	return conflict
+	return conflict, nil
 }
 
 // withScripts runs f, and once more after loading this file's scripts when
@@ -151,7 +201,7 @@ func (b *claimBatch) conflicts() []bool {
 func (s *Store) withScripts(ctx context.Context, f func() error) error {
 	err := f()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err = claimScript.Load(ctx, s.rdb).Err(); err == nil {
+		if err = claimsScript.Load(ctx, s.rdb).Err(); err == nil {
 			if err = progressScript.Load(ctx, s.rdb).Err(); err == nil {
 				err = f()
 			}
@@ -189,7 +239,11 @@ func (s *Store) Claims(ctx context.Context, claims []Claim) ([]bool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: claims: %w", err)
 	}
-	return b.conflicts(), nil
+	conflict, err := b.conflicts()
+	if err != nil {
+		return nil, fmt.Errorf("ledger: claims: %w", err)
+	}
+	return conflict, nil
 }
 
 // claimsExpireAt is when the claims of ingest day are no longer read: the
@@ -210,7 +264,7 @@ func (s *Store) claimsExpireAt(day int64) int64 {
 // retires nothing. A marker key remembers the last day
 // retired, so the ClaimBuckets deletions of a day are sent once, not on
 // every validator start. Safe to call repeatedly and concurrently. (The
-// buckets also expire by themselves on a real Redis: claim.lua sets their
+// buckets also expire by themselves on a real Redis: claims.lua sets their
 // expiry; miniredis does not expire keys on its own clock.)
 func (s *Store) RetireClaims(ctx context.Context, day int64) error {
 	n := s.ClaimDays()
@@ -351,7 +405,7 @@ func (s *Store) ClaimConflicts(ctx context.Context, claims []Claim) ([]bool, Cla
 }
 
 // claimSeq is the RAW sequence of a stored claim (0: unknown), as
-// claim.lua reads it.
+// claims.lua reads it.
 func claimSeq(v string) uint64 {
 	if len(v) <= 8 {
 		return 0

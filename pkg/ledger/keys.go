@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Memory layout. Redis keeps a small hash (at most hash-max-listpack-entries
@@ -108,3 +109,28 @@ func (k Keys) ClaimsRetired() string { return k.Prefix + "claims:retired" }
 // field p (a RAW partition number) holds the highest RAW sequence through
 // which partition p has written its claims (ledger.Claimed).
 func (k Keys) ClaimProgress() string { return k.Prefix + "claims:progress" }
+
+// keySlot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
+// hash tag (the part between the first '{' and the next '}', when not
+// empty) or of the whole key, modulo 16384, as in the cluster
+// specification. go-redis computes the same internally but does not
+// export it.
+func keySlot(key string) int {
+	if s := strings.IndexByte(key, '{'); s >= 0 {
+		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
+			key = key[s+1 : s+1+e]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
+}

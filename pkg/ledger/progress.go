@@ -181,7 +181,11 @@ func (s *Store) ClaimThrough(ctx context.Context, p int, claims []Claim, through
 	if b == nil {
 		return []bool{}, before, nil
 	}
-	return b.conflicts(), before, nil
+	conflict, err := b.conflicts()
+	if err != nil {
+		return nil, nil, fmt.Errorf("ledger: claims of partition %d: %w", p, err)
+	}
+	return conflict, before, nil
 }
 
 // queuedErr is, for a transaction Redis discarded (EXECABORT), the error
