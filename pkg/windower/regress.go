@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -35,6 +36,31 @@ type partState struct {
 	run     int    // which run of the partition (it restarts after a loss)
 	applied uint64 // last VALID sequence applied in this run
 	cancel  context.CancelCauseFunc
+	// tag, once a loss was seen, makes the CHANGES notices of the replay
+	// new messages: under their first ids JetStream would drop them as
+	// duplicates, and a publisher that read Redis while it was behind
+	// would never read it again.
+	tag string
+}
+
+// lost records that Redis lost this partition's state (nonce: the
+// instance's).
+func (ps *partState) lost(nonce string) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.tag = nonce + "." + strconv.Itoa(ps.run)
+}
+
+// noticeID is the Nats-Msg-Id of the CHANGES notice of a batch ending at
+// VALID sequence seq.
+func (ps *partState) noticeID(p int, seq uint64) string {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	id := "chg-" + strconv.Itoa(p) + "-" + strconv.FormatUint(seq, 10)
+	if ps.tag != "" {
+		id += "-" + ps.tag
+	}
+	return id
 }
 
 // start begins a new run of the partition from checkpoint seq.
@@ -73,7 +99,7 @@ func (ps *partState) stop(run int, cause error) bool {
 // again from Redis's checkpoint each time Redis is found to have lost
 // writes.
 func (s *Service) runPartition(ctx context.Context, p int, ps *partState) error {
-	if err := s.checkAtStart(ctx, p); err != nil {
+	if err := s.checkAtStart(ctx, p, ps); err != nil {
 		return err
 	}
 	for {
@@ -92,6 +118,7 @@ func (s *Service) runPartition(ctx context.Context, p int, ps *partState) error 
 			why = cause
 		}
 		s.m.regressions.WithLabelValues("checkpoint").Inc()
+		ps.lost(s.nonce)
 		s.cfg.Logger.Error("Redis lost acknowledged writes: the partition resumes from the checkpoint Redis holds and applies VALID again from there",
 			"partition", p, "err", why)
 	}
@@ -102,7 +129,7 @@ func (s *Service) runPartition(ctx context.Context, p int, ps *partState) error 
 // is then behind what the partition's consumer acknowledged, which it
 // acknowledged only after applying. The run resumes from the checkpoint
 // either way.
-func (s *Service) checkAtStart(ctx context.Context, p int) error {
+func (s *Service) checkAtStart(ctx context.Context, p int, ps *partState) error {
 	var acked uint64
 	c, err := s.js.Consumer(ctx, s.cfg.Names.Stream(wire.Valid), s.durable(p))
 	switch {
@@ -117,6 +144,7 @@ func (s *Service) checkAtStart(ctx context.Context, p int) error {
 	}
 	if ck.Seq < acked {
 		s.m.regressions.WithLabelValues("checkpoint").Inc()
+		ps.lost(s.nonce)
 		s.cfg.Logger.Error("Redis lost acknowledged writes: the partition resumes from the checkpoint Redis holds and applies VALID again from there",
 			"partition", p, "checkpoint", ck.Seq, "acknowledged", acked)
 	}

@@ -138,3 +138,46 @@ func (f *fixture) counted(at time.Time, n int) func() error {
 		return nil
 	}
 }
+
+// TestNoticesOfAReplayReachThePublisher: after Redis lost a partition's
+// state, the replay's CHANGES notices are new messages. Under the ids of
+// the first pass JetStream would drop them as duplicates, and a publisher
+// that read Redis while it was behind would never read it again (a window
+// left one late event short in the bucket).
+func TestNoticesOfAReplayReachThePublisher(t *testing.T) {
+	f := newFixture(t)
+	const n = 40
+	at := time.Date(2026, 12, 2, 10, 15, 0, 0, time.UTC)
+	for i := 1; i <= n; i++ {
+		f.submit("notice-"+strconv.Itoa(i), at, i)
+	}
+	notices := func() uint64 {
+		st, err := f.js.Stream(f.ctx, f.names.Stream(wire.Changes))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.CachedInfo().State.Msgs
+	}
+	w := New(f.js, f.store, Config{Names: f.names, Partitions: 1, Batch: 10, Linger: 200 * time.Millisecond})
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := w.Run(ctx); err != nil {
+			t.Errorf("windower: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	testenv.CheckFor(t, 30*time.Second, 20*time.Millisecond, f.counted(at, n))
+	before := notices()
+	if err := f.rdb.FlushAll(f.ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.CheckFor(t, 30*time.Second, 20*time.Millisecond, f.counted(at, n))
+	testenv.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if got := notices(); got < 2*before {
+			return fmt.Errorf("CHANGES holds %d notices after the replay, %d before it: the replay's were dropped as duplicates", got, before)
+		}
+		return nil
+	})
+}

@@ -78,6 +78,9 @@ type Service struct {
 	m     *metrics
 	// retiring serializes retirement passes per partition.
 	retiring sync.Map // partition -> *sync.Mutex
+	// nonce tells this instance's notices after a Redis loss apart from
+	// every earlier one (partState.noticeID).
+	nonce string
 	// confirmEvery spaces the answers that confirm a stream behind the
 	// checkpoint (confirmEvery; tests shorten it).
 	confirmEvery time.Duration
@@ -94,7 +97,8 @@ func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
 	if cfg.RetireEvery <= 0 {
 		cfg.RetireEvery = time.Second
 	}
-	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer), confirmEvery: confirmEvery}
+	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer), confirmEvery: confirmEvery,
+		nonce: strconv.FormatInt(time.Now().UnixNano(), 36)}
 }
 
 func (s *Service) durable(p int) string {
@@ -206,7 +210,7 @@ func (s *Service) runPartitionFrom(ctx context.Context, p int, ps *partState, ca
 	lastRetireWM := ck.Watermark
 	opts := stream.BatchOptions{Max: s.cfg.Batch, Linger: s.cfg.Linger, Logger: s.cfg.Logger.With("partition", p)}
 	return stream.Consume(ctx, s.js, spec, opts, func(ctx context.Context, batch []jetstream.Msg) (stream.Outcome, error) {
-		res, done, err := s.handle(ctx, p, batch, lastWM, lastSeq, published)
+		res, done, err := s.handle(ctx, p, ps, batch, lastWM, lastSeq, published)
 		if connect.RedisFull(err) {
 			// A full Redis refused the script or the published mark
 			// (docs/spec.md §4): both are idempotent, so the batch waits
@@ -240,7 +244,7 @@ func (s *Service) runPartitionFrom(ctx context.Context, p int, ps *partState, ca
 // record before it) are now published. A failed publish is transient
 // (stream.Retry): the loop hands the same batch again, the script replays
 // it without change and the outputs go again under their Nats-Msg-Ids.
-func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, lastWM int64, lastSeq, published uint64) (*ledger.Result, uint64, error) {
+func (s *Service) handle(ctx context.Context, p int, ps *partState, batch []jetstream.Msg, lastWM int64, lastSeq, published uint64) (*ledger.Result, uint64, error) {
 	s.m.batch.Observe(float64(len(batch)))
 	recs := make([]ledger.Record, 0, len(batch))
 	// Per record: its RAW sequence, and the event body a VALID message of
@@ -313,8 +317,7 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg, last
 	}
 	if len(res.Changed) > 0 || res.Watermark != lastWM || anyReplayed(res) {
 		body, _ := json.Marshal(&wire.Change{Partition: p, Seq: res.Seq, Watermark: res.Watermark, Windows: res.Changed})
-		id := "chg-" + strconv.Itoa(p) + "-" + strconv.FormatUint(recs[len(recs)-1].Seq, 10)
-		out = append(out, stream.NewMsg(s.cfg.Names.Subject(wire.Changes, p), id, body))
+		out = append(out, stream.NewMsg(s.cfg.Names.Subject(wire.Changes, p), ps.noticeID(p, recs[len(recs)-1].Seq), body))
 	}
 	if _, err := stream.PublishAll(ctx, s.js, out); err != nil {
 		return nil, 0, stream.Retry(err)
