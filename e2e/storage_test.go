@@ -90,7 +90,7 @@ func TestRedisComingBackEmptyReplaysToTheSameResult(t *testing.T) {
 	if !reflect.DeepEqual(project(got), want) {
 		t.Fatalf("after Redis came back empty:\n got %+v\nwant %+v", project(got), want)
 	}
-	if n := counterTotal(t, reg, "receiptflow_windower_state_regressions_total"); n == 0 {
+	if n := testenv.CounterSum(t, reg, "receiptflow_windower_state_regressions_total"); n == 0 {
 		t.Fatal("the windower never noticed the regressed checkpoint")
 	}
 }
@@ -163,22 +163,4 @@ func TestCheckpointAheadOfTheStreamStopsLoudly(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "ahead of the stream") || !strings.Contains(err.Error(), "docs/recovery.md") {
 		t.Fatalf("windower with a checkpoint ahead of the stream: %v", err)
 	}
-}
-
-// counterTotal sums a counter family on reg over its labels (0 when absent).
-func counterTotal(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
 }

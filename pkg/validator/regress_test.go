@@ -61,7 +61,7 @@ func TestLostClaimsAreRebuiltBeforeALaterCopyIsJudged(t *testing.T) {
 				}
 				e.loseClaims()
 				regressions := func() float64 {
-					return counterSum(t, reg, "receiptflow_validator_state_regressions_total")
+					return testenv.CounterSum(t, reg, "receiptflow_validator_state_regressions_total")
 				}
 				if idle {
 					// Nothing new arrives: the periodic check finds the loss.
@@ -89,23 +89,4 @@ func TestLostClaimsAreRebuiltBeforeALaterCopyIsJudged(t *testing.T) {
 			})
 		})
 	}
-}
-
-// counterSum is the sum of a counter family on reg over its labels (0
-// when absent).
-func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
 }

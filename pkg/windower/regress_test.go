@@ -46,7 +46,7 @@ func TestLostStateOfAnIdlePartitionIsReplayed(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.CheckFor(t, 30*time.Second, 20*time.Millisecond, counted)
-	if got := regressionsOn(t, reg); got != 1 {
+	if got := testenv.CounterSum(t, reg, "receiptflow_windower_state_regressions_total"); got != 1 {
 		t.Errorf("receiptflow_windower_state_regressions_total{state=checkpoint} is %v, want 1", got)
 	}
 }
@@ -96,31 +96,9 @@ func TestLostStateWhileStoppedIsCounted(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	run(reg, counted)
-	if got := regressionsOn(t, reg); got != 1 {
+	if got := testenv.CounterSum(t, reg, "receiptflow_windower_state_regressions_total"); got != 1 {
 		t.Errorf("receiptflow_windower_state_regressions_total{state=checkpoint} is %v, want 1", got)
 	}
-}
-
-// regressionsOn is receiptflow_windower_state_regressions_total{state=checkpoint} on reg.
-func regressionsOn(t *testing.T, reg *prometheus.Registry) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "receiptflow_windower_state_regressions_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "state" && l.GetValue() == "checkpoint" {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }
 
 // counted checks that partition 0 has applied n records, all counted in
