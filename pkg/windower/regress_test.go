@@ -25,9 +25,7 @@ func TestLostStateOfAnIdlePartitionIsReplayed(t *testing.T) {
 	f := newFixture(t)
 	const n = 50
 	at := time.Date(2026, 12, 2, 10, 15, 0, 0, time.UTC)
-	for i := 1; i <= n; i++ {
-		f.submit("idle-"+strconv.Itoa(i), at, i)
-	}
+	f.submitN("idle-", at, n)
 	reg := prometheus.NewRegistry()
 	w := New(f.js, f.store, Config{Names: f.names, Partitions: 1, Registerer: reg})
 	ctx, cancel := context.WithCancel(f.ctx)
@@ -59,9 +57,7 @@ func TestLostStateWhileStoppedIsCounted(t *testing.T) {
 	f := newFixture(t)
 	const n = 30
 	at := time.Date(2026, 12, 2, 10, 15, 0, 0, time.UTC)
-	for i := 1; i <= n; i++ {
-		f.submit("stopped-"+strconv.Itoa(i), at, i)
-	}
+	f.submitN("stopped-", at, n)
 	counted := f.counted(at, n)
 	acked := func() error {
 		c, err := f.js.Consumer(f.ctx, f.names.Stream(wire.Valid), f.names.ServiceDurable("windower", 0))
@@ -126,9 +122,7 @@ func TestNoticesOfAReplayReachThePublisher(t *testing.T) {
 	f := newFixture(t)
 	const n = 40
 	at := time.Date(2026, 12, 2, 10, 15, 0, 0, time.UTC)
-	for i := 1; i <= n; i++ {
-		f.submit("notice-"+strconv.Itoa(i), at, i)
-	}
+	f.submitN("notice-", at, n)
 	notices := func() uint64 {
 		st, err := f.js.Stream(f.ctx, f.names.Stream(wire.Changes))
 		if err != nil {
@@ -158,4 +152,12 @@ func TestNoticesOfAReplayReachThePublisher(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// submitN submits n events of at, ids prefix1..prefixN, at RAW sequences
+// 1..n.
+func (f *fixture) submitN(prefix string, at time.Time, n int) {
+	for i := 1; i <= n; i++ {
+		f.submit(prefix+strconv.Itoa(i), at, i)
+	}
 }
