@@ -23,11 +23,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -206,75 +204,9 @@ func TestClusterNATSNodeLossKeepsWindows(t *testing.T) {
 	t.Logf("%d windows equal to the clean run after losing %s", len(got), victim.Name())
 }
 
-// clusterRedis is a Redis Cluster of three masters on loopback.
-type clusterRedis struct {
-	addrs []string
-}
-
-func startClusterRedis(t testing.TB) *clusterRedis {
-	t.Helper()
-	bin := secLookPath(t, "redis-server")
-	cli := secLookPath(t, "redis-cli")
-	c := &clusterRedis{}
-	for i := 0; i < 3; i++ {
-		dir := t.TempDir()
-		port, bus := secFreePort(t), secFreePort(t)
-		conf := fmt.Sprintf("bind 127.0.0.1\nport %d\ndir %q\ncluster-enabled yes\ncluster-config-file nodes.conf\n"+
-			"cluster-port %d\ncluster-node-timeout 5000\nappendonly no\nsave \"\"\nprotected-mode yes\n", port, dir, bus)
-		confPath := filepath.Join(dir, "redis.conf")
-		if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		logf, err := os.Create(filepath.Join(dir, "redis.log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(bin, confPath)
-		cmd.Dir, cmd.Stdout, cmd.Stderr = dir, logf, logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { cmd.Wait(); logf.Close(); close(done) }()
-		t.Cleanup(func() { cmd.Process.Kill(); <-done })
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		c.addrs = append(c.addrs, addr)
-		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, Protocol: 2, DisableIdentity: true})
-		secCheckFor(t, 10*time.Second, func() error { return rdb.Ping(context.Background()).Err() })
-		rdb.Close()
-	}
-	args := append([]string{"--cluster", "create"}, c.addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	out, err := exec.Command(cli, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	for _, addr := range c.addrs {
-		rdb := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true})
-		secCheckFor(t, 20*time.Second, func() error {
-			info, err := rdb.ClusterInfo(context.Background()).Result()
-			if err != nil {
-				return err
-			}
-			if !strings.Contains(info, "cluster_state:ok") {
-				return fmt.Errorf("%s: cluster not ok yet", addr)
-			}
-			return nil
-		})
-		rdb.Close()
-	}
-	return c
-}
-
-func (c *clusterRedis) client() *redis.ClusterClient {
-	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.addrs, Protocol: 2, DisableIdentity: true})
-}
-
 func TestClusterRedisScriptsStayInOneSlot(t *testing.T) {
-	rc := startClusterRedis(t)
-	rdb := rc.client()
-	defer rdb.Close()
+	rc := testenv.NewRedisCluster(t, 3)
+	rdb := rc.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	keys := ledger.Keys{Prefix: "rf:1:"}
@@ -387,7 +319,7 @@ func TestClusterRedisScriptsStayInOneSlot(t *testing.T) {
 		clean := secCleanRun(t, events)
 		_, natsURL := secNATS(t)
 		secSetup(t, ctx, natsURL, 1)
-		redisURL := strings.Join(rc.addrs, ",")
+		redisURL := strings.Join(rc.Addrs(), ",")
 		args := func(user string, extra ...string) []string {
 			return append([]string{
 				"--nats-url", natsURL, "--nats-user", user, "--nats-password-file", secPasswordFile("nats", user),

@@ -24,11 +24,11 @@ func TestApplyBreakdownCountsOnceWithTheCount(t *testing.T) {
 			return Record{Seq: seq, RawSeq: raw, Kind: Submission, EventID: id, Time: at, Store: store, AmountCents: amount, Priced: priced}
 		}
 		first := []Record{
-			sub(1, 1, "a", h10+1*min, "store-a", 1299, true),
-			sub(1, 2, "b", h10+2*min, "store-a", 450, true),
-			sub(1, 3, "c", h10+3*min, "store-b", 0, false),
-			{Seq: 1, RawSeq: 4, Kind: Other, EventID: "v", Time: h10 + 4*min},
-			sub(1, 5, "a", h10+5*min, "store-a", 1299, true), // a duplicate
+			sub(1, 1, "a", h10+1*minute, "store-a", 1299, true),
+			sub(1, 2, "b", h10+2*minute, "store-a", 450, true),
+			sub(1, 3, "c", h10+3*minute, "store-b", 0, false),
+			{Seq: 1, RawSeq: 4, Kind: Other, EventID: "v", Time: h10 + 4*minute},
+			sub(1, 5, "a", h10+5*minute, "store-a", 1299, true), // a duplicate
 		}
 		if _, err := s.Apply(ctx, 0, first, 0, 0); err != nil {
 			t.Fatal(err)
@@ -48,10 +48,10 @@ func TestApplyBreakdownCountsOnceWithTheCount(t *testing.T) {
 		// The watermark passes the end of 10:00: a correction counts (and
 		// adds), then past the grace a late event does not.
 		second := []Record{
-			sub(3, 6, "w", h10+70*min, "store-c", 5, true),
-			sub(3, 7, "d", h10+30*min, "store-b", -200, true), // correction
-			sub(3, 8, "x", h10+200*min, "store-c", 7, true),
-			sub(3, 9, "e", h10+40*min, "store-a", 999, true), // too late
+			sub(3, 6, "w", h10+70*minute, "store-c", 5, true),
+			sub(3, 7, "d", h10+30*minute, "store-b", -200, true), // correction
+			sub(3, 8, "x", h10+200*minute, "store-c", 7, true),
+			sub(3, 9, "e", h10+40*minute, "store-a", 999, true), // too late
 		}
 		res, err := s.Apply(ctx, 0, second, 2, 0)
 		if err != nil {

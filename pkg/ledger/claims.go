@@ -357,8 +357,9 @@ func (s *Store) ClaimConflicts(ctx context.Context, claims []Claim) ([]bool, Cla
 		}
 	}
 	// The progress is a plain hash: read it as such, after the claims.
-	// (A cluster pipeline sends to each node in parallel: there it is a
-	// round trip of its own, after them.)
+	// On a cluster it has a copy on every master, and a cluster pipeline
+	// sends to each node in parallel: there it is a round trip of its own,
+	// after them.
 	_, cluster := s.rdb.(*redis.ClusterClient)
 	var after *redis.MapStringStringCmd
 	if !cluster {
@@ -367,10 +368,13 @@ func (s *Store) ClaimConflicts(ctx context.Context, claims []Claim) ([]bool, Cla
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, nil, fmt.Errorf("ledger: claim conflicts: %w", err)
 	}
+	var pr Claimed
+	var err error
 	if cluster {
-		after = s.rdb.HGetAll(ctx, s.keys.ClaimProgress())
+		pr, err = s.runProgress(ctx, -1, 0, 0)
+	} else {
+		pr, err = progressOf(after)
 	}
-	pr, err := progressOf(after)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ledger: claim conflicts: %w", err)
 	}

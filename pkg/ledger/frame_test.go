@@ -21,10 +21,10 @@ func TestApplyFramesWholeAndSkipsRepublishedRecords(t *testing.T) {
 		ctx := context.Background()
 		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour)
 		frame1 := []Record{ // VALID seq 1, RAW 10..13
-			{Seq: 1, Kind: Submission, EventID: "a", Time: h10 + 10*min, RawSeq: 10},
-			{Seq: 1, Kind: Other, EventID: "v", Time: h10 + 130*min, RawSeq: 11}, // W = 12:05
-			{Seq: 1, Kind: Submission, EventID: "late", Time: h10 + 20*min, RawSeq: 12},
-			{Seq: 1, Kind: Submission, EventID: "b", Time: h10 + 125*min, RawSeq: 13},
+			{Seq: 1, Kind: Submission, EventID: "a", Time: h10 + 10*minute, RawSeq: 10},
+			{Seq: 1, Kind: Other, EventID: "v", Time: h10 + 130*minute, RawSeq: 11}, // W = 12:05
+			{Seq: 1, Kind: Submission, EventID: "late", Time: h10 + 20*minute, RawSeq: 12},
+			{Seq: 1, Kind: Submission, EventID: "b", Time: h10 + 125*minute, RawSeq: 13},
 		}
 		res, err := s.Apply(ctx, 2, frame1, 0, 0)
 		if err != nil {
@@ -41,13 +41,13 @@ func TestApplyFramesWholeAndSkipsRepublishedRecords(t *testing.T) {
 		// Republished with other bounds (RAW 12..14) as VALID seq 2, then
 		// RAW 12..13 alone as VALID seq 3.
 		frame2 := []Record{
-			{Seq: 2, Kind: Submission, EventID: "late", Time: h10 + 20*min, RawSeq: 12},
-			{Seq: 2, Kind: Submission, EventID: "b", Time: h10 + 125*min, RawSeq: 13},
-			{Seq: 2, Kind: Submission, EventID: "c", Time: h10 + 126*min, RawSeq: 14},
+			{Seq: 2, Kind: Submission, EventID: "late", Time: h10 + 20*minute, RawSeq: 12},
+			{Seq: 2, Kind: Submission, EventID: "b", Time: h10 + 125*minute, RawSeq: 13},
+			{Seq: 2, Kind: Submission, EventID: "c", Time: h10 + 126*minute, RawSeq: 14},
 		}
 		frame3 := []Record{
-			{Seq: 3, Kind: Submission, EventID: "late", Time: h10 + 20*min, RawSeq: 12},
-			{Seq: 3, Kind: Heartbeat, Time: h10 + 300*min, RawSeq: 13},
+			{Seq: 3, Kind: Submission, EventID: "late", Time: h10 + 20*minute, RawSeq: 12},
+			{Seq: 3, Kind: Heartbeat, Time: h10 + 300*minute, RawSeq: 13},
 		}
 		res, err = s.Apply(ctx, 2, append(append([]Record(nil), frame2...), frame3...), 1, 0)
 		if err != nil {
@@ -59,8 +59,8 @@ func TestApplyFramesWholeAndSkipsRepublishedRecords(t *testing.T) {
 		if res.Seq != 3 {
 			t.Fatalf("checkpoint after the republished frames = %d, want 3", res.Seq)
 		}
-		if res.Watermark != h10+125*min {
-			t.Fatalf("watermark %d moved by a replayed heartbeat, want %d", res.Watermark, h10+125*min)
+		if res.Watermark != h10+125*minute {
+			t.Fatalf("watermark %d moved by a replayed heartbeat, want %d", res.Watermark, h10+125*minute)
 		}
 		// Only c was new: one partial changed by exactly one count.
 		after := dump(t, rdb)

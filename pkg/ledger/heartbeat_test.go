@@ -22,10 +22,10 @@ func busyPartition(every int) []Record {
 	seq := uint64(0)
 	for i := range 120 {
 		seq++
-		recs = append(recs, Record{Seq: seq, Kind: Submission, EventID: fmt.Sprintf("e%03d", i), Time: h10 + int64(i)*min})
+		recs = append(recs, Record{Seq: seq, Kind: Submission, EventID: fmt.Sprintf("e%03d", i), Time: h10 + int64(i)*minute})
 		if every > 0 && (i+1)%every == 0 {
 			seq++
-			recs = append(recs, Record{Seq: seq, Kind: Heartbeat, Time: h10 + int64(i)*min + 180*min})
+			recs = append(recs, Record{Seq: seq, Kind: Heartbeat, Time: h10 + int64(i)*minute + 180*minute})
 		}
 	}
 	seq++
@@ -76,8 +76,8 @@ func TestHeartbeatFrequencyDoesNotChangeResults(t *testing.T) {
 				}
 				t.Errorf("heartbeat every %d records: %d decisions changed, e.g. %v", every, len(diff), firstN(diff, 3))
 			}
-			if wm := res.Watermark; wm != window.EndOfStream-5*min {
-				t.Errorf("heartbeat every %d: watermark after end of stream %d, want %d", every, wm, window.EndOfStream-5*min)
+			if wm := res.Watermark; wm != window.EndOfStream-5*minute {
+				t.Errorf("heartbeat every %d: watermark after end of stream %d, want %d", every, wm, window.EndOfStream-5*minute)
 			}
 		}
 	})
@@ -92,17 +92,17 @@ func TestHeartbeatAdvancesIdlePartitionOnly(t *testing.T) {
 		ctx := context.Background()
 		recs := []Record{
 			{Seq: 1, Kind: Heartbeat, Time: h10},                         // idle since the start: W = 09:55
-			{Seq: 2, Kind: Submission, EventID: "a", Time: h10 + 10*min}, // W = 10:05
-			{Seq: 3, Kind: Heartbeat, Time: h10 + 200*min},               // busy (a): W stays 10:05
-			{Seq: 4, Kind: Submission, EventID: "a", Time: h10 + 10*min}, // retry
-			{Seq: 5, Kind: Heartbeat, Time: h10 + 200*min},               // idle (a retry is nothing): W = 13:15
+			{Seq: 2, Kind: Submission, EventID: "a", Time: h10 + 10*minute}, // W = 10:05
+			{Seq: 3, Kind: Heartbeat, Time: h10 + 200*minute},               // busy (a): W stays 10:05
+			{Seq: 4, Kind: Submission, EventID: "a", Time: h10 + 10*minute}, // retry
+			{Seq: 5, Kind: Heartbeat, Time: h10 + 200*minute},               // idle (a retry is nothing): W = 13:15
 			{Seq: 6, Kind: Other, EventID: "v", Time: h10},               // busy, W stays
-			{Seq: 7, Kind: Heartbeat, Time: h10 + 400*min},               // busy (v): W stays 13:15
-			{Seq: 8, Kind: Submission, EventID: "b", Time: h10 + 20*min}, // too late against 13:15
-			{Seq: 9, Kind: Heartbeat, Time: h10 + 400*min},               // busy (b): stays
+			{Seq: 7, Kind: Heartbeat, Time: h10 + 400*minute},               // busy (v): W stays 13:15
+			{Seq: 8, Kind: Submission, EventID: "b", Time: h10 + 20*minute}, // too late against 13:15
+			{Seq: 9, Kind: Heartbeat, Time: h10 + 400*minute},               // busy (b): stays
 		}
 		want := []Code{Progress, Counted, Progress, Duplicate, Progress, Ignored, Progress, Late, Progress}
-		wms := []int64{h10 - 5*min, h10 + 5*min, h10 + 5*min, h10 + 5*min, h10 + 195*min, h10 + 195*min, h10 + 195*min, h10 + 195*min, h10 + 195*min}
+		wms := []int64{h10 - 5*minute, h10 + 5*minute, h10 + 5*minute, h10 + 5*minute, h10 + 195*minute, h10 + 195*minute, h10 + 195*minute, h10 + 195*minute, h10 + 195*minute}
 		for half := range 2 {
 			s := NewStore(rdb, Keys{Prefix: fmt.Sprintf("rf:idle%d:", half)}, 5*time.Minute, time.Hour)
 			var res *Result
@@ -131,10 +131,10 @@ func TestHeartbeatAdvancesIdlePartitionOnly(t *testing.T) {
 			if got := codes(res); !reflect.DeepEqual(got, want) {
 				t.Fatalf("decisions = %v, want %v", got, want)
 			}
-			if d := res.Decisions[7]; d.Watermark != h10+195*min {
+			if d := res.Decisions[7]; d.Watermark != h10+195*minute {
 				t.Errorf("late decision judged against %s, want 13:15", window.Time(d.Watermark))
 			}
-			if res.Watermark != h10+195*min {
+			if res.Watermark != h10+195*minute {
 				t.Errorf("watermark %s, want 13:15", window.Time(res.Watermark))
 			}
 			before := dump(t, rdb)

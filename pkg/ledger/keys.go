@@ -110,6 +110,13 @@ func (k Keys) ClaimsRetired() string { return k.Prefix + "claims:retired" }
 // which partition p has written its claims (ledger.Claimed).
 func (k Keys) ClaimProgress() string { return k.Prefix + "claims:progress" }
 
+// ClaimProgressCopy is copy k of the claim progress on Redis Cluster,
+// one on each master (ledger.Claimed): the hash tag {cp<k>} puts it in a
+// slot of that master.
+func (k Keys) ClaimProgressCopy(n int) string {
+	return k.Prefix + "{cp" + strconv.Itoa(n) + "}:claims:progress"
+}
+
 // keySlot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
 // hash tag (the part between the first '{' and the next '}', when not
 // empty) or of the whole key, modulo 16384, as in the cluster

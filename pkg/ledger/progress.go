@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -85,18 +87,148 @@ func progressArgs(p int, seq, floor uint64) []any {
 	return []any{strconv.Itoa(p), strconv.FormatUint(seq, 10), strconv.FormatUint(floor, 10)}
 }
 
-// runProgress runs progress.lua once.
+// runProgress runs progress.lua on every key the progress is kept under
+// (progressKeys) and returns the least progress of each partition among
+// them. A copy that holds less for p than floor fails the call with
+// ErrClaimsRegressed; the others are marked all the same.
 func (s *Store) runProgress(ctx context.Context, p int, seq, floor uint64) (Claimed, error) {
 	var pr Claimed
 	err := s.withScripts(ctx, func() error {
-		v, err := progressScript.EvalSha(ctx, s.rdb, []string{s.keys.ClaimProgress()}, progressArgs(p, seq, floor)...).Result()
+		keys, err := s.progressKeys(ctx)
 		if err != nil {
-			return regressed(err)
+			return err
 		}
-		pr, err = parseProgress(v)
+		args := progressArgs(p, seq, floor)
+		if len(keys) == 1 {
+			v, err := progressScript.EvalSha(ctx, s.rdb, keys, args...).Result()
+			if err != nil {
+				return regressed(err)
+			}
+			pr, err = parseProgress(v)
+			return err
+		}
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(keys))
+		for i, k := range keys {
+			cmds[i] = progressScript.EvalSha(ctx, pipe, []string{k}, args...)
+		}
+		pipe.Exec(ctx) // each command's error is read below
+		pr, err = mergeProgress(cmds)
 		return err
 	})
 	return pr, err
+}
+
+// mergeProgress reads progress.lua's replies from every copy of the
+// progress: a partition's progress is the least among them (absent from
+// one: none). A NOSCRIPT reply wins, so the calls are made again; then any
+// other error; then a REGRESSED one, as ErrClaimsRegressed.
+func mergeProgress(cmds []*redis.Cmd) (Claimed, error) {
+	var lost error
+	copies := make([]Claimed, 0, len(cmds))
+	for _, c := range cmds {
+		if err := c.Err(); redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return nil, err
+		}
+	}
+	for _, c := range cmds {
+		v, err := c.Result()
+		if redis.HasErrorPrefix(err, "REGRESSED") {
+			lost = regressed(err)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		pr, err := parseProgress(v)
+		if err != nil {
+			return nil, err
+		}
+		copies = append(copies, pr)
+	}
+	if lost != nil {
+		return nil, lost
+	}
+	return leastOf(copies), nil
+}
+
+// leastOf is each partition's least progress among copies (0, and so
+// absent, when one copy does not have it).
+func leastOf(copies []Claimed) Claimed {
+	if len(copies) == 1 {
+		return copies[0]
+	}
+	out := Claimed{}
+	if len(copies) == 0 {
+		return out
+	}
+	for p, v := range copies[0] {
+		for _, c := range copies[1:] {
+			v = min(v, c[p])
+		}
+		if v > 0 {
+			out[p] = v
+		}
+	}
+	return out
+}
+
+// progressCopies are the keys the claim progress is kept under on Redis
+// Cluster, found from the cluster's slot map and kept for a while.
+type progressCopies struct {
+	mu   sync.Mutex
+	keys []string
+	at   time.Time
+}
+
+// copiesFresh is how long a cluster's progress keys are used before the
+// slot map is read again.
+const copiesFresh = 5 * time.Second
+
+// progressKeys are the keys the claim progress is kept under: one on a
+// single Redis, where every claim is; one on each master of a cluster,
+// because claims are spread over every slot and a master that loses writes
+// (a replica promoted behind it) must lose progress with them. The copy on
+// a master is ClaimProgressCopy(k) for the least k whose slot it holds.
+func (s *Store) progressKeys(ctx context.Context) ([]string, error) {
+	cc, cluster := s.rdb.(*redis.ClusterClient)
+	if !cluster {
+		return []string{s.keys.ClaimProgress()}, nil
+	}
+	s.copies.mu.Lock()
+	defer s.copies.mu.Unlock()
+	if s.copies.keys != nil && time.Since(s.copies.at) < copiesFresh {
+		return s.copies.keys, nil
+	}
+	//lint:ignore SA1019 CLUSTER SLOTS answers on Redis 6 too; CLUSTER SHARDS needs 7
+	slots, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("cluster slots: %w", err)
+	}
+	owner := make([]string, 16384)
+	masters := map[string]bool{}
+	for _, r := range slots {
+		if len(r.Nodes) == 0 {
+			continue
+		}
+		for sl := max(r.Start, 0); sl <= min(r.End, 16383); sl++ {
+			owner[sl] = r.Nodes[0].Addr
+		}
+		masters[r.Nodes[0].Addr] = true
+	}
+	keys := make([]string, 0, len(masters))
+	for k := 0; len(masters) > 0; k++ {
+		if k == 1<<24 {
+			return nil, fmt.Errorf("no hash tag found for a slot of masters %v", masters)
+		}
+		key := s.keys.ClaimProgressCopy(k)
+		if m := owner[keySlot(key)]; masters[m] {
+			delete(masters, m)
+			keys = append(keys, key)
+		}
+	}
+	s.copies.keys, s.copies.at = keys, time.Now()
+	return keys, nil
 }
 
 // ClaimProgress returns every partition's claim progress.
@@ -145,11 +277,8 @@ func (s *Store) ClaimThrough(ctx context.Context, p int, claims []Claim, through
 	key := []string{s.keys.ClaimProgress()}
 	err := s.withScripts(ctx, func() error {
 		if _, cluster := s.rdb.(*redis.ClusterClient); cluster {
-			v, err := progressScript.EvalSha(ctx, s.rdb, key, progressArgs(-1, 0, 0)...).Result()
-			if err != nil {
-				return err
-			}
-			if before, err = parseProgress(v); err != nil {
+			var err error
+			if before, err = s.runProgress(ctx, -1, 0, 0); err != nil {
 				return err
 			}
 			if len(claims) > 0 {
@@ -159,7 +288,8 @@ func (s *Store) ClaimThrough(ctx context.Context, p int, claims []Claim, through
 					return err
 				}
 			}
-			return regressed(progressScript.EvalSha(ctx, s.rdb, key, progressArgs(p, through, floor)...).Err())
+			_, err = s.runProgress(ctx, p, through, floor)
+			return err
 		}
 		// One transaction: the mark never lands without the claims
 		// before it (a Redis that frees memory between them would

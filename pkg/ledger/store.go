@@ -49,6 +49,7 @@ type Store struct {
 	lateness int64
 	grace    int64
 	horizon  int64
+	copies   progressCopies
 }
 
 // Option configures a Store.

@@ -59,7 +59,7 @@ func dump(t *testing.T, rdb *redis.Client) map[string]string {
 
 var (
 	h10 = mustTime("2026-12-02T10:00:00Z")
-	min = int64(60_000)
+	minute = int64(60_000)
 )
 
 func mustTime(s string) int64 {
@@ -83,15 +83,15 @@ func TestApplyClassifiesAndIsIdempotent(t *testing.T) {
 		ctx := context.Background()
 		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour)
 		batch := []Record{
-			{Seq: 1, Kind: Submission, EventID: "a", Time: h10 + 10*min},
-			{Seq: 2, Kind: Submission, EventID: "a", Time: h10 + 10*min},  // retry
-			{Seq: 3, Kind: Other, EventID: "v", Time: h10 + 70*min},       // W = 11:05
-			{Seq: 4, Kind: Submission, EventID: "b", Time: h10 + 20*min},  // correction (W >= 11:00)
-			{Seq: 5, Kind: Heartbeat, Time: h10 + 185*min},                // busy partition: W stays 11:05
-			{Seq: 6, Kind: Heartbeat, Time: h10 + 185*min},                // idle since seq 5: W = 13:00
-			{Seq: 7, Kind: Submission, EventID: "c", Time: h10 + 30*min},  // too late (W >= 12:00)
-			{Seq: 8, Kind: Submission, EventID: "c", Time: h10 + 30*min},  // dup of a late id
-			{Seq: 9, Kind: Submission, EventID: "d", Time: h10 + 181*min}, // on time in 13:00
+			{Seq: 1, Kind: Submission, EventID: "a", Time: h10 + 10*minute},
+			{Seq: 2, Kind: Submission, EventID: "a", Time: h10 + 10*minute},  // retry
+			{Seq: 3, Kind: Other, EventID: "v", Time: h10 + 70*minute},       // W = 11:05
+			{Seq: 4, Kind: Submission, EventID: "b", Time: h10 + 20*minute},  // correction (W >= 11:00)
+			{Seq: 5, Kind: Heartbeat, Time: h10 + 185*minute},                // busy partition: W stays 11:05
+			{Seq: 6, Kind: Heartbeat, Time: h10 + 185*minute},                // idle since seq 5: W = 13:00
+			{Seq: 7, Kind: Submission, EventID: "c", Time: h10 + 30*minute},  // too late (W >= 12:00)
+			{Seq: 8, Kind: Submission, EventID: "c", Time: h10 + 30*minute},  // dup of a late id
+			{Seq: 9, Kind: Submission, EventID: "d", Time: h10 + 181*minute}, // on time in 13:00
 		}
 		res, err := s.Apply(ctx, 3, batch, 0, 0)
 		if err != nil {
@@ -101,10 +101,10 @@ func TestApplyClassifiesAndIsIdempotent(t *testing.T) {
 		if got := codes(res); !reflect.DeepEqual(got, want) {
 			t.Fatalf("decisions = %v, want %v", got, want)
 		}
-		if res.Seq != 9 || res.Watermark != h10+180*min {
-			t.Fatalf("checkpoint = %d/%d, want 9/%d", res.Seq, res.Watermark, h10+180*min)
+		if res.Seq != 9 || res.Watermark != h10+180*minute {
+			t.Fatalf("checkpoint = %d/%d, want 9/%d", res.Seq, res.Watermark, h10+180*minute)
 		}
-		if d := res.Decisions[6]; d.Watermark != h10+180*min || d.WindowID != "2026-12-02T10" || d.Version != 3 {
+		if d := res.Decisions[6]; d.Watermark != h10+180*minute || d.WindowID != "2026-12-02T10" || d.Version != 3 {
 			t.Fatalf("late decision = %+v", d)
 		}
 		if res.Added != 4 {
@@ -122,7 +122,7 @@ func TestApplyClassifiesAndIsIdempotent(t *testing.T) {
 		for i, d := range again.Decisions {
 			switch {
 			case i == 6 || i == 7:
-				if d.Code != LateAgain || d.Watermark != h10+180*min {
+				if d.Code != LateAgain || d.Watermark != h10+180*minute {
 					t.Fatalf("replayed late %d = %+v", i, d)
 				}
 			case d.Code != Replayed:
@@ -152,7 +152,7 @@ func TestApplyClassifiesAndIsIdempotent(t *testing.T) {
 		if _, ok := v.Partials["2026-12-02T14"]; ok {
 			t.Fatal("untouched window has a partial")
 		}
-		if v.Watermark != h10+180*min || v.Seq != 9 {
+		if v.Watermark != h10+180*minute || v.Seq != 9 {
 			t.Fatalf("view checkpoint %d/%d", v.Seq, v.Watermark)
 		}
 		ids, err := s.Windows(ctx, 3)
@@ -247,7 +247,7 @@ func TestApplyAfterALostReplyChangesNothing(t *testing.T) {
 		}
 		batch := []Record{
 			{Seq: 2, Kind: Submission, EventID: "b", Time: h10},
-			{Seq: 3, Kind: Submission, EventID: "c", Time: h10 + min},
+			{Seq: 3, Kind: Submission, EventID: "c", Time: h10 + minute},
 		}
 		if _, err := s.Apply(ctx, 2, batch, 1, 0); err != nil { // reply "lost"
 			t.Fatal(err)

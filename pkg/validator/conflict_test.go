@@ -41,20 +41,37 @@ type conflictEnv struct {
 	t     *testing.T
 	ctx   context.Context
 	js    jetstream.JetStream
-	rdb   *redis.Client
-	names wire.Names
+	rdb   redis.UniversalClient
+	// cluster is the Redis Cluster rdb talks to, if any.
+	cluster *testenv.RedisCluster
+	names   wire.Names
 	v     *contract.Validator
 }
 
 // conflictBackends runs f on miniredis and on a real redis-server.
 func conflictBackends(t *testing.T, dupWindow time.Duration, f func(t *testing.T, e *conflictEnv)) {
-	for _, backend := range []string{"miniredis", "redis-server"} {
+	conflictBackendsOn(t, []string{"miniredis", "redis-server"}, dupWindow, f)
+}
+
+// conflictBackendsOn runs f on each backend: miniredis, redis-server or
+// redis-cluster (three masters).
+func conflictBackendsOn(t *testing.T, backends []string, dupWindow time.Duration, f func(t *testing.T, e *conflictEnv)) {
+	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
-			var addr string
-			if backend == "miniredis" {
-				addr = testenv.Miniredis(t).Addr()
-			} else {
-				addr = testenv.RedisServer(t).Addr()
+			var (
+				rdb     redis.UniversalClient
+				cluster *testenv.RedisCluster
+			)
+			switch backend {
+			case "miniredis":
+				rdb = redis.NewClient(&redis.Options{Addr: testenv.Miniredis(t).Addr()})
+			case "redis-server":
+				rdb = redis.NewClient(&redis.Options{Addr: testenv.RedisServer(t).Addr()})
+			case "redis-cluster":
+				cluster = testenv.NewRedisCluster(t, 3)
+				rdb = cluster.Client(t)
+			default:
+				t.Fatalf("unknown backend %q", backend)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			t.Cleanup(cancel)
@@ -64,13 +81,12 @@ func conflictBackends(t *testing.T, dupWindow time.Duration, f func(t *testing.T
 			if err := stream.Ensure(ctx, js, names, stream.Config{Partitions: conflictParts, DupWindow: dupWindow}); err != nil {
 				t.Fatal(err)
 			}
-			rdb := redis.NewClient(&redis.Options{Addr: addr})
 			t.Cleanup(func() { rdb.Close() })
 			v, err := contract.NewValidator(contract.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			f(t, &conflictEnv{t: t, ctx: ctx, js: js, rdb: rdb, names: names, v: v})
+			f(t, &conflictEnv{t: t, ctx: ctx, js: js, rdb: rdb, cluster: cluster, names: names, v: v})
 		})
 	}
 }
