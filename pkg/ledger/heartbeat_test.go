@@ -91,12 +91,12 @@ func TestHeartbeatAdvancesIdlePartitionOnly(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		recs := []Record{
-			{Seq: 1, Kind: Heartbeat, Time: h10},                         // idle since the start: W = 09:55
+			{Seq: 1, Kind: Heartbeat, Time: h10},                            // idle since the start: W = 09:55
 			{Seq: 2, Kind: Submission, EventID: "a", Time: h10 + 10*minute}, // W = 10:05
 			{Seq: 3, Kind: Heartbeat, Time: h10 + 200*minute},               // busy (a): W stays 10:05
 			{Seq: 4, Kind: Submission, EventID: "a", Time: h10 + 10*minute}, // retry
 			{Seq: 5, Kind: Heartbeat, Time: h10 + 200*minute},               // idle (a retry is nothing): W = 13:15
-			{Seq: 6, Kind: Other, EventID: "v", Time: h10},               // busy, W stays
+			{Seq: 6, Kind: Other, EventID: "v", Time: h10},                  // busy, W stays
 			{Seq: 7, Kind: Heartbeat, Time: h10 + 400*minute},               // busy (v): W stays 13:15
 			{Seq: 8, Kind: Submission, EventID: "b", Time: h10 + 20*minute}, // too late against 13:15
 			{Seq: 9, Kind: Heartbeat, Time: h10 + 400*minute},               // busy (b): stays

@@ -58,7 +58,7 @@ func dump(t *testing.T, rdb *redis.Client) map[string]string {
 }
 
 var (
-	h10 = mustTime("2026-12-02T10:00:00Z")
+	h10    = mustTime("2026-12-02T10:00:00Z")
 	minute = int64(60_000)
 )
 

@@ -38,14 +38,14 @@ const conflictParts = 4
 // redis-server), with the topology of conflictParts partitions, on which
 // validator instances are started as they are deployed (Service.Run).
 type conflictEnv struct {
-	t     *testing.T
-	ctx   context.Context
-	js    jetstream.JetStream
-	rdb   redis.UniversalClient
+	t   *testing.T
+	ctx context.Context
+	js  jetstream.JetStream
+	rdb redis.UniversalClient
 	// cluster is the Redis Cluster rdb talks to, if any.
 	cluster *testenv.RedisCluster
 	names   wire.Names
-	v     *contract.Validator
+	v       *contract.Validator
 }
 
 // conflictBackends runs f on miniredis and on a real redis-server.
