@@ -36,7 +36,7 @@ var Keys = []string{
 // Rows are the labels of the printed table, in order.
 var Rows = []string{
 	"B0 publish", "B0 publish sync always", "B0 consume", "B0 CPU per event", "E2E", "E2E / B0 publish", "E2E CPU per event",
-	"Latency p50", "Latency p99", "Latency max", "Latency by hop p50", "Latency by hop p99",
+	"Latency p50", "Latency p99", "Latency max", "Latency by hop p50", "Latency by hop p99", "Latency dominant hop",
 	"Redis per event id", "Redis claims", "Redis window ledger", "Redis CPU by command",
 	"RSS validator", "RSS windower", "RSS publisher", "RSS nats-server+ingest", "RSS redis-server",
 	"Batch reconcile", "Batch python", "Batch ratio",
@@ -81,6 +81,21 @@ type latencyResult struct {
 	Ms []float64
 	// Stages split them by hop.
 	Stages []stage
+}
+
+// dominant is the hop with the highest p99 and that p99's share of the
+// end-to-end p99 (hops' p99s do not add up to it: each is its own
+// order statistic).
+func (l *latencyResult) dominant() (name string, p99, share float64) {
+	for _, s := range l.Stages {
+		if q := quantile(s.Ms, 0.99); name == "" || q > p99 {
+			name, p99 = s.Name, q
+		}
+	}
+	if total := l.quantile(0.99); total > 0 {
+		share = p99 / total
+	}
+	return name, p99, share
 }
 
 // hops renders quantile q of every hop.
@@ -205,6 +220,9 @@ func (r *Results) JSON() map[string]any {
 			hops[st.Name] = map[string]any{"p50_ms": num(quantile(st.Ms, 0.5)), "p99_ms": num(quantile(st.Ms, 0.99))}
 		}
 		d["latency_hops"] = hops
+		if name, _, _ := r.Latency.dominant(); name != "" {
+			d["latency_dominant_hop"] = name
+		}
 	}
 	if r.E2E != nil {
 		d["e2e_seconds"] = num(r.E2E.Elapsed.Seconds())
@@ -336,8 +354,13 @@ func (r *Results) print(w io.Writer) {
 		row("Latency max", ms(l.max()), "ingest publish → first KV snapshot whose partition partial includes the event")
 		row("Latency by hop p50", "", l.hops(0.5))
 		row("Latency by hop p99", "", l.hops(0.99))
+		if name, p99, share := l.dominant(); name != "" {
+			row("Latency dominant hop", name, fmt.Sprintf("p99 %.1f ms, %.0f%% of the end-to-end p99: the hop to shorten first", p99, 100*share))
+		} else {
+			row("Latency dominant hop", "n/a", "no hop measured")
+		}
 	} else {
-		skipped("Latency p50", "Latency p99", "Latency max", "Latency by hop p50", "Latency by hop p99")
+		skipped("Latency p50", "Latency p99", "Latency max", "Latency by hop p50", "Latency by hop p99", "Latency dominant hop")
 	}
 	if e := r.E2E; e != nil {
 		per := r.ledgerBytesPerID()
