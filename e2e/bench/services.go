@@ -154,9 +154,10 @@ func runInProcess(ctx context.Context, spec deploySpec, svc string, owned []int,
 	switch svc {
 	case "validator":
 		return validator.New(conn.JS, store, validator.Config{Names: names, Partitions: spec.partitions, HotKeys: hotKeys(spec.hot, spec.partitions), Owned: owned, Validator: v, Registerer: reg,
-			IdleEvery: waits.BarrierIdle, BarrierPoll: waits.BarrierPoll}).Run(ctx)
+			IdleEvery: waits.BarrierIdle, BarrierPoll: waits.BarrierPoll, Linger: waits.ConsumeLinger}).Run(ctx)
 	case "windower":
-		return windower.New(conn.JS, store, windower.Config{Names: names, Partitions: spec.partitions, Owned: owned, Registerer: reg}).Run(ctx)
+		return windower.New(conn.JS, store, windower.Config{Names: names, Partitions: spec.partitions, Owned: owned, Registerer: reg,
+			Linger: waits.ConsumeLinger}).Run(ctx)
 	case "publisher":
 		return publisher.New(conn.JS, store, publisher.Config{Names: names, Partitions: spec.partitions, Grace: time.Hour, Registerer: reg,
 			Linger: waits.PublishLinger}).Run(ctx)

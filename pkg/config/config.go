@@ -77,6 +77,10 @@ type Waits struct {
 	// publication barrier reads the progress of partitions other
 	// instances run (validator.Config).
 	BarrierIdle, BarrierPoll time.Duration
+	// ConsumeLinger: how long a validator or windower batch waits for
+	// more messages after its first when none are buffered
+	// (stream.BatchOptions.Linger).
+	ConsumeLinger time.Duration
 }
 
 // WaitsFor splits budget over the hops that wait. A waiting hop adds at
@@ -90,6 +94,7 @@ func WaitsFor(budget time.Duration) Waits {
 		PublishLinger: clamp(budget/5, time.Millisecond, 5*time.Millisecond),
 		BarrierIdle:   clamp(budget/3, 5*time.Millisecond, 50*time.Millisecond),
 		BarrierPoll:   clamp(budget/5, 2*time.Millisecond, 20*time.Millisecond),
+		ConsumeLinger: clamp(budget/25, 250*time.Microsecond, time.Millisecond),
 	}
 }
 

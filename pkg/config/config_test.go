@@ -45,15 +45,18 @@ func TestLatencyBudget(t *testing.T) {
 		t.Fatalf("default budget %s", c.LatencyBudget)
 	}
 	want := Waits{IngestLinger: 5 * time.Millisecond, PublishLinger: 5 * time.Millisecond,
-		BarrierIdle: 25 * time.Millisecond / 3, BarrierPoll: 5 * time.Millisecond}
+		BarrierIdle: 25 * time.Millisecond / 3, BarrierPoll: 5 * time.Millisecond, ConsumeLinger: time.Millisecond}
 	if got := c.Waits(); got != want {
 		t.Fatalf("default waits %+v, want %+v", got, want)
 	}
 	if got, old := WaitsFor(time.Second), (Waits{IngestLinger: 20 * time.Millisecond, PublishLinger: 5 * time.Millisecond,
-		BarrierIdle: 50 * time.Millisecond, BarrierPoll: 20 * time.Millisecond}); got != old {
+		BarrierIdle: 50 * time.Millisecond, BarrierPoll: 20 * time.Millisecond, ConsumeLinger: time.Millisecond}); got != old {
 		t.Fatalf("1s budget %+v, want the old waits %+v", got, old)
 	}
-	if got := WaitsFor(time.Microsecond); got.BarrierIdle != 5*time.Millisecond || got.IngestLinger != time.Millisecond || got.BarrierPoll != 2*time.Millisecond {
+	if got := WaitsFor(10 * time.Millisecond); got.ConsumeLinger != 400*time.Microsecond {
+		t.Fatalf("10ms budget: consume linger %s, want 400µs", got.ConsumeLinger)
+	}
+	if got := WaitsFor(time.Microsecond); got.BarrierIdle != 5*time.Millisecond || got.IngestLinger != time.Millisecond || got.BarrierPoll != 2*time.Millisecond || got.ConsumeLinger != 250*time.Microsecond {
 		t.Fatalf("tiny budget %+v, want the floors", got)
 	}
 	t.Setenv("RECEIPTS_LATENCY_BUDGET", "100ms")

@@ -276,11 +276,13 @@ func (p *Pipeline) runOnce(ctx context.Context, svc string) error {
 			Names: p.Names, Partitions: p.cfg.Partitions, HotKeys: p.cfg.HotKeys, Validator: p.Validator,
 			Logger: log, Registerer: p.cfg.Registerer, Failpoints: p.cfg.Failpoints,
 			IdleEvery: p.cfg.waits().BarrierIdle, BarrierPoll: p.cfg.waits().BarrierPoll,
+			Linger: p.cfg.waits().ConsumeLinger,
 		}).Run(ctx)
 	case Windower:
 		return windower.New(conn.JS, store, windower.Config{
 			Names: p.Names, Partitions: p.cfg.Partitions, Logger: log,
 			Registerer: p.cfg.Registerer, Failpoints: p.cfg.Failpoints, Trace: p.cfg.Trace,
+			Linger: p.cfg.waits().ConsumeLinger,
 		}).Run(ctx)
 	case Publisher:
 		return publisher.New(conn.JS, store, publisher.Config{

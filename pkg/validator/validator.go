@@ -74,6 +74,9 @@ type Config struct {
 	// at the publication barrier reads the progress other instances write
 	// (default 20ms); see barrier.go and config.WaitsFor.
 	IdleEvery, BarrierPoll time.Duration
+	// Linger is how long a batch waits to fill after its first message
+	// when no more are buffered (default 1ms; config.Waits.ConsumeLinger).
+	Linger time.Duration
 }
 
 // Service is one validator instance. Run it once.
@@ -196,7 +199,7 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 		return fmt.Errorf("validator: partition %d: claim progress check: %w", p, err)
 	}
 	s.cfg.Logger.Info("validator partition started", "partition", p)
-	opts := stream.BatchOptions{Max: s.cfg.Batch, Logger: s.cfg.Logger.With("partition", p)}
+	opts := stream.BatchOptions{Max: s.cfg.Batch, Linger: s.cfg.Linger, Logger: s.cfg.Logger.With("partition", p)}
 	return stream.Consume(ctx, s.js, spec, opts, func(ctx context.Context, batch []jetstream.Msg) (stream.Outcome, error) {
 		err := s.handle(ctx, p, batch)
 		if connect.RedisFull(err) {

@@ -18,6 +18,7 @@ func main() {
 			Names: d.Names, Partitions: d.Common.Partitions, HotKeys: d.Common.Hot(), Owned: d.Owned, Validator: d.Validator,
 			Logger: d.Logger, Registerer: d.Registerer, Failpoints: d.Failpoints,
 			IdleEvery: d.Common.Waits().BarrierIdle, BarrierPoll: d.Common.Waits().BarrierPoll,
+			Linger: d.Common.Waits().ConsumeLinger,
 		}), nil
 	})
 	stop()

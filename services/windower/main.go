@@ -18,6 +18,7 @@ func main() {
 		return windower.New(d.NATS.JS, d.Store, windower.Config{
 			Names: d.Names, Partitions: d.Common.Partitions, Owned: d.Owned,
 			Logger: d.Logger, Registerer: d.Registerer, Failpoints: d.Failpoints,
+			Linger: d.Common.Waits().ConsumeLinger,
 		}), nil
 	})
 	stop()
