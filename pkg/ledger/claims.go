@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -17,6 +18,9 @@ var (
 	//go:embed claims.lua
 	claimsSrc    string
 	claimsScript = redis.NewScript(claimsSrc)
+	// nodeClaimsScript is claims.lua for the claims of one cluster master:
+	// its keys are in many slots (Redis ≥ 7.0).
+	nodeClaimsScript = redis.NewScript("#!lua flags=allow-cross-slot-keys\n" + claimsSrc)
 )
 
 const (
@@ -97,10 +101,10 @@ type claimBatch struct {
 }
 
 // claimCall is one claims.lua call: the claims of the whole batch, or on
-// a cluster those of one hash slot.
+// a cluster those of one master (or of one hash slot).
 type claimCall struct {
 	keys   []string
-	args   []any
+	args   []any // n, then four per claim (claims.lua)
 	groups map[claimGroup]int // first key of each group, 1-based
 	send   []int              // the claims sent, as indexes into claimBatch.claims
 	cmd    *redis.Cmd
@@ -117,29 +121,51 @@ type claimGroup struct {
 // validator batch (500 records by default) is one call.
 const claimsPerCall = 1000
 
-// queueClaims queues claims.lua for the first claim of every id in claims
-// (later ones of the same id are judged against its result): one call for
-// the whole batch on a single Redis (*redis.Client, failover included),
-// one per hash slot otherwise, since a cluster runs a script only on keys
-// of one slot; and another call every claimsPerCall claims.
-func (s *Store) queueClaims(ctx context.Context, pipe redis.Pipeliner, claims []Claim) *claimBatch {
-	_, single := s.rdb.(*redis.Client)
-	b := s.groupClaims(claims, !single)
+// How a batch's claims are split into claims.lua calls.
+type claimSplit int
+
+const (
+	splitNone claimSplit = iota // one call (a single Redis)
+	splitNode                   // one per cluster master: its keys in many slots
+	splitSlot                   // one per hash slot
+)
+
+// queueClaims queues the claims.lua calls of claims (the first claim of
+// every id; later ones of the same id are judged against its result).
+// owner maps a hash slot to its master for splitNode.
+func (s *Store) queueClaims(ctx context.Context, pipe redis.Pipeliner, claims []Claim, split claimSplit, owner []string) *claimBatch {
+	b := s.groupClaims(claims, split, owner)
 	for _, c := range b.calls {
-		c.cmd = claimsScript.EvalSha(ctx, pipe, c.keys, c.args...)
+		if split == splitNode {
+			// Redis Cluster checks that a call's declared keys share a
+			// slot: declare the first, pass the others (all on the same
+			// master) as arguments.
+			args := make([]any, 0, 2+len(c.keys)+len(c.args))
+			args = append(args, c.args[0], len(c.keys)-1)
+			for _, k := range c.keys[1:] {
+				args = append(args, k)
+			}
+			args = append(args, c.args[1:]...)
+			c.cmd = nodeClaimsScript.EvalSha(ctx, pipe, c.keys[:1], args...)
+			continue
+		}
+		args := make([]any, 0, 1+len(c.args))
+		args = append(args, c.args[0], 0)
+		args = append(args, c.args[1:]...)
+		c.cmd = claimsScript.EvalSha(ctx, pipe, c.keys, args...)
 	}
 	return b
 }
 
-// groupClaims builds the claims.lua calls of claims: one, or one per hash
-// slot when bySlot (and more when one holds over claimsPerCall).
-func (s *Store) groupClaims(claims []Claim, bySlot bool) *claimBatch {
+// groupClaims builds the claims.lua calls of claims as split says (and
+// another call every claimsPerCall claims).
+func (s *Store) groupClaims(claims []Claim, split claimSplit, owner []string) *claimBatch {
 	b := &claimBatch{claims: claims, first: map[string]int{}}
 	n := s.ClaimDays()
 	if n == 0 {
 		n = 1
 	}
-	calls := map[int]*claimCall{}
+	calls := map[string]*claimCall{}
 	for i, c := range claims {
 		if _, ok := b.first[c.EventID]; ok {
 			continue
@@ -147,14 +173,17 @@ func (s *Store) groupClaims(claims []Claim, bySlot bool) *claimBatch {
 		b.first[c.EventID] = i
 		hid := IDKey(c.EventID)
 		g := claimGroup{bucket: idBucket(hid, ClaimBuckets), day: s.claimDay(c.Day)}
-		slot := 0
-		if bySlot {
-			slot = keySlot(s.keys.ClaimBucket(g.bucket, g.day))
+		var part string
+		switch split {
+		case splitSlot:
+			part = strconv.Itoa(keySlot(s.keys.ClaimBucket(g.bucket, g.day)))
+		case splitNode:
+			part = owner[keySlot(s.keys.ClaimBucket(g.bucket, g.day))]
 		}
-		call := calls[slot]
+		call := calls[part]
 		if call == nil || len(call.send) == claimsPerCall {
 			call = &claimCall{args: []any{n}, groups: map[claimGroup]int{}}
-			calls[slot] = call
+			calls[part] = call
 			b.calls = append(b.calls, call)
 		}
 		k, ok := call.groups[g]
@@ -169,6 +198,58 @@ func (s *Store) groupClaims(claims []Claim, bySlot bool) *claimBatch {
 		call.send = append(call.send, i)
 	}
 	return b
+}
+
+// execClaims runs the claims.lua calls of claims and returns them
+// executed. On a cluster it sends one call per master, and per hash slot
+// on a server that refuses that (a Redis before 7.0) or while the slot
+// map it holds is out of date (a resharding): a call that met a key it
+// does not hold fails before writing it and is made again.
+func (s *Store) execClaims(ctx context.Context, claims []Claim) (*claimBatch, error) {
+	if _, cluster := s.rdb.(*redis.ClusterClient); !cluster {
+		var b *claimBatch
+		err := s.withScripts(ctx, func() error {
+			pipe := s.rdb.Pipeline()
+			b = s.queueClaims(ctx, pipe, claims, splitNone, nil)
+			_, err := pipe.Exec(ctx)
+			return err
+		})
+		return b, err
+	}
+	var (
+		b    *claimBatch
+		last error
+	)
+	for attempt := 0; attempt < 3; attempt++ {
+		split, owner := splitSlot, []string(nil)
+		if attempt < 2 && !s.copies.perSlot.Load() {
+			var err error
+			if owner, err = s.slotOwners(ctx); err != nil {
+				return nil, err
+			}
+			split = splitNode
+		}
+		last = s.withScripts(ctx, func() error {
+			pipe := s.rdb.Pipeline()
+			b = s.queueClaims(ctx, pipe, claims, split, owner)
+			_, err := pipe.Exec(ctx)
+			return err
+		})
+		switch {
+		case last == nil:
+			return b, nil
+		case split != splitNode:
+			return nil, last
+		case scriptFlagsRefused(last):
+			s.copies.perSlot.Store(true)
+		case strings.Contains(last.Error(), "non local key") || redis.HasErrorPrefix(last, "CROSSSLOT") ||
+			redis.HasErrorPrefix(last, "TRYAGAIN") || redis.HasErrorPrefix(last, "MOVED") || redis.HasErrorPrefix(last, "ASK"):
+			s.copies.stale()
+		default:
+			return nil, last
+		}
+	}
+	return nil, last
 }
 
 // conflicts reads the executed batch: for each claim, whether the id is
@@ -195,17 +276,32 @@ func (b *claimBatch) conflicts() ([]bool, error) {
 	return conflict, nil
 }
 
+// scriptFlagsRefused tells a server that does not know script flags
+// (Redis before 7.0 reads "#!lua" as a syntax error).
+func scriptFlagsRefused(err error) bool {
+	return redis.HasErrorPrefix(err, "ERR Error compiling script") || strings.Contains(err.Error(), "shebang")
+}
+
 // withScripts runs f, and once more after loading this file's scripts when
 // the server did not know one (first use on this server, or after SCRIPT
 // FLUSH). f must be safe to run twice: every script here is.
 func (s *Store) withScripts(ctx context.Context, f func() error) error {
 	err := f()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err = claimsScript.Load(ctx, s.rdb).Err(); err == nil {
-			if err = progressScript.Load(ctx, s.rdb).Err(); err == nil {
-				err = f()
+		for _, sc := range []*redis.Script{claimsScript, progressScript} {
+			if err = sc.Load(ctx, s.rdb).Err(); err != nil {
+				return err
 			}
 		}
+		if _, cluster := s.rdb.(*redis.ClusterClient); cluster && !s.copies.perSlot.Load() {
+			if err = nodeClaimsScript.Load(ctx, s.rdb).Err(); err != nil {
+				if !scriptFlagsRefused(err) {
+					return err
+				}
+				s.copies.perSlot.Store(true)
+			}
+		}
+		err = f()
 	}
 	return err
 }
@@ -229,13 +325,7 @@ func (s *Store) Claims(ctx context.Context, claims []Claim) ([]bool, error) {
 	if len(claims) == 0 {
 		return []bool{}, nil
 	}
-	var b *claimBatch
-	err := s.withScripts(ctx, func() error {
-		pipe := s.rdb.Pipeline()
-		b = s.queueClaims(ctx, pipe, claims)
-		_, err := pipe.Exec(ctx)
-		return err
-	})
+	b, err := s.execClaims(ctx, claims)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: claims: %w", err)
 	}

@@ -3,10 +3,14 @@
 -- KEYS are groups of claims hashes: a group is the hash of one bucket for
 -- one ingest day followed by those of the same bucket for the days before
 -- it that are still kept (ARGV[1] hashes in all). Outside Redis Cluster
--- the keys may be in many slots; on a cluster the caller sends one call
--- per slot.
--- ARGV[1] n, the hashes in a group; then four arguments per claim: the
--- index in KEYS of its group's first hash (its ingest day), the event id's
+-- the keys may be in many slots. On a cluster the caller sends one call
+-- per master, with the script flag allow-cross-slot-keys (Redis ≥ 7.0);
+-- Redis Cluster refuses declared keys of two slots, so it declares only
+-- the first and passes the others in ARGV, after ARGV[2]. (Before 7.0, or
+-- while its slot map is out of date, one call per slot.)
+-- ARGV[1] n, the hashes in a group; ARGV[2] m, how many key names follow
+-- (they continue KEYS); then four arguments per claim: the
+-- index in the keys of its group's first hash (its ingest day), the event id's
 -- IDKey (16 bytes), the claim (the content fingerprint, 8 bytes, followed
 -- by the copy's RAW sequence in decimal; nothing when it is unknown, which
 -- ranks as the oldest), and the Unix time (s) at which the day's claims
@@ -22,26 +26,29 @@ local function seqof(v)
   if #v <= 8 then return 0 end
   return tonumber(string.sub(v, 9)) or 0
 end
-local n = tonumber(ARGV[1])
+local n, m = tonumber(ARGV[1]), tonumber(ARGV[2])
+local keys = {}
+for i = 1, #KEYS do keys[i] = KEYS[i] end
+for i = 1, m do keys[#KEYS + i] = ARGV[2 + i] end
 local out = {}
 local expiring = {}
-for a = 2, #ARGV, 4 do
+for a = 3 + m, #ARGV, 4 do
   local k, id, claim, at = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local want = seqof(claim)
   local held, heldseq
   for i = k, k + n - 1 do
-    local v = redis.call('HGET', KEYS[i], id)
+    local v = redis.call('HGET', keys[i], id)
     if v then
       local s = seqof(v)
       if not held or s < heldseq then held, heldseq = v, s end
     end
   end
   if not held or heldseq > want then
-    redis.call('HSET', KEYS[k], id, claim)
+    redis.call('HSET', keys[k], id, claim)
     -- One expiry check per hash and call: after it the hash expires.
-    if at ~= '0' and not expiring[KEYS[k]] then
-      expiring[KEYS[k]] = true
-      if redis.call('TTL', KEYS[k]) == -1 then redis.call('EXPIREAT', KEYS[k], at) end
+    if at ~= '0' and not expiring[keys[k]] then
+      expiring[keys[k]] = true
+      if redis.call('TTL', keys[k]) == -1 then redis.call('EXPIREAT', keys[k], at) end
     end
     held = claim
   end

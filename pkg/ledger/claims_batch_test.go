@@ -200,9 +200,9 @@ func claimsState(t *testing.T, rdb *redis.Client, prefix string) map[string]stri
 	return out
 }
 
-// TestClaimsGroupBySlot: on a cluster the claims go in one call per hash
-// slot, every call's keys in its slot, every id sent once; elsewhere in
-// one call per claimsPerCall ids.
+// TestClaimsGroupBySlot: on a cluster the claims go in one call per
+// master (or per hash slot), every call's keys on its master (in its
+// slot), every id sent once; elsewhere in one call per claimsPerCall ids.
 func TestClaimsGroupBySlot(t *testing.T) {
 	s := NewStore(nil, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
 	day := int64(20000)
@@ -210,13 +210,13 @@ func TestClaimsGroupBySlot(t *testing.T) {
 	for i := range 2000 {
 		claims = append(claims, Claim{EventID: fmt.Sprintf("ev-%d", i%1500), Seq: uint64(i + 1), Day: day - int64(i%2)})
 	}
-	if b := s.groupClaims(claims[:claimsPerCall], false); len(b.calls) != 1 || len(b.calls[0].send) != claimsPerCall {
+	if b := s.groupClaims(claims[:claimsPerCall], splitNone, nil); len(b.calls) != 1 || len(b.calls[0].send) != claimsPerCall {
 		t.Fatalf("single Redis, %d claims: %d calls", claimsPerCall, len(b.calls))
 	}
-	if b := s.groupClaims(claims, false); len(b.calls) != 2 || len(b.calls[0].send) != claimsPerCall || len(b.calls[1].send) != 1500-claimsPerCall {
+	if b := s.groupClaims(claims, splitNone, nil); len(b.calls) != 2 || len(b.calls[0].send) != claimsPerCall || len(b.calls[1].send) != 1500-claimsPerCall {
 		t.Fatalf("single Redis, 1500 ids: %d calls", len(b.calls))
 	}
-	b := s.groupClaims(claims, true)
+	b := s.groupClaims(claims, splitSlot, nil)
 	slots := map[int]bool{}
 	sent := map[string]bool{}
 	for _, c := range b.calls {
@@ -244,6 +244,38 @@ func TestClaimsGroupBySlot(t *testing.T) {
 		t.Fatalf("%d ids sent, want 1500", len(sent))
 	}
 	t.Logf("%d claims of 1500 ids in %d slot calls", len(claims), len(b.calls))
+
+	// Three masters, the slots split in thirds as redis-cli does.
+	owner := make([]string, 16384)
+	for sl := range owner {
+		owner[sl] = []string{"a", "b", "c"}[sl*3/16384]
+	}
+	b = s.groupClaims(claims, splitNode, owner)
+	perMaster := map[string]int{}
+	clear(sent)
+	for _, c := range b.calls {
+		m := owner[keySlot(c.keys[0])]
+		perMaster[m]++
+		for _, k := range c.keys {
+			if owner[keySlot(k)] != m {
+				t.Fatalf("call of master %s has key %s of master %s", m, k, owner[keySlot(k)])
+			}
+		}
+		for _, i := range c.send {
+			if sent[claims[i].EventID] {
+				t.Fatalf("%s sent twice", claims[i].EventID)
+			}
+			sent[claims[i].EventID] = true
+		}
+	}
+	if len(sent) != 1500 || len(perMaster) != 3 {
+		t.Fatalf("%d ids sent to %d masters, want 1500 to 3", len(sent), len(perMaster))
+	}
+	for m, n := range perMaster {
+		if n != 1 {
+			t.Errorf("master %s: %d calls for about 500 ids, want 1", m, n)
+		}
+	}
 }
 
 // TestKeySlot: the Redis Cluster hash slots of the cluster specification

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,5 +103,96 @@ func TestClusterClaimLossOnAnyNodeIsSeen(t *testing.T) {
 	}
 	if _, err := s.MarkClaimed(ctx, 0, n+1, n); err != nil {
 		t.Fatalf("marking on top of the rebuilt progress: %v", err)
+	}
+}
+
+// TestClusterClaimsOneCallPerMaster: on Redis Cluster a batch's claims
+// go in one claims.lua call per master (keys of many slots in one call,
+// with the script flag allow-cross-slot-keys), not one per slot; and a
+// slot map that is out of date (a resharding) costs a retry, not a wrong
+// verdict: the call that meets a key its master does not hold fails, the
+// map is read again and the batch claimed again.
+func TestClusterClaimsOneCallPerMaster(t *testing.T) {
+	rc := testenv.NewRedisCluster(t, 3)
+	rdb := rc.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
+	today := time.Now().Unix() / 86400
+	calls := func() int64 {
+		var n int64
+		for _, node := range rc.Nodes {
+			direct := redis.NewClient(&redis.Options{Addr: node.Addr(), Protocol: 2, DisableIdentity: true})
+			stats, err := direct.InfoMap(ctx, "commandstats").Result()
+			direct.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v, ok := stats["Commandstats"]["cmdstat_evalsha"]; ok {
+				var c int64
+				for _, f := range strings.Split(v, ",") {
+					if strings.HasPrefix(f, "calls=") {
+						c, _ = strconv.ParseInt(strings.TrimPrefix(f, "calls="), 10, 64)
+					}
+				}
+				n += c
+			}
+		}
+		return n
+	}
+	batch := func(from int) []Claim {
+		claims := make([]Claim, 500)
+		for i := range claims {
+			claims[i] = Claim{EventID: "ev-" + strconv.Itoa(from+i), Fingerprint: uint64(from + i + 1), Seq: uint64(from + i + 1), Day: today}
+		}
+		return claims
+	}
+	if _, err := s.Claims(ctx, batch(0)); err != nil { // loads the scripts
+		t.Fatal(err)
+	}
+	before := calls()
+	if _, err := s.Claims(ctx, batch(500)); err != nil {
+		t.Fatal(err)
+	}
+	if n := calls() - before; n > int64(len(rc.Nodes)) {
+		t.Fatalf("500 claims took %d script calls on %d masters, want one per master", n, len(rc.Nodes))
+	}
+
+	// An out-of-date map: every slot's master shifted by one.
+	owner, err := s.slotOwners(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := rc.Addrs()
+	shifted := make([]string, len(owner))
+	for sl, m := range owner {
+		for i, a := range addrs {
+			if a == m {
+				shifted[sl] = addrs[(i+1)%len(addrs)]
+			}
+		}
+	}
+	s.copies.mu.Lock()
+	s.copies.owner, s.copies.at = shifted, time.Now()
+	s.copies.mu.Unlock()
+	claims := batch(1000)
+	claims[3].Fingerprint = 7 // again[3] below has fingerprint 7 too: no conflict
+	if _, err := s.Claims(ctx, claims); err != nil {
+		t.Fatalf("claims with an out-of-date slot map: %v", err)
+	}
+	again := batch(1000)
+	for i := range again {
+		again[i].Fingerprint++
+		again[i].Seq += 10000
+	}
+	again[3].Fingerprint = 7
+	conflict, err := s.Claims(ctx, again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range conflict {
+		if c != (i != 3) {
+			t.Fatalf("claim %d: conflict %v after claiming with an out-of-date slot map", i, c)
+		}
 	}
 }

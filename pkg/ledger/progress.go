@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -173,16 +174,26 @@ func leastOf(copies []Claimed) Claimed {
 	return out
 }
 
-// progressCopies are the keys the claim progress is kept under on Redis
-// Cluster, found from the cluster's slot map and kept for a while.
+// progressCopies is what the store knows of a cluster's slot map: the
+// keys the claim progress is kept under and each slot's master, kept for
+// a while; and whether the servers refuse claims.lua across slots.
 type progressCopies struct {
-	mu   sync.Mutex
-	keys []string
-	at   time.Time
+	mu      sync.Mutex
+	keys    []string
+	owner   []string // by hash slot: its master's address
+	at      time.Time
+	perSlot atomic.Bool
 }
 
-// copiesFresh is how long a cluster's progress keys are used before the
-// slot map is read again.
+// stale makes the next use read the slot map again.
+func (c *progressCopies) stale() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = time.Time{}
+}
+
+// copiesFresh is how long a cluster's slot map is used before it is read
+// again.
 const copiesFresh = 5 * time.Second
 
 // progressKeys are the keys the claim progress is kept under: one on a
@@ -191,19 +202,32 @@ const copiesFresh = 5 * time.Second
 // (a replica promoted behind it) must lose progress with them. The copy on
 // a master is ClaimProgressCopy(k) for the least k whose slot it holds.
 func (s *Store) progressKeys(ctx context.Context) ([]string, error) {
-	cc, cluster := s.rdb.(*redis.ClusterClient)
-	if !cluster {
+	if _, cluster := s.rdb.(*redis.ClusterClient); !cluster {
 		return []string{s.keys.ClaimProgress()}, nil
 	}
+	keys, _, err := s.slotMap(ctx)
+	return keys, err
+}
+
+// slotOwners is each hash slot's master on a cluster.
+func (s *Store) slotOwners(ctx context.Context) ([]string, error) {
+	_, owner, err := s.slotMap(ctx)
+	return owner, err
+}
+
+// slotMap reads the cluster's slot map when the one held is older than
+// copiesFresh, and returns the progress keys and the slots' masters.
+func (s *Store) slotMap(ctx context.Context) ([]string, []string, error) {
+	cc := s.rdb.(*redis.ClusterClient)
 	s.copies.mu.Lock()
 	defer s.copies.mu.Unlock()
 	if s.copies.keys != nil && time.Since(s.copies.at) < copiesFresh {
-		return s.copies.keys, nil
+		return s.copies.keys, s.copies.owner, nil
 	}
 	//lint:ignore SA1019 CLUSTER SLOTS answers on Redis 6 too; CLUSTER SHARDS needs 7
 	slots, err := cc.ClusterSlots(ctx).Result()
 	if err != nil {
-		return nil, fmt.Errorf("cluster slots: %w", err)
+		return nil, nil, fmt.Errorf("cluster slots: %w", err)
 	}
 	owner := make([]string, 16384)
 	masters := map[string]bool{}
@@ -219,7 +243,7 @@ func (s *Store) progressKeys(ctx context.Context) ([]string, error) {
 	keys := make([]string, 0, len(masters))
 	for k := 0; len(masters) > 0; k++ {
 		if k == 1<<24 {
-			return nil, fmt.Errorf("no hash tag found for a slot of masters %v", masters)
+			return nil, nil, fmt.Errorf("no hash tag found for a slot of masters %v", masters)
 		}
 		key := s.keys.ClaimProgressCopy(k)
 		if m := owner[keySlot(key)]; masters[m] {
@@ -227,8 +251,8 @@ func (s *Store) progressKeys(ctx context.Context) ([]string, error) {
 			keys = append(keys, key)
 		}
 	}
-	s.copies.keys, s.copies.at = keys, time.Now()
-	return keys, nil
+	s.copies.keys, s.copies.owner, s.copies.at = keys, owner, time.Now()
+	return keys, owner, nil
 }
 
 // ClaimProgress returns every partition's claim progress.
@@ -282,9 +306,7 @@ func (s *Store) ClaimThrough(ctx context.Context, p int, claims []Claim, through
 				return err
 			}
 			if len(claims) > 0 {
-				pipe := s.rdb.Pipeline()
-				b = s.queueClaims(ctx, pipe, claims)
-				if _, err := pipe.Exec(ctx); err != nil {
+				if b, err = s.execClaims(ctx, claims); err != nil {
 					return err
 				}
 			}
@@ -296,7 +318,7 @@ func (s *Store) ClaimThrough(ctx context.Context, p int, claims []Claim, through
 		// otherwise take the mark after refusing the claims with OOM).
 		pipe := s.rdb.TxPipeline()
 		read := progressScript.EvalSha(ctx, pipe, key, progressArgs(-1, 0, 0)...)
-		b = s.queueClaims(ctx, pipe, claims)
+		b = s.queueClaims(ctx, pipe, claims, splitNone, nil)
 		progressScript.EvalSha(ctx, pipe, key, progressArgs(p, through, floor)...)
 		if cmds, err := pipe.Exec(ctx); err != nil {
 			return regressed(queuedErr(cmds, err))
