@@ -104,7 +104,7 @@ type claimBatch struct {
 // a cluster those of one master (or of one hash slot).
 type claimCall struct {
 	keys   []string
-	args   []any // n, then four per claim (claims.lua)
+	args   []any              // n, then four per claim (claims.lua)
 	groups map[claimGroup]int // first key of each group, 1-based
 	send   []int              // the claims sent, as indexes into claimBatch.claims
 	cmd    *redis.Cmd
