@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
@@ -33,16 +34,16 @@ func (s *Service) poison(meta *jetstream.MsgMetadata, raw []byte) *contract.Reje
 		n, meta.NumDelivered, n)
 }
 
-// validateOne validates one RAW record. Whatever goes wrong with this one
-// record ends as its rejection, never as an error of the batch: a panic in
-// the validator or an error that is not a contract violation would otherwise
-// fail the batch on every delivery and block the partition. A record ingest
+// validateOne validates one RAW record, given its headers and received
+// time. Whatever goes wrong with this one record ends as its rejection,
+// never as an error of the batch: a panic in the validator or an error that
+// is not a contract violation would otherwise fail the batch on every
+// delivery and block the partition. A record ingest
 // cut to a bounded prefix (wire.HdrOrigSize) is too_large with its full
 // size in the detail. The record's received time is the broker's: the RAW
 // message's JetStream timestamp (docs/spec.md §2), so neither a producer's
 // ingested_at nor this process's clock can move a watermark ahead of it.
-func (s *Service) validateOne(m jetstream.Msg) (ev contract.Event, rej *contract.RejectError) {
-	raw := m.Data()
+func (s *Service) validateOne(raw []byte, hdr nats.Header, received time.Time) (ev contract.Event, rej *contract.RejectError) {
 	defer func() {
 		if v := recover(); v != nil {
 			ev = contract.Event{}
@@ -51,7 +52,7 @@ func (s *Service) validateOne(m jetstream.Msg) (ev contract.Event, rej *contract
 			s.cfg.Logger.Error("validator panicked on one record; rejected it", "panic", fmt.Sprint(v))
 		}
 	}()
-	if orig := m.Headers().Get(wire.HdrOrigSize); orig != "" {
+	if orig := hdr.Get(wire.HdrOrigSize); orig != "" {
 		size, err := strconv.ParseInt(orig, 10, 64)
 		if err != nil {
 			return contract.Event{}, contract.Reject(contract.ReasonInvalidField, contract.PeekEventID(raw),
@@ -60,10 +61,6 @@ func (s *Service) validateOne(m jetstream.Msg) (ev contract.Event, rej *contract
 		return contract.Event{}, contract.Reject(contract.ReasonTooLarge, contract.PeekEventID(raw),
 			"record is %d bytes, more than the limit of %d (ingest kept the first %d bytes)",
 			size, s.cfg.Validator.Options().MaxSize, len(raw))
-	}
-	received := s.cfg.Now() // only for a message without JetStream metadata
-	if meta, err := m.Metadata(); err == nil {
-		received = meta.Timestamp
 	}
 	ev, err := s.validate(raw, received)
 	if err == nil {

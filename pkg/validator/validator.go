@@ -254,7 +254,7 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 			rejected = append(rejected, s.rejectMsg(seq, m.Data(), rej))
 			continue
 		}
-		ev, rej := s.validateOne(m)
+		ev, rej := s.validateOne(m.Data(), m.Headers(), meta.Timestamp)
 		if rej != nil {
 			rejected = append(rejected, s.rejectMsg(seq, m.Data(), rej))
 			continue
