@@ -19,6 +19,10 @@ type Checked struct {
 	// Payload is the payload's text as written (nil when absent), shared
 	// with the raw record like EventID.
 	Payload []byte
+	// AmountCents and Priced are AmountCents(Payload), read in the same
+	// pass as the rest.
+	AmountCents int64
+	Priced      bool
 }
 
 // Counts reports whether the event is a submission (type submitted).
@@ -42,6 +46,8 @@ func (v *Validator) Check(raw []byte, receivedAt time.Time, c *Checked) error {
 				Type:         fr.typ,
 				OccurredAt:   fr.occurred,
 				Fingerprint:  fr.fp,
+				AmountCents:  fr.amount,
+				Priced:       fr.priced,
 			}
 			if fr.has(fxPayload) {
 				pl := fr.vals[fxPayload]
@@ -50,7 +56,8 @@ func (v *Validator) Check(raw []byte, receivedAt time.Time, c *Checked) error {
 			return nil
 		}
 	}
-	e, err := v.validateSchema(raw, receivedAt)
+	var am amountRead
+	e, err := v.validateSchema(raw, receivedAt, &am)
 	if err != nil {
 		return err
 	}
@@ -61,6 +68,8 @@ func (v *Validator) Check(raw []byte, receivedAt time.Time, c *Checked) error {
 		OccurredAt:   e.OccurredAt,
 		Fingerprint:  e.Fingerprint,
 		Payload:      e.Payload,
+		AmountCents:  am.cents,
+		Priced:       am.priced,
 	}
 	return nil
 }

@@ -2,9 +2,7 @@ package contract
 
 import (
 	"bytes"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -124,6 +122,9 @@ type fastRecord struct {
 	occurred time.Time
 	ingested time.Time
 	fp       uint64
+	// amount and priced are AmountCents of the payload.
+	amount int64
+	priced bool
 	// canon holds the payload's canonical text while fast runs.
 	canon *canon
 }
@@ -210,10 +211,10 @@ func (v *Validator) fast(raw []byte, receivedAt time.Time, fr *fastRecord) bool 
 
 	h := fingerprintHeadOf(val(fxReceiptID), fr.typ, fr.occurred.UnixMilli(), val(fxPartitionKey))
 	if fr.has(fxPayload) {
-		h.bytes(fr.canon.out)
+		h.bytes(fr.canon.out) // an object: never null
+		fr.amount, fr.priced = fr.canon.amount, fr.canon.priced
 	} else {
-		h.byte('{') // an absent payload hashes as an empty object
-		h.byte('}')
+		h.bytes(emptyObject)
 	}
 	fr.fp = uint64(h)
 	return true
@@ -265,8 +266,8 @@ func (fr *fastRecord) scan(raw []byte) bool {
 			if c != '{' {
 				return false
 			}
-			fr.canon = getCanon()
-			end, ok := fr.canon.value(raw, r.pos, 2)
+			fr.canon = getCanon(fastMaxDepth, false)
+			end, ok := fr.canon.walk(raw, r.pos, 2)
 			if !ok {
 				return false
 			}
@@ -349,241 +350,4 @@ func (fr *fastRecord) event(raw []byte) Event {
 		e.Payload = bytes.Clone(val(fxPayload))
 	}
 	return e
-}
-
-// canon writes a JSON value in the canonical form fnv64.value hashes,
-// straight from its text and in one pass: object members sorted by their
-// decoded keys, strings with escapes resolved, numbers by canonicalNumber.
-// On the way it finds what the reader would report as a repeated key, and
-// nesting beyond fastMaxDepth. Its buffers are reused through canonPool.
-type canon struct {
-	out  []byte // the canonical text
-	ents []canonEntry
-	keys []byte // decoded keys that held escapes
-	tmp  []byte // a decoded string value
-}
-
-// canonEntry is one member of an object being written. It holds offsets,
-// not slices, so that sorting entries moves no pointers.
-type canonEntry struct {
-	// key is the decoded key: data[keyStart:keyEnd] of the record, or
-	// keys[keyStart:keyEnd] when it held escapes (escaped).
-	keyStart, keyEnd int32
-	escaped          bool
-	// start and end place the value's canonical text in out.
-	start, end int32
-}
-
-// key returns the decoded key of e, a member of an object of data.
-func (c *canon) key(data []byte, e *canonEntry) []byte {
-	if e.escaped {
-		return c.keys[e.keyStart:e.keyEnd]
-	}
-	return data[e.keyStart:e.keyEnd]
-}
-
-var canonPool = sync.Pool{New: func() any { return new(canon) }}
-
-func getCanon() *canon {
-	c := canonPool.Get().(*canon)
-	c.out, c.ents, c.keys, c.tmp = c.out[:0], c.ents[:0], c.keys[:0], c.tmp[:0]
-	return c
-}
-
-// release puts c back into canonPool, unless its buffers grew large.
-func (c *canon) release() {
-	if cap(c.out) > 64<<10 || cap(c.ents) > 1024 || cap(c.keys) > 64<<10 || cap(c.tmp) > 64<<10 {
-		return
-	}
-	canonPool.Put(c)
-}
-
-// value appends the canonical text of the value at data[pos:] (after
-// optional whitespace) to c.out; depth is its nesting depth if it is an
-// object or array (the record is depth 1). It returns the offset after the
-// value, and false for a syntax error, a repeated key, or nesting beyond
-// fastMaxDepth.
-func (c *canon) value(data []byte, pos, depth int) (int, bool) {
-	r := reader{data: data, pos: pos}
-	switch r.peek() {
-	case '{':
-		if depth > fastMaxDepth {
-			return 0, false
-		}
-		r.pos++
-		if r.peek() == '}' {
-			c.out = append(c.out, '{', '}')
-			return r.pos + 1, true
-		}
-		at, base := len(c.out), len(c.ents)
-		for {
-			if r.peek() != '"' {
-				return 0, false
-			}
-			s, e, esc, err := r.scanString()
-			if err != nil {
-				return 0, false
-			}
-			ent := canonEntry{keyStart: int32(s), keyEnd: int32(e), escaped: esc}
-			if esc {
-				ent.keyStart = int32(len(c.keys))
-				c.keys = appendUnescaped(c.keys, data[s:e])
-				ent.keyEnd = int32(len(c.keys))
-			}
-			if r.peek() != ':' {
-				return 0, false
-			}
-			ent.start = int32(len(c.out))
-			end, ok := c.value(data, r.pos+1, depth+1)
-			if !ok {
-				return 0, false
-			}
-			r.pos = end
-			ent.end = int32(len(c.out))
-			c.ents = append(c.ents, ent)
-			if b := r.peek(); b == ',' {
-				r.pos++
-				continue
-			} else if b != '}' {
-				return 0, false
-			}
-			r.pos++
-			break
-		}
-		ents := c.ents[base:]
-		c.sortEntries(data, ents)
-		for i := 1; i < len(ents); i++ {
-			if bytes.Equal(c.key(data, &ents[i-1]), c.key(data, &ents[i])) {
-				return 0, false
-			}
-		}
-		// Write the members in key order after the values, then move the
-		// object down over them.
-		from := len(c.out)
-		c.out = append(c.out, '{')
-		for i, ent := range ents {
-			if i > 0 {
-				c.out = append(c.out, ',')
-			}
-			c.out = appendQuoted(c.out, c.key(data, &ent))
-			c.out = append(c.out, ':')
-			c.out = append(c.out, c.out[ent.start:ent.end]...)
-		}
-		c.out = append(c.out, '}')
-		c.out = c.out[:at+copy(c.out[at:], c.out[from:])]
-		c.ents = c.ents[:base]
-		return r.pos, true
-	case '[':
-		if depth > fastMaxDepth {
-			return 0, false
-		}
-		r.pos++
-		c.out = append(c.out, '[')
-		if r.peek() == ']' {
-			c.out = append(c.out, ']')
-			return r.pos + 1, true
-		}
-		for i := 0; ; i++ {
-			if i > 0 {
-				c.out = append(c.out, ',')
-			}
-			end, ok := c.value(data, r.pos, depth+1)
-			if !ok {
-				return 0, false
-			}
-			r.pos = end
-			switch r.peek() {
-			case ',':
-				r.pos++
-			case ']':
-				c.out = append(c.out, ']')
-				return r.pos + 1, true
-			default:
-				return 0, false
-			}
-		}
-	case '"':
-		s, e, esc, err := r.scanString()
-		if err != nil {
-			return 0, false
-		}
-		if esc {
-			c.tmp = appendUnescaped(c.tmp[:0], data[s:e])
-			c.out = appendQuoted(c.out, c.tmp)
-		} else {
-			// Without escapes the text holds no quote, backslash or control
-			// character: it is its own canonical form.
-			c.out = append(c.out, data[s-1:e+1]...)
-		}
-		return r.pos, true
-	case 't':
-		if r.literal("true") != nil {
-			return 0, false
-		}
-		c.out = append(c.out, "true"...)
-		return r.pos, true
-	case 'f':
-		if r.literal("false") != nil {
-			return 0, false
-		}
-		c.out = append(c.out, "false"...)
-		return r.pos, true
-	case 'n':
-		if r.literal("null") != nil {
-			return 0, false
-		}
-		c.out = append(c.out, "null"...)
-		return r.pos, true
-	default:
-		b := r.peek()
-		if b != '-' && (b < '0' || b > '9') {
-			return 0, false
-		}
-		s, plain, err := r.scanNumber()
-		if err != nil {
-			return 0, false
-		}
-		num := data[s:r.pos]
-		switch {
-		case !plain:
-			c.out = append(c.out, canonicalNumber(string(num))...)
-		case len(num) == 2 && num[0] == '-' && num[1] == '0':
-			c.out = append(c.out, '0')
-		default:
-			c.out = append(c.out, num...)
-		}
-		return r.pos, true
-	}
-}
-
-// appendQuoted appends s as fnv64.quoted hashes it.
-func appendQuoted(out, s []byte) []byte {
-	const hexDigits = "0123456789abcdef"
-	out = append(out, '"')
-	for _, c := range s {
-		switch {
-		case c == '"' || c == '\\':
-			out = append(out, '\\', c)
-		case c < 0x20:
-			out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		default:
-			out = append(out, c)
-		}
-	}
-	return append(out, '"')
-}
-
-// sortEntries sorts the members of an object of data by key, as
-// slices.Sort sorts strings.
-func (c *canon) sortEntries(data []byte, ents []canonEntry) {
-	less := func(a, b *canonEntry) int { return bytes.Compare(c.key(data, a), c.key(data, b)) }
-	if len(ents) > 12 {
-		slices.SortFunc(ents, func(a, b canonEntry) int { return less(&a, &b) })
-		return
-	}
-	for i := 1; i < len(ents); i++ {
-		for j := i; j > 0 && less(&ents[j-1], &ents[j]) > 0; j-- {
-			ents[j-1], ents[j] = ents[j], ents[j-1]
-		}
-	}
 }

@@ -140,6 +140,17 @@ func compareFastSchema(v *Validator, raw []byte, at time.Time) (took bool, diff 
 		c.Type != e1.Type || c.OccurredAt != e1.OccurredAt || c.Fingerprint != e1.Fingerprint {
 		return took, fmt.Sprintf("Check: %+v, %v; Validate: %+v", c, err3, e1)
 	}
+	// The one walk against the code it replaced (reference_test.go).
+	if fp := refFingerprint(&e1); e1.Fingerprint != fp || Fingerprint(&e1) != fp {
+		return took, fmt.Sprintf("fingerprint %x (Fingerprint %x), the reference %x", e1.Fingerprint, Fingerprint(&e1), fp)
+	}
+	cents, priced := refAmountCents(e1.Payload)
+	if c.AmountCents != cents || c.Priced != priced {
+		return took, fmt.Sprintf("Check's amount %d %v, the reference %d %v", c.AmountCents, c.Priced, cents, priced)
+	}
+	if a, ok := AmountCents(e1.Payload); a != cents || ok != priced {
+		return took, fmt.Sprintf("AmountCents %d %v, the reference %d %v", a, ok, cents, priced)
+	}
 	return took, ""
 }
 
@@ -547,8 +558,8 @@ func TestCanonHashMatchesFingerprint(t *testing.T) {
 			text = []byte(m.anyValue(4))
 		}
 		val, dup, err := decodeValue(text)
-		c := getCanon()
-		end, ok := c.value(text, 0, 2)
+		c := getCanon(fastMaxDepth, false)
+		end, ok := c.walk(text, 0, 2)
 		var h fnv64 = fnvOffset
 		h.bytes(c.out)
 		c.release()
@@ -566,7 +577,7 @@ func TestCanonHashMatchesFingerprint(t *testing.T) {
 			t.Fatalf("canon refused %s", text)
 		}
 		want := fnv64(fnvOffset)
-		want.value(val)
+		refValue(&want, val)
 		if h != want {
 			t.Fatalf("canon hash %x, fingerprint hash %x of %s", h, want, text)
 		}

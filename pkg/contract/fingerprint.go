@@ -1,49 +1,54 @@
 package contract
 
-import (
-	"encoding/binary"
-	"encoding/json"
-	"math"
-	"slices"
-	"strconv"
-)
+import "encoding/binary"
 
 // Fingerprint returns the 64-bit FNV-1a hash of the content of e: its
 // receipt_id, type, event time (as Unix milliseconds), partition_key and
-// payload. The payload is hashed in a canonical form — object keys sorted,
-// no insignificant whitespace, strings with their escapes resolved, numbers
-// by value (1, 1.0 and 1e0 are equal; integer literals are compared
-// exactly) — so that formatting never changes the fingerprint. An absent
-// payload and an empty object are the same content. schema_version,
-// event_id, ingested_at and producer_version are not content: the v1 and v2
-// forms of one event, or a retry stamped at another time, have the same
-// fingerprint. If e.Payload is not valid JSON its bytes are hashed as they
-// are. Fingerprint does not read or set e.Fingerprint; it is safe for
+// payload. The payload is hashed in its canonical form (canon.go: object
+// keys sorted, no insignificant whitespace, strings with their escapes
+// resolved, numbers by value: 1, 1.0 and 1e0 are equal; integer literals
+// are compared exactly), so that formatting never changes the fingerprint.
+// An absent payload, a null one and an empty object are the same content.
+// schema_version, event_id, ingested_at and producer_version are not
+// content: the v1 and v2 forms of one event, or a retry stamped at another
+// time, have the same fingerprint. If e.Payload is not valid JSON its bytes
+// are hashed as they are; of a repeated key the first member counts.
+// Fingerprint does not read or set e.Fingerprint; it is safe for
 // concurrent use.
 func Fingerprint(e *Event) uint64 {
-	var payload any
-	if len(e.Payload) > 0 {
-		v, _, err := decodeValue(e.Payload)
-		if err != nil {
-			h := fingerprintHead(e)
-			h.byte('!')
-			h.bytes(e.Payload)
-			return uint64(h)
-		}
-		payload = v
-	}
-	return fingerprint(e, payload)
+	fp, _, _ := digest(fingerprintHead(e), e.Payload)
+	return fp
 }
 
-// fingerprint is Fingerprint with the payload already decoded (nil when
-// absent).
-func fingerprint(e *Event, payload any) uint64 {
-	h := fingerprintHead(e)
-	if payload == nil {
-		payload = map[string]any(nil)
+// digest finishes the fingerprint h of the head fields with the payload
+// text (nil when absent) and reads its amount (AmountCents), in one walk
+// of the payload.
+func digest(h fnv64, payload []byte) (fp uint64, cents int64, priced bool) {
+	if len(payload) == 0 {
+		h.bytes(emptyObject)
+		return uint64(h), 0, false
 	}
-	h.value(payload)
-	return uint64(h)
+	c := getCanon(maxDepth, true)
+	defer c.release()
+	if !c.whole(payload) {
+		h.byte('!')
+		h.bytes(payload)
+		return uint64(h), 0, false
+	}
+	h.bytes(canonContent(c.out))
+	return uint64(h), c.amount, c.priced
+}
+
+// emptyObject is the canonical text an absent payload is hashed as.
+var emptyObject = []byte("{}")
+
+// canonContent is the text hashed for a payload of canonical text out: a
+// null payload is no payload.
+func canonContent(out []byte) []byte {
+	if string(out) == "null" {
+		return emptyObject
+	}
+	return out
 }
 
 // fingerprintHead hashes the fields before the payload, each string
@@ -85,14 +90,6 @@ func (h *fnv64) bytes(b []byte) {
 	*h = x
 }
 
-func (h *fnv64) raw(s string) {
-	x := *h
-	for i := 0; i < len(s); i++ {
-		x = (x ^ fnv64(s[i])) * fnvPrime
-	}
-	*h = x
-}
-
 // hashStr hashes a length-prefixed string.
 func hashStr[S string | []byte](h *fnv64, s S) {
 	var n [binary.MaxVarintLen64]byte
@@ -102,99 +99,4 @@ func hashStr[S string | []byte](h *fnv64, s S) {
 		x = (x ^ fnv64(s[i])) * fnvPrime
 	}
 	*h = x
-}
-
-// quoted hashes s as a canonical JSON string: quotes, backslash and control
-// characters escaped, everything else as UTF-8.
-func (h *fnv64) quoted(s string) { hashQuoted(h, s) }
-
-// hashQuoted is quoted for a string or bytes.
-func hashQuoted[S string | []byte](h *fnv64, s S) {
-	const hexDigits = "0123456789abcdef"
-	h.byte('"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			h.byte('\\')
-			h.byte(c)
-		case c < 0x20:
-			h.raw(`\u00`)
-			h.byte(hexDigits[c>>4])
-			h.byte(hexDigits[c&0xf])
-		default:
-			h.byte(c)
-		}
-	}
-	h.byte('"')
-}
-
-// value hashes v (as decoded by reader) in canonical JSON form.
-func (h *fnv64) value(v any) {
-	switch v := v.(type) {
-	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		h.byte('{')
-		for i, k := range keys {
-			if i > 0 {
-				h.byte(',')
-			}
-			h.quoted(k)
-			h.byte(':')
-			h.value(v[k])
-		}
-		h.byte('}')
-	case []any:
-		h.byte('[')
-		for i, x := range v {
-			if i > 0 {
-				h.byte(',')
-			}
-			h.value(x)
-		}
-		h.byte(']')
-	case string:
-		h.quoted(v)
-	case json.Number:
-		h.raw(canonicalNumber(string(v)))
-	case bool:
-		if v {
-			h.raw("true")
-		} else {
-			h.raw("false")
-		}
-	case nil:
-		h.raw("null")
-	}
-}
-
-// canonicalNumber is the canonical text of a JSON number literal: integer
-// literals as they are (but -0 is 0); others by their float64 value, as an
-// integer when it is a safe integer; literals out of float64 range as they
-// are.
-func canonicalNumber(s string) string {
-	plain := true
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '.' || c == 'e' || c == 'E' {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		if s == "-0" {
-			return "0"
-		}
-		return s
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return s
-	}
-	if f == math.Trunc(f) && math.Abs(f) <= maxSafeInt {
-		return strconv.FormatInt(int64(f), 10)
-	}
-	return strconv.FormatFloat(f, 'g', -1, 64)
 }

@@ -98,7 +98,7 @@ func (v *Validator) Validate(raw []byte, receivedAt time.Time) (Event, error) {
 			return fr.event(raw), nil
 		}
 	}
-	return v.validateSchema(raw, receivedAt)
+	return v.validateSchema(raw, receivedAt, nil)
 }
 
 // validateHook, when set, is given every record Validate is given. Only the
@@ -108,8 +108,8 @@ var validateHook func(v *Validator, raw []byte, receivedAt time.Time)
 
 // validateSchema is Validate on the schema path: decode the record into a
 // map, check it against its version's schema (checkSchema), then build
-// the event.
-func (v *Validator) validateSchema(raw []byte, receivedAt time.Time) (Event, error) {
+// the event. am, when not nil, gets the payload's amount.
+func (v *Validator) validateSchema(raw []byte, receivedAt time.Time, am *amountRead) (Event, error) {
 	if len(raw) > v.opts.MaxSize { // else Size(raw) <= len(raw) is within the limit
 		if size := Size(raw); size > v.opts.MaxSize {
 			return Event{}, Reject(ReasonTooLarge, PeekEventID(raw),
@@ -149,7 +149,14 @@ func (v *Validator) validateSchema(raw []byte, receivedAt time.Time) (Event, err
 	if findings := checkSchema(f, version); len(findings) > 0 {
 		return Event{}, schemaRejection(findings, id)
 	}
-	return v.build(&rec, version, id, receivedAt)
+	return v.build(&rec, version, id, receivedAt, am)
+}
+
+// amountRead is AmountCents of an event's payload, read with its
+// fingerprint.
+type amountRead struct {
+	cents  int64
+	priced bool
 }
 
 // checkKeys rejects repeated keys and case variants of contract fields.
@@ -228,7 +235,7 @@ func isPlainInt(s string) bool {
 
 // build reads a schema-valid record into an Event and applies the checks
 // the schema cannot express (steps 7 and 8 of Rules).
-func (v *Validator) build(rec *record, version int, id string, receivedAt time.Time) (Event, error) {
+func (v *Validator) build(rec *record, version int, id string, receivedAt time.Time, am *amountRead) (Event, error) {
 	f := rec.fields
 	e := Event{
 		SchemaVersion: version,
@@ -275,11 +282,14 @@ func (v *Validator) build(rec *record, version int, id string, receivedAt time.T
 	if rej := v.future(e.OccurredAt, e.IngestedAt, receivedAt, written, id); rej != nil {
 		return Event{}, rej
 	}
-	payload := f[fieldPayload]
 	if rec.payload != nil {
 		e.Payload = bytes.Clone(rec.payload)
 	}
-	e.Fingerprint = fingerprint(&e, payload)
+	var a amountRead
+	e.Fingerprint, a.cents, a.priced = digest(fingerprintHead(&e), rec.payload)
+	if am != nil {
+		*am = a
+	}
 	return e, nil
 }
 

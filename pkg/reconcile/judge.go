@@ -93,7 +93,7 @@ func (j *judge) record(d *verdict, n int, raw []byte, defaultIngestedAt time.Tim
 	d.part = j.partition(c.PartitionKey, c.EventID)
 	if d.counts {
 		d.store = j.store(c.PartitionKey)
-		d.amountCents, d.priced = contract.AmountCents(c.Payload)
+		d.amountCents, d.priced = c.AmountCents, c.Priced
 	}
 	return c.EventID
 }

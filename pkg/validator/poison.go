@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
@@ -14,9 +15,18 @@ import (
 // DefaultMaxDeliveries is Config.MaxDeliveries when it is zero.
 const DefaultMaxDeliveries = 5
 
-// validateFunc is the shape of (*contract.Validator).Validate; the service
-// calls it through a field so tests can make one record fail.
-type validateFunc func(raw []byte, receivedAt time.Time) (contract.Event, error)
+// validateFunc is (*contract.Validator).Check returning its result (so
+// that it stays off the heap); the service calls it through a field so
+// tests can make one record fail.
+type validateFunc func(raw []byte, receivedAt time.Time) (contract.Checked, error)
+
+// checkFunc is v.Check as a validateFunc.
+func checkFunc(v *contract.Validator) validateFunc {
+	return func(raw []byte, receivedAt time.Time) (c contract.Checked, err error) {
+		err = v.Check(raw, receivedAt, &c)
+		return c, err
+	}
+}
 
 // poison returns the rejection of a record JetStream has delivered more than
 // MaxDeliveries times, or nil. Such a record was handed to this consumer
@@ -33,46 +43,43 @@ func (s *Service) poison(meta *jetstream.MsgMetadata, raw []byte) *contract.Reje
 		n, meta.NumDelivered, n)
 }
 
-// validateOne validates one RAW record. Whatever goes wrong with this one
-// record ends as its rejection, never as an error of the batch: a panic in
-// the validator or an error that is not a contract violation would otherwise
-// fail the batch on every delivery and block the partition. A record ingest
+// validateOne validates one RAW record, given its headers and received
+// time, and returns its frame record (all but RawSeq) and VALID partition
+// from the one read of the record Check makes. Whatever goes wrong with this one record ends as its rejection,
+// never as an error of the batch: a panic in the validator or an error that
+// is not a contract violation would otherwise fail the batch on every
+// delivery and block the partition. A record ingest
 // cut to a bounded prefix (wire.HdrOrigSize) is too_large with its full
 // size in the detail. The record's received time is the broker's: the RAW
 // message's JetStream timestamp (docs/spec.md §2), so neither a producer's
 // ingested_at nor this process's clock can move a watermark ahead of it.
-func (s *Service) validateOne(m jetstream.Msg) (ev contract.Event, rej *contract.RejectError) {
-	raw := m.Data()
+func (s *Service) validateOne(raw []byte, hdr nats.Header, received time.Time) (it item, rej *contract.RejectError) {
 	defer func() {
 		if v := recover(); v != nil {
-			ev = contract.Event{}
+			it = item{}
 			rej = contract.Reject(contract.ReasonInvalidField, contract.PeekEventID(raw),
 				"validating the record panicked: %s", sanitize(fmt.Sprint(v)))
 			s.cfg.Logger.Error("validator panicked on one record; rejected it", "panic", fmt.Sprint(v))
 		}
 	}()
-	if orig := m.Headers().Get(wire.HdrOrigSize); orig != "" {
+	if orig := hdr.Get(wire.HdrOrigSize); orig != "" {
 		size, err := strconv.ParseInt(orig, 10, 64)
 		if err != nil {
-			return contract.Event{}, contract.Reject(contract.ReasonInvalidField, contract.PeekEventID(raw),
+			return item{}, contract.Reject(contract.ReasonInvalidField, contract.PeekEventID(raw),
 				"header %s %s is not a size", wire.HdrOrigSize, sanitize(orig))
 		}
-		return contract.Event{}, contract.Reject(contract.ReasonTooLarge, contract.PeekEventID(raw),
+		return item{}, contract.Reject(contract.ReasonTooLarge, contract.PeekEventID(raw),
 			"record is %d bytes, more than the limit of %d (ingest kept the first %d bytes)",
 			size, s.cfg.Validator.Options().MaxSize, len(raw))
 	}
-	received := s.cfg.Now() // only for a message without JetStream metadata
-	if meta, err := m.Metadata(); err == nil {
-		received = meta.Timestamp
-	}
-	ev, err := s.validate(raw, received)
+	c, err := s.validate(raw, received)
 	if err == nil {
-		return ev, nil
+		return s.frameItem(&c), nil
 	}
 	if r, ok := contract.AsReject(err); ok {
-		return contract.Event{}, r
+		return item{}, r
 	}
-	return contract.Event{}, contract.Reject(contract.ReasonInvalidField, contract.PeekEventID(raw),
+	return item{}, contract.Reject(contract.ReasonInvalidField, contract.PeekEventID(raw),
 		"validating the record failed: %s", sanitize(err.Error()))
 }
 

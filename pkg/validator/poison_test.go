@@ -235,12 +235,12 @@ func TestPoisonGuardDefault(t *testing.T) {
 func TestOneRecordFailingIsItsOwnRejection(t *testing.T) {
 	r := newRig(t, 0)
 	inner := r.s.validate
-	r.s.validate = func(raw []byte, at time.Time) (contract.Event, error) {
+	r.s.validate = func(raw []byte, at time.Time) (contract.Checked, error) {
 		switch {
 		case bytes.Contains(raw, []byte("boom")):
 			panic("boom\r\nRf-Kind: s")
 		case bytes.Contains(raw, []byte("odd")):
-			return contract.Event{}, errors.New("the disk is on fire")
+			return contract.Checked{}, errors.New("the disk is on fire")
 		}
 		return inner(raw, at)
 	}

@@ -147,8 +147,8 @@ func (s *Service) claimRange(ctx context.Context, p int, from, to uint64) (int, 
 			if m.Headers().Get(wire.HdrHeartbeat) != "" {
 				continue
 			}
-			if ev, rej := s.validateOne(m); rej == nil {
-				claims = append(claims, ledger.Claim{EventID: ev.EventID, Fingerprint: ev.Fingerprint, Seq: meta.Sequence.Stream, Day: ingestDay(meta.Timestamp)})
+			if it, rej := s.validateOne(m.Data(), m.Headers(), meta.Timestamp); rej == nil {
+				claims = append(claims, ledger.Claim{EventID: it.rec.EventID, Fingerprint: it.rec.Fingerprint, Seq: meta.Sequence.Stream, Day: ingestDay(meta.Timestamp)})
 				n++
 			}
 		}

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,7 +86,7 @@ type Service struct {
 	store *ledger.Store
 	cfg   Config
 	m     *metrics
-	// validate is cfg.Validator.Validate (replaced in tests).
+	// validate is cfg.Validator.Check (replaced in tests).
 	validate validateFunc
 	// claimDay is the newest ingest day seen (claims retire behind it).
 	claimDay atomic.Int64
@@ -150,7 +151,7 @@ func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
 	if cfg.MaxDeliveries == 0 {
 		cfg.MaxDeliveries = DefaultMaxDeliveries
 	}
-	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer), validate: cfg.Validator.Validate,
+	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer), validate: checkFunc(cfg.Validator),
 		bar: newBarrier(cfg.Registerer)}
 }
 
@@ -211,10 +212,11 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 	})
 }
 
+// pending is a valid record waiting for its claim: its frame record and
+// VALID partition, its RAW bytes, and the index of its claim.
 type pending struct {
-	ev    contract.Event
+	it    item
 	raw   []byte
-	seq   uint64
 	claim int
 }
 
@@ -257,18 +259,19 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 			rejected = append(rejected, s.rejectMsg(seq, m.Data(), rej))
 			continue
 		}
-		ev, rej := s.validateOne(m)
+		it, rej := s.validateOne(m.Data(), m.Headers(), meta.Timestamp)
 		if rej != nil {
 			rejected = append(rejected, s.rejectMsg(seq, m.Data(), rej))
 			continue
 		}
+		it.rec.RawSeq = seq
 		items = append(items, item{v: len(valid)})
-		valid = append(valid, pending{ev: ev, raw: m.Data(), seq: seq, claim: len(claims)})
+		valid = append(valid, pending{it: it, raw: m.Data(), claim: len(claims)})
 		// The claim day is the day RAW stored the record, not its
 		// ingested_at: a producer may write ingested_at, and a forged one
 		// would file the claim where the first version's claim is not
 		// looked up, or advance the retirement past live claims.
-		claims = append(claims, ledger.Claim{EventID: ev.EventID, Fingerprint: ev.Fingerprint, Seq: seq, Day: ingestDay(meta.Timestamp)})
+		claims = append(claims, ledger.Claim{EventID: it.rec.EventID, Fingerprint: it.rec.Fingerprint, Seq: seq, Day: ingestDay(meta.Timestamp)})
 	}
 	// Claims, then the publication barrier: the lowest RAW sequence of an
 	// id in any partition holds it (docs/spec.md §2, barrier.go).
@@ -280,6 +283,7 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 		return err
 	}
 	kept := items[:0]
+	nValid := 0
 	for _, it := range items {
 		if it.rec.Kind != 0 {
 			kept = append(kept, it)
@@ -287,12 +291,15 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 		}
 		v := valid[it.v]
 		if conflicts[v.claim] {
-			rejected = append(rejected, s.rejectMsg(v.seq, v.raw, contract.Reject(contract.ReasonConflictingDuplicate, v.ev.EventID,
-				"event_id %q was first seen with other content", v.ev.EventID)))
+			id := v.it.rec.EventID
+			rejected = append(rejected, s.rejectMsg(v.it.rec.RawSeq, v.raw, contract.Reject(contract.ReasonConflictingDuplicate, id,
+				"event_id %q was first seen with other content", id)))
 			continue
 		}
-		kept = append(kept, s.validItem(v))
+		kept = append(kept, v.it)
+		nValid++
 	}
+	s.m.out.WithLabelValues("valid").Add(float64(nValid))
 	// VALID must hold each partition's records in RAW order (the
 	// windower's watermark and lateness follow it): they go as frames,
 	// written in order (publishValid). REJECTED is not read in order and
@@ -328,22 +335,26 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 	return s.cfg.Failpoints.Hit(failpoint.ValidatorAfterPublish)
 }
 
-// validItem is the frame record of a valid event, for its VALID partition.
-func (s *Service) validItem(v pending) item {
-	kind := byte(wire.FrameOther)
-	if v.ev.Counts() {
-		kind = wire.FrameSubmission
-	}
-	s.m.out.WithLabelValues("valid").Inc()
-	rec := wire.FrameRecord{Kind: kind, RawSeq: v.seq, Time: v.ev.OccurredAt.UnixMilli(), EventID: v.ev.EventID,
-		Type: v.ev.Type, Fingerprint: v.ev.Fingerprint}
-	if kind == wire.FrameSubmission {
+// frameItem is the frame record of the valid record c (all but RawSeq),
+// for its VALID partition. Its event id and store share one copy of the
+// record's bytes.
+func (s *Service) frameItem(c *contract.Checked) item {
+	var b strings.Builder
+	b.Grow(len(c.EventID) + len(c.PartitionKey))
+	b.Write(c.EventID)
+	b.Write(c.PartitionKey)
+	both := b.String()
+	id, key := both[:len(c.EventID)], both[len(c.EventID):]
+	rec := wire.FrameRecord{Kind: wire.FrameOther, Time: c.OccurredAt.UnixMilli(), EventID: id,
+		Type: c.Type, Fingerprint: c.Fingerprint}
+	if c.Counts() {
 		// The window's breakdown: by store, with the amount the batch
 		// pass reads the same way (docs/spec.md §5.1).
-		rec.Store = v.ev.PartitionKey
-		rec.AmountCents, rec.Priced = contract.AmountCents(v.ev.Payload)
+		rec.Kind = wire.FrameSubmission
+		rec.Store = key
+		rec.AmountCents, rec.Priced = c.AmountCents, c.Priced
 	}
-	return item{vp: window.Route(v.ev.PartitionKey, v.ev.EventID, s.cfg.Partitions, s.cfg.HotKeys), rec: rec}
+	return item{vp: window.Route(key, id, s.cfg.Partitions, s.cfg.HotKeys), rec: rec}
 }
 
 // frames groups the records of RAW partition p's batch into VALID frames:
