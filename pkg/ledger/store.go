@@ -351,9 +351,15 @@ func (s *Store) Checkpoint(ctx context.Context, p int) (Checkpoint, error) {
 	return c, nil
 }
 
+// str is a Redis reply value as text.
 func str(v any) string {
-	if v == nil {
+	switch v := v.(type) {
+	case nil:
 		return ""
+	case string:
+		return v
+	case int64:
+		return strconv.FormatInt(v, 10)
 	}
 	return fmt.Sprint(v)
 }

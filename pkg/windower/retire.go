@@ -42,26 +42,10 @@ func (s *Service) retire(ctx context.Context, p int) error {
 	if err != nil {
 		return err
 	}
-	kv, err := s.js.KeyValue(ctx, s.cfg.Names.Bucket())
-	if err != nil {
-		return fmt.Errorf("windower: bucket: %w", err)
-	}
-	// Every partition's current partials of these windows: the KV snapshot
-	// must already include each of them, or a change another partition made
-	// would be lost once this partition's partial is gone.
-	views := make([]map[string]int64, s.cfg.Partitions)
-	for q := 0; q < s.cfg.Partitions; q++ {
-		v, err := s.store.Read(ctx, q, ids)
-		if err != nil {
-			return err
-		}
-		views[q] = map[string]int64{}
-		for id, part := range v.Partials {
-			views[q][id] = part.Version
-		}
-	}
-	var retire []string
-	for _, id := range ids { // oldest first
+	// The windows old enough (ids are oldest first): only their partials
+	// are read, and none when there are none.
+	var old []string
+	for _, id := range ids {
 		start, err := window.ParseID(id)
 		if err != nil {
 			return err
@@ -69,15 +53,41 @@ func (s *Service) retire(ctx context.Context, p int) error {
 		if start+window.WidthMs > mark {
 			break
 		}
-		final, err := publishedFinal(ctx, kv, id, views)
+		old = append(old, id)
+	}
+	var retire []string
+	if len(old) > 0 {
+		kv, err := s.js.KeyValue(ctx, s.cfg.Names.Bucket())
 		if err != nil {
-			return err
+			return fmt.Errorf("windower: bucket: %w", err)
 		}
-		if !final {
-			mark = start // retire up to this window, not beyond
-			break
+		// Every partition's current partials of these windows: the KV
+		// snapshot must already include each of them, or a change another
+		// partition made would be lost once this partition's partial is
+		// gone.
+		views := make([]map[string]int64, s.cfg.Partitions)
+		for q := 0; q < s.cfg.Partitions; q++ {
+			v, err := s.store.Read(ctx, q, old)
+			if err != nil {
+				return err
+			}
+			views[q] = map[string]int64{}
+			for id, part := range v.Partials {
+				views[q][id] = part.Version
+			}
 		}
-		retire = append(retire, id)
+		for _, id := range old {
+			final, err := publishedFinal(ctx, kv, id, views)
+			if err != nil {
+				return err
+			}
+			if !final {
+				start, _ := window.ParseID(id)
+				mark = start // retire up to this window, not beyond
+				break
+			}
+			retire = append(retire, id)
+		}
 	}
 	if mark <= ck.Retired {
 		return nil
