@@ -44,7 +44,7 @@ ifneq ($(wildcard services/dashboard/*.go),)
 BINARIES += dashboard
 endif
 
-.PHONY: all build test lint alerts vet race rest unit faults chaos e2e bench demo handoff clean
+.PHONY: all build test lint alerts vet race rest unit faults chaos e2e bench profile demo handoff clean
 
 all: build
 
@@ -143,6 +143,21 @@ e2e:
 ## and writes bench-results.json. BENCH_ARGS="--events 200000" or "--quick" to shrink it.
 bench: build
 	$(GO) run ./e2e/bench/cmd/receiptbench --bin $(BIN) --json bench-results.json $(BENCH_ARGS)
+
+## profile: build, then B0 and one E2E run of the bench (PROFILE_EVENTS
+## records) with CPU and allocation profiles of every process into
+## $(PROFILE_DIR)/: the bench process (embedded nats-server + ingest) as
+## bench.*.pprof, each service process as e2e/<service>.*.pprof, and
+## beside each one the text of go tool pprof -top (docs/performance.md)
+PROFILE_DIR    ?= profiles
+PROFILE_EVENTS ?= 200000
+profile: build
+	$(GO) run ./e2e/bench/cmd/receiptbench --bin $(BIN) --only b0,e2e --events $(PROFILE_EVENTS) \
+		--profile-dir $(PROFILE_DIR) --json $(PROFILE_DIR)/bench-results.json $(BENCH_ARGS)
+	@for f in $(PROFILE_DIR)/*.pprof $(PROFILE_DIR)/*/*.pprof; do \
+		$(GO) tool pprof -top -nodecount 40 $$f > $$f.top.txt 2>&1 || exit 1; \
+		echo "$$f.top.txt"; \
+	done
 
 ## demo: build, then run the whole pipeline on the embedded default
 demo: build

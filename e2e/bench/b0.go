@@ -15,7 +15,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/connect"
+	"github.com/receiptflow/receiptflow/pkg/contract"
+	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
@@ -53,6 +56,10 @@ type b0Spec struct {
 	limit int
 	// publishOnly skips the consume phase.
 	publishOnly bool
+	// viaIngest publishes through pkg/ingest, as the E2E run does
+	// (ordered batches and heartbeats), instead of raw async publishes;
+	// implies publishOnly.
+	viaIngest bool
 }
 
 // runB0 measures raw JetStream on the same server setup as the pipeline:
@@ -108,6 +115,11 @@ func (b *bencher) runB0(ctx context.Context, ds *dataset, spec b0Spec) (b0Result
 		ackErr <- first
 	}()
 	meter := cpuMeter{"bench": os.Getpid()}
+	if spec.viaIngest {
+		close(acks)
+		<-ackErr
+		return b.ingestAlone(ctx, conn, names, br, meter)
+	}
 	cpu0 := meter.read()
 	began := time.Now()
 	n := 0
@@ -210,6 +222,62 @@ func (b *bencher) runB0(ctx context.Context, ds *dataset, spec b0Spec) (b0Result
 	res.ConsumeCPU = meter.since(cpu0)["bench"]
 	res.PublishEPS = float64(n) / res.Publish.Seconds()
 	res.ConsumeEPS = float64(n) / res.Consume.Seconds()
+	return res, nil
+}
+
+// ingestAlone publishes every record of br through pkg/ingest with the
+// E2E run's options, with no service running, and measures it as B0's
+// publish phase is measured: what ingest costs above a raw publish.
+func (b *bencher) ingestAlone(ctx context.Context, conn *connect.Conn, names wire.Names, br *bufio.Reader, meter cpuMeter) (b0Result, error) {
+	res := b0Result{}
+	v, err := contract.NewValidator(contract.Options{})
+	if err != nil {
+		return res, err
+	}
+	in := ingest.New(conn.JS, ingest.Options{Partitions: b.o.Partitions, Validator: v, EndOfStream: true,
+		Linger: config.WaitsFor(config.DefaultLatencyBudget).IngestLinger})
+	cpu0 := meter.read()
+	began := time.Now()
+	n := 0
+	for {
+		line, rerr := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			if n%1024 == 0 && ctx.Err() != nil {
+				in.Close(ctx)
+				return res, ctx.Err()
+			}
+			if err := in.Publish(ctx, line); err != nil {
+				in.Close(ctx)
+				return res, fmt.Errorf("bench: ingest alone: %w", err)
+			}
+			n++
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			in.Close(ctx)
+			return res, rerr
+		}
+	}
+	if err := in.Close(ctx); err != nil {
+		return res, fmt.Errorf("bench: ingest alone: %w", err)
+	}
+	res.Publish = time.Since(began)
+	res.PublishCPU = meter.since(cpu0)["bench"]
+	res.Records = n
+	res.PublishEPS = float64(n) / res.Publish.Seconds()
+	st, err := conn.JS.Stream(ctx, names.Stream(wire.Raw))
+	if err != nil {
+		return res, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return res, err
+	}
+	if want := uint64(n) + uint64(in.Stats().Published-in.Stats().Records); info.State.Msgs != want {
+		return res, fmt.Errorf("bench: ingest alone stored %d of %d messages", info.State.Msgs, want)
+	}
 	return res, nil
 }
 

@@ -20,10 +20,13 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/receiptflow/receiptflow/pkg/config"
 )
 
 // Scenario names, for Options.Only and Options.Profile.
@@ -78,6 +81,12 @@ type Options struct {
 	// the allocations before it, for pprof -base).
 	CPUProfile, MemProfile string
 	Profile                string
+	// ProfileDir, when set, receives the profiles of every process of the
+	// Profile scenario: the bench's own (bench.cpu.pprof and
+	// bench.allocs.pprof, unless CPUProfile or MemProfile say otherwise)
+	// and, in ModeProcess, each service's (--profile-dir
+	// ProfileDir/<run>/, written when the bench stops it).
+	ProfileDir string
 	// Out receives the table, Log the progress lines.
 	Out, Log io.Writer
 }
@@ -119,6 +128,17 @@ func (o *Options) defaults() error {
 	if o.Profile == "" {
 		o.Profile = ScenarioE2E
 	}
+	if o.ProfileDir != "" {
+		if err := os.MkdirAll(o.ProfileDir, 0o755); err != nil {
+			return fmt.Errorf("bench: profile dir: %w", err)
+		}
+		if o.CPUProfile == "" {
+			o.CPUProfile = filepath.Join(o.ProfileDir, "bench.cpu.pprof")
+		}
+		if o.MemProfile == "" {
+			o.MemProfile = filepath.Join(o.ProfileDir, "bench.allocs.pprof")
+		}
+	}
 	if o.Out == nil {
 		o.Out = os.Stdout
 	}
@@ -142,11 +162,13 @@ func (o *Options) defaults() error {
 
 // bencher holds what the scenarios share.
 type bencher struct {
-	o     Options
-	work  string
-	redis *redisServer
-	rdb   *redis.Client
-	logf  func(format string, args ...any)
+	o Options
+	// profiling is set while the Profile scenario runs.
+	profiling bool
+	work      string
+	redis     *redisServer
+	rdb       *redis.Client
+	logf      func(format string, args ...any)
 }
 
 func (b *bencher) wants(s string) bool { return len(b.o.Only) == 0 || slices.Contains(b.o.Only, s) }
@@ -198,6 +220,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		if s != o.Profile || (o.CPUProfile == "" && o.MemProfile == "") {
 			return
 		}
+		b.profiling = true
 		if o.MemProfile != "" {
 			writeHeap(o.MemProfile + ".base")
 		}
@@ -216,7 +239,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		}
 		stopProfile = func() { writeHeap(o.MemProfile) }
 	}
-	endProfile := func() { stopProfile(); stopProfile = func() {} }
+	endProfile := func() { stopProfile(); stopProfile = func() {}; b.profiling = false }
 
 	if b.wants(ScenarioB0) {
 		b.logf("B0: raw JetStream publish + consume of %d records", len(base.part))
@@ -241,6 +264,13 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		}
 		r.B0Sync = &bs
 		b.logf("B0 sync always: publish %.0f ev/s", bs.PublishEPS)
+		b.logf("ingest alone: %d records through pkg/ingest, no services", len(base.part))
+		bi, err := b.runB0(ctx, base, b0Spec{viaIngest: true})
+		if err != nil {
+			return nil, err
+		}
+		r.Ingest = &bi
+		b.logf("ingest alone: %.0f ev/s", bi.PublishEPS)
 	}
 	if b.wants(ScenarioE2E) || b.wants(ScenarioLatency) || b.wants(ScenarioDup) || b.wants(ScenarioScale) {
 		b.logf("E2E: %d records, 1 windower", len(base.part))
@@ -353,13 +383,30 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 				}
 				b.logf("scale: %d windowers %.0f ev/s", n, e.EPS)
 			}
-			r.Scale = append(r.Scale, scaleResult{Windowers: n, EPS: e.EPS, Equal: sameWindows(r.E2E.Windows, e.Windows)})
+			r.Scale = append(r.Scale, scaleResult{Windowers: n, EPS: e.EPS, Equal: sameWindows(r.E2E.Windows, e.Windows),
+				Records: e.Records, CPU: e.CPU, Share: windowerShare(base, n)})
 		}
 	}
 	r.Load = append(r.Load, loadAvg())
 	r.Elapsed = time.Since(began)
 	r.print(o.Out)
 	return r, nil
+}
+
+// windowerShare returns how many of ds's records go to the partitions of
+// each of n windower instances, by instance name as the bench runs them.
+func windowerShare(ds *dataset, n int) map[string]int {
+	out := map[string]int{}
+	for i := 0; i < n; i++ {
+		name := "windower"
+		if n > 1 {
+			name += "-" + strconv.Itoa(i)
+		}
+		for _, p := range config.Split(len(ds.perPartition), i, n) {
+			out[name] += ds.perPartition[p]
+		}
+	}
+	return out
 }
 
 // sameWindows reports whether two runs published identical windows:

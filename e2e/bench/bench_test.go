@@ -102,8 +102,9 @@ func TestGenerate(t *testing.T) {
 }
 
 // TestRunB0Tiny: a B0-only run over a few hundred records publishes and
-// consumes every one of them (also with sync always), fills only the B0
-// figures of the results, and prints the B0 rows.
+// consumes every one of them (also with sync always, and through
+// pkg/ingest), fills only the B0 figures of the results, and prints the B0
+// rows.
 func TestRunB0Tiny(t *testing.T) {
 	var out bytes.Buffer
 	const events = 300
@@ -117,6 +118,9 @@ func TestRunB0Tiny(t *testing.T) {
 	}
 	if r.B0Sync == nil || r.B0Sync.Records != events || r.B0Sync.PublishEPS <= 0 {
 		t.Fatalf("B0 sync = %+v, want %d records published", r.B0Sync, events)
+	}
+	if r.Ingest == nil || r.Ingest.Records != events || r.Ingest.PublishEPS <= 0 {
+		t.Fatalf("ingest alone = %+v, want %d records published", r.Ingest, events)
 	}
 	if r.E2E != nil || r.Latency != nil || r.Batch != nil || r.Dup != nil {
 		t.Fatal("scenarios other than b0 ran")

@@ -138,8 +138,12 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
+	var profileDir string
+	if b.profiling && b.o.ProfileDir != "" && b.o.Mode == ModeProcess {
+		profileDir = filepath.Join(b.o.ProfileDir, spec.name)
+	}
 	dep, err := deploy(ctx, deploySpec{mode: b.o.Mode, bin: b.o.BinDir, natsURL: url, redisURL: b.redis.URL(),
-		partitions: P, hot: spec.ds.hot.String(), windowers: spec.windowers, logDir: logDir})
+		partitions: P, hot: spec.ds.hot.String(), windowers: spec.windowers, logDir: logDir, profileDir: profileDir})
 	if err != nil {
 		return nil, err
 	}

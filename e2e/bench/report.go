@@ -35,14 +35,14 @@ var Keys = []string{
 
 // Rows are the labels of the printed table, in order.
 var Rows = []string{
-	"B0 publish", "B0 publish sync always", "B0 consume", "B0 CPU per event", "E2E", "E2E / B0 publish", "E2E CPU per event",
+	"B0 publish", "B0 publish sync always", "B0 consume", "B0 CPU per event", "Ingest alone", "E2E", "E2E / B0 publish", "E2E CPU per event",
 	"Latency p50", "Latency p99", "Latency max", "Latency by hop p50", "Latency by hop p99", "Latency dominant hop",
 	"Redis per event id", "Redis claims", "Redis window ledger", "Redis CPU by command",
 	"RSS validator", "RSS windower", "RSS publisher", "RSS nats-server+ingest", "RSS redis-server",
 	"Batch reconcile", "Batch python", "Batch ratio",
 	"Dedup 0% dups", "Dedup 10% dups", "Dedup cost",
 	"Skew 50% one store", "Skew hot key split", "Skew split gain",
-	"Scale 1 windower", "Scale 2 windowers", "Scale 4 windowers",
+	"Scale 1 windower", "Scale 2 windowers", "Scale 4 windowers", "Scale windower CPU/event",
 }
 
 // Results is everything one run measured.
@@ -62,7 +62,9 @@ type Results struct {
 	B0 *b0Result
 	// B0Sync is B0's publish with sync_interval: always (at most
 	// b0SyncLimit records, no consume phase).
-	B0Sync  *b0Result
+	B0Sync *b0Result
+	// Ingest is B0's publish done by pkg/ingest (no services).
+	Ingest  *b0Result
 	E2E     *e2eResult
 	Latency *latencyResult
 	Batch   *batchResult
@@ -150,6 +152,37 @@ type scaleResult struct {
 	// Equal is true when the run published exactly the windows of the
 	// 1-windower run (counts, digests, every partition's partial).
 	Equal bool
+	// Records is the run's records; CPU each process's CPU time over it
+	// (windower instances as "windower" or "windower-<i>"); Share how
+	// many of the records went to each windower instance's partitions.
+	Records int
+	CPU     map[string]time.Duration
+	Share   map[string]int
+}
+
+// windowerCPU returns the windower instances' CPU summed, and each one's
+// CPU per record of its own partitions, in instance order ("" when the
+// run has no per-process figures: in-process mode).
+func (s scaleResult) windowerCPU() (total time.Duration, perOwn []string) {
+	names := slices.Sorted(mapsKeys(s.Share))
+	for _, name := range names {
+		c, ok := s.CPU[name]
+		if !ok {
+			return 0, nil
+		}
+		total += c
+		perOwn = append(perOwn, us(c, s.Share[name]))
+	}
+	return total, perOwn
+}
+
+// totalCPU is every process's CPU over the run.
+func (s scaleResult) totalCPU() time.Duration {
+	var t time.Duration
+	for _, c := range s.CPU {
+		t += c
+	}
+	return t
 }
 
 func newResults(o Options) *Results {
@@ -256,6 +289,10 @@ func (r *Results) JSON() map[string]any {
 		}
 		d["e2e_cpu_us_per_event"] = cpu
 	}
+	if r.Ingest != nil {
+		d["ingest_alone_eps"] = num(r.Ingest.PublishEPS)
+		d["ingest_alone_cpu_us_per_event"] = num(float64(r.Ingest.PublishCPU.Microseconds()) / float64(r.Ingest.Records))
+	}
 	if r.B0 != nil {
 		d["b0_publish_cpu_us_per_event"] = num(float64(r.B0.PublishCPU.Microseconds()) / float64(r.B0.Records))
 		d["b0_consume_cpu_us_per_event"] = num(float64(r.B0.ConsumeCPU.Microseconds()) / float64(r.B0.Records))
@@ -283,7 +320,19 @@ func (r *Results) JSON() map[string]any {
 	}
 	var sc []any
 	for _, s := range r.Scale {
-		sc = append(sc, map[string]any{"windowers": s.Windowers, "eps": num(s.EPS), "windows_equal": s.Equal})
+		e := map[string]any{"windowers": s.Windowers, "eps": num(s.EPS), "windows_equal": s.Equal}
+		if total, _ := s.windowerCPU(); total > 0 {
+			own := map[string]any{}
+			for name, c := range s.CPU {
+				if n, ok := s.Share[name]; ok && n > 0 {
+					own[name] = num(float64(c.Microseconds()) / float64(n))
+				}
+			}
+			e["windower_cpu_us_per_event"] = num(float64(total.Microseconds()) / float64(s.Records))
+			e["windower_cpu_us_per_own_event"] = own
+			e["total_cpu_us_per_event"] = num(float64(s.totalCPU().Microseconds()) / float64(s.Records))
+		}
+		sc = append(sc, e)
 	}
 	d["scale"] = sc
 	m["details"] = d
@@ -322,8 +371,15 @@ func (r *Results) print(w io.Writer) {
 		row("B0 consume", eps(b.ConsumeEPS), "one durable pull consumer, ack-all every 500, in "+dur(b.Consume))
 		row("B0 CPU per event", us(b.PublishCPU+b.ConsumeCPU, b.Records),
 			fmt.Sprintf("publish %s + consume %s (nats-server and client, one process)", us(b.PublishCPU, b.Records), us(b.ConsumeCPU, b.Records)))
+		if in := r.Ingest; in != nil {
+			row("Ingest alone", eps(in.PublishEPS), fmt.Sprintf("pkg/ingest (ordered batches, heartbeats) publishing the same records, no services, in %s; %.2f× B0 publish; CPU %s per event = %.2f× B0 publish's %s",
+				dur(in.Publish), in.PublishEPS/b.PublishEPS, us(in.PublishCPU, in.Records),
+				(float64(in.PublishCPU)/float64(in.Records))/(float64(b.PublishCPU)/float64(b.Records)), us(b.PublishCPU, b.Records)))
+		} else {
+			skipped("Ingest alone")
+		}
 	} else {
-		skipped("B0 publish", "B0 publish sync always", "B0 consume", "B0 CPU per event")
+		skipped("B0 publish", "B0 publish sync always", "B0 consume", "B0 CPU per event", "Ingest alone")
 	}
 	if e := r.E2E; e != nil {
 		lo, hi := slices.Min(e.PartitionDone), slices.Max(e.PartitionDone)
@@ -443,6 +499,27 @@ func (r *Results) print(w io.Writer) {
 			eq = "WINDOWS DIFFER from the 1-windower run"
 		}
 		row(label, eps(s.EPS), fmt.Sprintf("%d partitions split %s; %s", r.Partitions, splitOf(r.Partitions, n), eq))
+	}
+	var costs []string
+	var total time.Duration
+	for _, s := range r.Scale {
+		wt, own := s.windowerCPU()
+		if wt == 0 {
+			continue
+		}
+		total = wt
+		costs = append(costs, fmt.Sprintf("%d: %s (each per event of its partitions: %s; all processes %s)",
+			s.Windowers, us(wt, s.Records), strings.Join(own, ", "), us(s.totalCPU(), s.Records)))
+	}
+	switch {
+	case len(r.Scale) == 0:
+		skipped("Scale windower CPU/event")
+	case total == 0:
+		row("Scale windower CPU/event", "n/a", "needs the services as processes (--mode process)")
+	default:
+		first, _ := r.Scale[0].windowerCPU()
+		row("Scale windower CPU/event", us(first, r.Scale[0].Records),
+			"windower CPU summed over instances per record, by instance count: "+strings.Join(costs, "; "))
 	}
 }
 

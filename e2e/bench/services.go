@@ -64,6 +64,9 @@ type deploySpec struct {
 	hot       string
 	windowers int
 	logDir    string
+	// profileDir, when set, is given to every service process as
+	// --profile-dir: each writes its profiles there when stopped.
+	profileDir string
 }
 
 // deploy starts one validator, spec.windowers windowers splitting the
@@ -118,6 +121,9 @@ func deploy(ctx context.Context, spec deploySpec) (*deployment, error) {
 			"--partitions", strconv.Itoa(spec.partitions),
 			"--instance", strconv.Itoa(in.instance), "--instances", strconv.Itoa(in.of),
 			"--http-addr", "127.0.0.1:0", "--hot-keys", spec.hot)
+		if spec.profileDir != "" {
+			cmd.Args = append(cmd.Args, "--profile-dir", spec.profileDir)
+		}
 		cmd.Stdout, cmd.Stderr = logf, logf
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {

@@ -1,7 +1,8 @@
 // Package daemon runs one receiptflow service as its own process: shared
 // flags, credentials and TLS for NATS and Redis, connections, Prometheus
 // metrics and probes on an HTTP port, process-level failpoints, waiting
-// for servers that are unreachable or loading (docs/spec.md §4), and an ordered,
+// for servers that are unreachable or loading (docs/spec.md §4), CPU and
+// allocation profiles on request (--profile-dir), and an ordered,
 // bounded shutdown on SIGTERM.
 package daemon
 
@@ -92,6 +93,7 @@ type options struct {
 	replicas   int
 	statsEvery time.Duration
 	stallAfter time.Duration
+	profileDir string
 	dialer     connect.Dialer
 }
 
@@ -115,6 +117,8 @@ func (o *options) register(fs *flag.FlagSet) {
 		"how long an asynchronous publish waits for its ack before the batch fails and is redelivered (env RECEIPTS_PUBLISH_ACK_TIMEOUT)")
 	fs.DurationVar(&o.stallAfter, "stall-after", envDuration("RECEIPTS_STALL_AFTER", DefaultStallAfter),
 		"how long a consumer may make no progress with messages pending, or go without an answer from its leader, before /readyz says not ready (env RECEIPTS_STALL_AFTER)")
+	fs.StringVar(&o.profileDir, "profile-dir", envStr(ProfileEnv, ""),
+		"write a CPU profile of the process's life and, at exit, an allocation profile into this directory as <service>[-<instance>].{cpu,allocs}.pprof (env "+ProfileEnv+"; default none)")
 	fs.DurationVar(&o.statsEvery, "stats-interval", envDuration("RECEIPTS_STATS_INTERVAL", 5*time.Second), "how often consumer backlog, state size and Redis health are sampled for /metrics and /readyz (env RECEIPTS_STATS_INTERVAL)")
 }
 
@@ -176,6 +180,19 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 		return nil
 	}
 
+	if o.profileDir != "" {
+		stop, err := startProfiles(o.profileDir, profileBase(name, o.instance, o.instances))
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				log.Warn("writing profiles", "err", err)
+				return
+			}
+			log.Info("profiles written", "dir", o.profileDir)
+		}()
+	}
 	if d.Owned, err = config.ParseOwned(o.owned, c.Partitions); err != nil {
 		return err
 	}

@@ -51,6 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the --profile scenario here")
 	fs.StringVar(&o.MemProfile, "memprofile", "", "write an allocation profile of the --profile scenario here (and <file>.base before it)")
 	fs.StringVar(&o.Profile, "profile", bench.ScenarioE2E, "scenario the profiles cover")
+	fs.StringVar(&o.ProfileDir, "profile-dir", "", "write CPU and allocation profiles of the --profile scenario here: the bench process's (bench.*.pprof) and each service process's (<run>/<service>.*.pprof)")
 	jsonOut := fs.String("json", "bench-results.json", "where to write the results (empty: nowhere)")
 	timeout := fs.Duration("timeout", 0, "bound on the whole run (default 45m; --quick: 2m)")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
