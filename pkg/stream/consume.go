@@ -58,6 +58,16 @@ type BatchOptions struct {
 	Linger time.Duration
 	// Logger receives gaps, resets and retries (nil: none).
 	Logger *slog.Logger
+	// Ahead, if set (AckAll consumers only), is called with each batch as
+	// soon as it is formed, in order, while the handler still works on
+	// the batch before it: work that may run ahead of the handler (the
+	// validator claims its event ids there). It must not acknowledge
+	// anything; the handler still gets every batch, in order, and the
+	// batch is acknowledged only when the handler returned nil. A batch
+	// handed to Ahead may never reach the handler (a gap or a failure
+	// ends the session first); it is delivered again, and handed to Ahead
+	// again, later.
+	Ahead func(ctx context.Context, batch []jetstream.Msg)
 	// RetryInitial and RetryMax bound the exponential backoff between
 	// retries of a transient handler failure and of re-opening the
 	// consumer (defaults 100ms and 5s).
@@ -153,6 +163,9 @@ func (e *errReset) Error() string { return "stream: reset: " + e.why }
 // any, knows while this loop waits.
 func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, o BatchOptions, h Handler) error {
 	o = o.withDefaults()
+	if o.Ahead != nil && !spec.AckAll {
+		return errors.New("stream: BatchOptions.Ahead needs an AckAll consumer")
+	}
 	l := &loop{js: js, spec: spec, o: o, h: h, retry: o.backoff(), watch: storeWatchOf(ctx)}
 	defer func() {
 		if l.full && l.watch != nil {
@@ -288,6 +301,39 @@ func (l *loop) session(ctx context.Context, c jetstream.Consumer) error {
 		}
 		return nil
 	}
+	// With Ahead, the handler runs in a goroutine of its own behind a
+	// queue of one batch; every return below goes through finish, which
+	// waits for it, so l is only used by one goroutine at a time.
+	var (
+		queue   chan []jetstream.Msg
+		hfailed chan struct{}
+		hdone   chan error
+	)
+	if o.Ahead != nil {
+		queue, hfailed, hdone = make(chan []jetstream.Msg, 1), make(chan struct{}), make(chan error, 1)
+		go func() {
+			var err error
+			for b := range queue {
+				if err != nil {
+					continue // a batch after a failure: delivered again later
+				}
+				if err = l.handle(ctx, b); err != nil {
+					close(hfailed)
+				}
+			}
+			hdone <- err
+		}()
+	}
+	finish := func(err error) error {
+		if queue == nil {
+			return err
+		}
+		close(queue)
+		if herr := <-hdone; herr != nil {
+			return herr
+		}
+		return err
+	}
 	cc2 := cc.Closed()
 	linger := time.NewTimer(o.Linger)
 	linger.Stop()
@@ -297,12 +343,17 @@ func (l *loop) session(ctx context.Context, c jetstream.Consumer) error {
 		var gap error
 		select {
 		case <-ctx.Done():
-			return nil
+			return finish(nil)
 		case <-cc2:
-			return closed()
+			return finish(closed())
+		case <-hfailed:
+			return finish(nil)
 		case m := <-msgs:
 			if gap = accept(m); gap != nil {
-				return gap
+				return finish(gap)
+			}
+			if queue != nil {
+				batch = make([]jetstream.Msg, 0, o.Max) // the handler may still hold the last one
 			}
 			batch = append(batch[:0], m)
 		}
@@ -318,7 +369,7 @@ func (l *loop) session(ctx context.Context, c jetstream.Consumer) error {
 				case <-linger.C:
 					break fill
 				case <-ctx.Done():
-					return nil
+					return finish(nil)
 				case <-cc2:
 					break fill
 				}
@@ -329,6 +380,18 @@ func (l *loop) session(ctx context.Context, c jetstream.Consumer) error {
 			batch = append(batch, m)
 		}
 		linger.Stop()
+		if queue != nil {
+			o.Ahead(ctx, batch)
+			select {
+			case queue <- batch:
+			case <-hfailed:
+				return finish(nil)
+			}
+			if gap != nil {
+				return finish(gap)
+			}
+			continue
+		}
 		if err := l.handle(ctx, batch); err != nil {
 			return err
 		}

@@ -15,7 +15,9 @@ package validator
 //     after a batch's claims, the batch's last RAW sequence (one pipeline
 //     with the claims: ledger.ClaimThrough); and while its consumer is idle
 //     (nothing pending, nothing unacknowledged), the RAW stream's last
-//     sequence read before it looked (idleProgress).
+//     sequence read before it looked (idleProgress). A batch is claimed
+//     as soon as it is fetched, ahead of the publication of the batch
+//     before it (ahead.go), so the others do not wait for a whole cycle.
 //  2. A batch whose highest claimed sequence is S may publish once every
 //     other partition's progress is at least S-1. If the progress read
 //     just before the batch's claims already says so, the claims' verdicts
@@ -206,22 +208,51 @@ func (b *barrier) state(p, n int, target uint64) (q int, ok, local bool, wake <-
 
 // claim claims a batch's valid records of partition p and returns which
 // conflict (see the top of this file). claims are in RAW order. Claims
-// that Redis lost are claimed again first (regress.go).
-func (s *Service) claim(ctx context.Context, p int, batch []jetstream.Msg, claims []ledger.Claim) ([]bool, error) {
+// that Redis lost are claimed again first (regress.go). first, if not
+// nil, is the batch's claims already made (claimAhead).
+func (s *Service) claim(ctx context.Context, p int, batch []jetstream.Msg, claims []ledger.Claim, first *claimRound) ([]bool, error) {
 	if !s.bar.live.Load() {
 		return s.store.Claims(ctx, claims)
 	}
-	var through, highest uint64
-	for _, c := range claims {
-		highest = max(highest, c.Seq)
+	for {
+		r := first
+		first = nil
+		if r == nil {
+			var err error
+			if r, err = s.claimOnce(ctx, p, batch, claims); err != nil {
+				return nil, err
+			}
+		}
+		conflicts, final, err := s.settle(ctx, p, claims, r)
+		if err != nil || final {
+			return conflicts, err
+		}
 	}
-	through = highest
+}
+
+// claimRound is a batch's claims as written: the verdicts, the progress
+// read just before them, the batch's last RAW sequence and its highest
+// claim.
+type claimRound struct {
+	conflicts        []bool
+	before           ledger.Claimed
+	through, highest uint64
+}
+
+// claimOnce writes a batch's claims and marks partition p's progress
+// through the batch's last RAW sequence.
+func (s *Service) claimOnce(ctx context.Context, p int, batch []jetstream.Msg, claims []ledger.Claim) (*claimRound, error) {
+	r := &claimRound{}
+	for _, c := range claims {
+		r.highest = max(r.highest, c.Seq)
+	}
+	r.through = r.highest
 	if meta, err := batch[len(batch)-1].Metadata(); err == nil {
-		through = max(through, meta.Sequence.Stream)
+		r.through = max(r.through, meta.Sequence.Stream)
 	}
 	s.bar.busy(p)
 	for {
-		conflicts, before, err := s.store.ClaimThrough(ctx, p, claims, through, s.bar.floorOf(p))
+		conflicts, before, err := s.store.ClaimThrough(ctx, p, claims, r.through, s.bar.floorOf(p))
 		if errors.Is(err, ledger.ErrClaimsRegressed) {
 			if err := s.reclaim(ctx, p); err != nil {
 				return nil, err
@@ -231,34 +262,42 @@ func (s *Service) claim(ctx context.Context, p int, batch []jetstream.Msg, claim
 		if err != nil {
 			return nil, err
 		}
-		s.bar.setFloor(p, through)
+		r.conflicts, r.before = conflicts, before
+		s.bar.setFloor(p, r.through)
 		s.bar.observe(before)
-		s.bar.raise(p, through)
-		if highest == 0 {
-			return conflicts, nil
-		}
-		// Every other partition must have claimed what it holds below the
-		// batch's highest claim.
-		target := highest - 1
-		if _, lag := lagging(before, p, s.cfg.Partitions, target); !lag {
-			return conflicts, nil
-		}
-		if err := s.waitClaimed(ctx, p, target); err != nil {
-			return nil, err
-		}
-		s.bar.rechecks.Inc()
-		conflicts, after, err := s.store.ClaimConflicts(ctx, claims)
-		if err != nil {
-			return nil, err
-		}
-		// The progress read after the claims must still say so, this
-		// partition's own included: less means Redis lost writes since
-		// the wait looked (then claim again from the top).
-		if _, lag := lagging(after, p, s.cfg.Partitions, target); !lag && after[p] >= through {
-			return conflicts, nil
-		}
-		s.bar.reset(after)
+		s.bar.raise(p, r.through)
+		return r, nil
 	}
+}
+
+// settle waits until every other partition has claimed what it holds
+// below the batch's highest claim, and returns the batch's final
+// verdicts; final is false when Redis lost writes meanwhile and the batch
+// must be claimed again.
+func (s *Service) settle(ctx context.Context, p int, claims []ledger.Claim, r *claimRound) (conflicts []bool, final bool, err error) {
+	if r.highest == 0 {
+		return r.conflicts, true, nil
+	}
+	target := r.highest - 1
+	if _, lag := lagging(r.before, p, s.cfg.Partitions, target); !lag {
+		return r.conflicts, true, nil
+	}
+	if err := s.waitClaimed(ctx, p, target); err != nil {
+		return nil, false, err
+	}
+	s.bar.rechecks.Inc()
+	conflicts, after, err := s.store.ClaimConflicts(ctx, claims)
+	if err != nil {
+		return nil, false, err
+	}
+	// The progress read after the claims must still say so, this
+	// partition's own included: less means Redis lost writes since the
+	// wait looked (then claim again from the top).
+	if _, lag := lagging(after, p, s.cfg.Partitions, target); !lag && after[p] >= r.through {
+		return conflicts, true, nil
+	}
+	s.bar.reset(after)
+	return nil, false, nil
 }
 
 // waitClaimed waits until every partition but p has claimed through

@@ -88,6 +88,8 @@ type Service struct {
 	m     *metrics
 	// validate is cfg.Validator.Check (replaced in tests).
 	validate validateFunc
+	// ahead holds the batches claimed ahead of handle (ahead.go).
+	ahead aheadStore
 	// claimDay is the newest ingest day seen (claims retire behind it).
 	claimDay atomic.Int64
 	// valid writes VALID for every partition when VALID is replicated:
@@ -200,7 +202,8 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 		return fmt.Errorf("validator: partition %d: claim progress check: %w", p, err)
 	}
 	s.cfg.Logger.Info("validator partition started", "partition", p)
-	opts := stream.BatchOptions{Max: s.cfg.Batch, Linger: s.cfg.Linger, Logger: s.cfg.Logger.With("partition", p)}
+	opts := stream.BatchOptions{Max: s.cfg.Batch, Linger: s.cfg.Linger, Logger: s.cfg.Logger.With("partition", p),
+		Ahead: func(ctx context.Context, batch []jetstream.Msg) { s.claimAhead(ctx, p, batch) }}
 	return stream.Consume(ctx, s.js, spec, opts, func(ctx context.Context, batch []jetstream.Msg) (stream.Outcome, error) {
 		err := s.handle(ctx, p, batch)
 		if connect.RedisFull(err) {
@@ -232,7 +235,17 @@ type item struct {
 // most 128 bytes a frame stays far below JetStream's 1 MB payload limit.
 const maxFrameRecords = 2000
 
-func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) error {
+// prepared is a batch read once: its frame items, the valid records
+// waiting for their claims, their claims, and the rejections.
+type prepared struct {
+	items    []item
+	valid    []pending
+	claims   []ledger.Claim
+	rejected []*nats.Msg
+}
+
+// prepare validates a batch of partition p.
+func (s *Service) prepare(p int, batch []jetstream.Msg) (*prepared, error) {
 	s.m.batch.Observe(float64(len(batch)))
 	var rejected []*nats.Msg
 	items := make([]item, 0, len(batch))
@@ -241,7 +254,7 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 	for _, m := range batch {
 		meta, err := m.Metadata()
 		if err != nil {
-			return fmt.Errorf("validator: metadata: %w", err)
+			return nil, fmt.Errorf("validator: metadata: %w", err)
 		}
 		seq := meta.Sequence.Stream
 		if hb := m.Headers().Get(wire.HdrHeartbeat); hb != "" {
@@ -273,9 +286,21 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 		// looked up, or advance the retirement past live claims.
 		claims = append(claims, ledger.Claim{EventID: it.rec.EventID, Fingerprint: it.rec.Fingerprint, Seq: seq, Day: ingestDay(meta.Timestamp)})
 	}
+	return &prepared{items: items, valid: valid, claims: claims, rejected: rejected}, nil
+}
+
+func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) error {
+	pre, first := s.takeAhead(p, batch)
+	if pre == nil {
+		var err error
+		if pre, err = s.prepare(p, batch); err != nil {
+			return err
+		}
+	}
+	items, valid, claims, rejected := pre.items, pre.valid, pre.claims, pre.rejected
 	// Claims, then the publication barrier: the lowest RAW sequence of an
 	// id in any partition holds it (docs/spec.md §2, barrier.go).
-	conflicts, err := s.claim(ctx, p, batch, claims)
+	conflicts, err := s.claim(ctx, p, batch, claims, first)
 	if err != nil {
 		return err
 	}
