@@ -161,16 +161,9 @@ func (b *bencher) runB0(ctx context.Context, ds *dataset, spec b0Spec) (b0Result
 	res.PublishCPU = meter.since(cpu0)["bench"]
 	res.Records = n
 
-	st, err := conn.JS.Stream(ctx, names.Stream(wire.Raw))
+	st, err := rawHolds(ctx, conn.JS, names, uint64(n), "B0")
 	if err != nil {
 		return res, err
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return res, err
-	}
-	if info.State.Msgs != uint64(n) {
-		return res, fmt.Errorf("bench: B0 stored %d of %d records", info.State.Msgs, n)
 	}
 	res.PublishEPS = float64(n) / res.Publish.Seconds()
 	if spec.publishOnly {
@@ -267,16 +260,8 @@ func (b *bencher) ingestAlone(ctx context.Context, conn *connect.Conn, names wir
 	res.PublishCPU = meter.since(cpu0)["bench"]
 	res.Records = n
 	res.PublishEPS = float64(n) / res.Publish.Seconds()
-	st, err := conn.JS.Stream(ctx, names.Stream(wire.Raw))
-	if err != nil {
+	if _, err := rawHolds(ctx, conn.JS, names, uint64(n)+uint64(in.Stats().Published-in.Stats().Records), "ingest alone"); err != nil {
 		return res, err
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return res, err
-	}
-	if want := uint64(n) + uint64(in.Stats().Published-in.Stats().Records); info.State.Msgs != want {
-		return res, fmt.Errorf("bench: ingest alone stored %d of %d messages", info.State.Msgs, want)
 	}
 	return res, nil
 }
@@ -298,3 +283,20 @@ func eventID(line []byte) string {
 }
 
 var errTimeout = errors.New("bench: timed out")
+
+// rawHolds checks that RAW stores want messages after a run, and returns
+// the stream.
+func rawHolds(ctx context.Context, js jetstream.JetStream, names wire.Names, want uint64, run string) (jetstream.Stream, error) {
+	st, err := js.Stream(ctx, names.Stream(wire.Raw))
+	if err != nil {
+		return nil, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if info.State.Msgs != want {
+		return nil, fmt.Errorf("bench: %s stored %d of %d messages", run, info.State.Msgs, want)
+	}
+	return st, nil
+}

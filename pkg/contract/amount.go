@@ -37,25 +37,9 @@ func AmountCents(payload []byte) (cents int64, ok bool) {
 // integer (canonicalNumber writes every integral number as one) of at most
 // MaxAmountCents in magnitude.
 func amountOf(v []byte) (int64, bool) {
-	neg := len(v) > 0 && v[0] == '-'
-	if neg {
-		v = v[1:]
-	}
-	if len(v) == 0 || len(v) > 13 { // MaxAmountCents has 13 digits
+	n, ok := plainInt(v)
+	if !ok || n > MaxAmountCents || n < -MaxAmountCents {
 		return 0, false
-	}
-	var n int64
-	for _, c := range v {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	if n > MaxAmountCents {
-		return 0, false
-	}
-	if neg {
-		n = -n
 	}
 	return n, true
 }
