@@ -53,8 +53,7 @@ func (b *Batch) countLines(r io.Reader, maxLine, workers int) error {
 
 	go readChunks(r, maxLine, order, work, free, quit)
 	for range workers {
-		j := newJudge(b.validator, b.Partitions, maxLine)
-		j.hot = b.hot
+		j := b.newJudge(maxLine)
 		go func() {
 			for {
 				select {

@@ -1,0 +1,98 @@
+package reconcile
+
+import "hash/maphash"
+
+// claim is what the batch remembers of the first valid record of an
+// event_id.
+type claim struct {
+	id          string
+	fingerprint uint64
+	line        int
+	// window is the window the claim was counted in or, when late is
+	// set, judged too late for: an index into Batch.windowIDs plus one
+	// (0: none, an event that never counts).
+	window int32
+	late   bool
+}
+
+// claimTable holds the claim of every event id read, in claim order, and
+// finds them by id through an open-addressing index over the ids' hashes.
+// The hashes are worked out beside validation (judge.record), so the
+// ordered apply only probes. Not safe for concurrent use.
+type claimTable struct {
+	seed maphash.Seed
+	// slots is the index: 0 for an empty slot, else the top tagBits of
+	// the id's hash above the claim's position in list plus one.
+	slots []uint64
+	list  []claim
+}
+
+const (
+	posBits = 40
+	posMask = 1<<posBits - 1
+	// minSlots is the smallest index (a power of two).
+	minSlots = 1 << 10
+)
+
+// newClaimTable returns a table sized for about n claims.
+func newClaimTable(n int) *claimTable {
+	size := minSlots
+	for size*3 < n*4 {
+		size *= 2
+	}
+	return &claimTable{seed: maphash.MakeSeed(), slots: make([]uint64, size), list: make([]claim, 0, n)}
+}
+
+// hash is the hash of event id the table is indexed by.
+func (t *claimTable) hash(id []byte) uint64 { return maphash.Bytes(t.seed, id) }
+
+// find returns the claim of id, whose hash is h, or nil and the slot to
+// add it at.
+func (t *claimTable) find(h uint64, id string) (*claim, int) {
+	mask := uint64(len(t.slots) - 1)
+	tag := h >> posBits
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := t.slots[i]
+		if s == 0 {
+			return nil, int(i)
+		}
+		if s>>posBits == tag {
+			if c := &t.list[s&posMask-1]; c.id == id {
+				return c, 0
+			}
+		}
+	}
+}
+
+// get returns the claim of id, if any.
+func (t *claimTable) get(id string) (claim, bool) {
+	c, _ := t.find(maphash.String(t.seed, id), id)
+	if c == nil {
+		return claim{}, false
+	}
+	return *c, true
+}
+
+// add adds c, whose id has hash h, at slot (from find), growing the index
+// when it is three quarters full.
+func (t *claimTable) add(slot int, h uint64, c claim) {
+	t.list = append(t.list, c)
+	t.slots[slot] = h>>posBits<<posBits | uint64(len(t.list))
+	if len(t.list)*4 >= len(t.slots)*3 {
+		t.grow()
+	}
+}
+
+// grow doubles the index and places every claim again.
+func (t *claimTable) grow() {
+	t.slots = make([]uint64, 2*len(t.slots))
+	mask := uint64(len(t.slots) - 1)
+	for n, c := range t.list {
+		h := maphash.String(t.seed, c.id)
+		i := h & mask
+		for t.slots[i] != 0 {
+			i = (i + 1) & mask
+		}
+		t.slots[i] = h>>posBits<<posBits | uint64(n+1)
+	}
+}
