@@ -71,6 +71,7 @@ func (b *Batch) countLines(r io.Reader, maxLine, workers int) error {
 	}
 	for ch := range order {
 		<-ch.done
+		b.claims.touch(ch.verdicts)
 		for i := range ch.verdicts {
 			if err := b.apply(&ch.verdicts[i]); err != nil {
 				return err
