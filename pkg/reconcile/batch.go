@@ -373,7 +373,7 @@ func (b *Batch) applyRecord(d *verdict) error {
 		return nil
 	}
 	b.Valid++
-	c := claim{fingerprint: d.fp, line: n}
+	c := claim{id: d.id, fingerprint: d.fp, line: n}
 	p := d.part
 	wp := b.wm[p]
 	// Every valid event moves its partition's watermark, after it is
@@ -381,7 +381,7 @@ func (b *Batch) applyRecord(d *verdict) error {
 	b.wm[p] = window.Advance(wp, d.ms, b.lateness)
 	if !d.counts {
 		b.Other++
-		b.claims.add(slot, d.hash, d.id, c)
+		b.claims.add(slot, d.hash, c)
 		b.busy[p] = true
 		return nil
 	}
@@ -391,7 +391,7 @@ func (b *Batch) applyRecord(d *verdict) error {
 		// Past the replay horizon: dropped without changing anything.
 		b.Counted++
 		c.window, c.late = b.windowRef(d.ms), true
-		b.claims.add(slot, d.hash, d.id, c)
+		b.claims.add(slot, d.hash, c)
 		b.addLate(LateVerdict{EventID: d.id, WindowID: b.windowID(&c), Reason: ReasonRetired,
 			Watermark: window.Time(wp), Partition: p, Seq: d.seq, Line: d.fileLine})
 		return nil
@@ -401,7 +401,7 @@ func (b *Batch) applyRecord(d *verdict) error {
 	w := b.windowAt(d.ms)
 	if window.Classify(wp, end, b.grace) == window.TooLate {
 		c.window, c.late = w.ref, true
-		b.claims.add(slot, d.hash, d.id, c)
+		b.claims.add(slot, d.hash, c)
 		lv := LateVerdict{EventID: d.id, WindowID: w.ID, Reason: ReasonAfterGrace,
 			Watermark: window.Time(wp), Partition: p, Seq: d.seq, Line: d.fileLine}
 		w.LateDropped++
@@ -426,7 +426,7 @@ func (b *Batch) applyRecord(d *verdict) error {
 	wire.AddStore(w.Stores, st)
 	b.InWindows++
 	c.window = w.ref
-	b.claims.add(slot, d.hash, d.id, c)
+	b.claims.add(slot, d.hash, c)
 	return nil
 }
 

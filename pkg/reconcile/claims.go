@@ -3,11 +3,11 @@ package reconcile
 import "hash/maphash"
 
 // claim is what the batch remembers of the first valid record of an
-// event_id. It holds no pointers, so that the garbage collector need not
-// read a million of them: its id is kept in claimTable.ids.
+// event_id.
 type claim struct {
-	idAt        int // the id is claimTable.ids[idAt:idAt+idLen]
-	idLen       int32
+	// id shares memory with the ids of its chunk (judge.chunk), as the
+	// windows' IDs do.
+	id          string
 	fingerprint uint64
 	line        int
 	// window is the window the claim was counted in or, when late is
@@ -27,8 +27,6 @@ type claimTable struct {
 	// id's hash above the claim's position in list plus one (posBits).
 	slots []uint64
 	list  []claim
-	// ids are the claimed ids, back to back.
-	ids []byte
 	// touched keeps touch's loads from being dropped.
 	touched uint64
 }
@@ -38,8 +36,6 @@ const (
 	posMask = 1<<posBits - 1
 	// minSlots is the smallest index (a power of two).
 	minSlots = 1 << 10
-	// avgIDBytes sizes ids up front: about what an event id takes.
-	avgIDBytes = 32
 )
 
 // newClaimTable returns a table sized for about n claims.
@@ -48,8 +44,7 @@ func newClaimTable(n int) *claimTable {
 	for size*3 < n*4 {
 		size *= 2
 	}
-	return &claimTable{seed: maphash.MakeSeed(), slots: make([]uint64, size), list: make([]claim, 0, n),
-		ids: make([]byte, 0, n*avgIDBytes)}
+	return &claimTable{seed: maphash.MakeSeed(), slots: make([]uint64, size), list: make([]claim, 0, n)}
 }
 
 // hash is the hash of event id the table is indexed by.
@@ -66,7 +61,7 @@ func (t *claimTable) find(h uint64, id string) (*claim, int) {
 			return nil, int(i)
 		}
 		if s>>posBits == tag {
-			if c := &t.list[s&posMask-1]; string(t.id(c)) == id {
+			if c := &t.list[s&posMask-1]; c.id == id {
 				return c, 0
 			}
 		}
@@ -93,14 +88,9 @@ func (t *claimTable) get(id string) (claim, bool) {
 	return *c, true
 }
 
-// id returns the id of c, sharing memory with the table.
-func (t *claimTable) id(c *claim) []byte { return t.ids[c.idAt : c.idAt+int(c.idLen)] }
-
-// add adds c, the claim of id whose hash is h, at slot (from find),
-// growing the index when it is three quarters full.
-func (t *claimTable) add(slot int, h uint64, id string, c claim) {
-	c.idAt, c.idLen = len(t.ids), int32(len(id))
-	t.ids = append(t.ids, id...)
+// add adds c, whose id has hash h, at slot (from find), growing the index
+// when it is three quarters full.
+func (t *claimTable) add(slot int, h uint64, c claim) {
 	t.list = append(t.list, c)
 	t.slots[slot] = h>>posBits<<posBits | uint64(len(t.list))
 	if len(t.list)*4 >= len(t.slots)*3 {
@@ -113,7 +103,7 @@ func (t *claimTable) grow() {
 	t.slots = make([]uint64, 2*len(t.slots))
 	mask := uint64(len(t.slots) - 1)
 	for n := range t.list {
-		h := maphash.Bytes(t.seed, t.id(&t.list[n]))
+		h := maphash.String(t.seed, t.list[n].id)
 		i := h & mask
 		for t.slots[i] != 0 {
 			i = (i + 1) & mask
