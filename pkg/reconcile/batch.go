@@ -67,9 +67,11 @@ type Batch struct {
 	// byStart finds the window of a counted event by its start (ms)
 	// without formatting its id.
 	byStart map[int64]*WindowCount
-	// last is the window of the last counted event, lastStart its start.
+	// last is the window of the last counted event, lastStart its start;
+	// newest the window made last.
 	last      *WindowCount
 	lastStart int64
+	newest    *WindowCount
 	// judge judges the records given to Add.
 	judge *judge
 
@@ -476,16 +478,25 @@ func (b *Batch) windowAt(ms int64) *WindowCount {
 	w := b.byStart[start]
 	if w == nil {
 		bounds := window.Of(ms)
+		// Sized like the window made before it, which traffic at a
+		// steady rate fills about as much: growing the ids of every window
+		// a quarter at a time would cost four times their size.
+		var ids, stores int
+		if prev := b.newest; prev != nil {
+			ids, stores = len(prev.IDs)+len(prev.IDs)/4, len(prev.Stores)
+		}
 		w = &WindowCount{
 			ID:          bounds.ID,
 			Start:       window.Time(bounds.Start),
 			End:         window.Time(bounds.End),
+			IDs:         make([]string, 0, ids),
 			ByPartition: make([]int64, b.Partitions),
-			Stores:      map[string]wire.StoreTotal{},
+			Stores:      make(map[string]wire.StoreTotal, stores),
 			ref:         b.windowRef(ms),
 		}
 		b.Windows[bounds.ID] = w
 		b.byStart[start] = w
+		b.newest = w
 	}
 	b.last, b.lastStart = w, start
 	return w
