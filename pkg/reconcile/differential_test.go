@@ -46,6 +46,22 @@ type diffInput struct {
 	raw  bool
 }
 
+// boundaries puts one store's watermark exactly on each rule's edge: at a
+// window's end (a correction), at its end plus grace (too late), at its
+// end plus grace plus the horizon (retired), with a retry of the retired
+// event, an event that never counts and a conflicting copy.
+const boundaries = `{"schema_version":2,"event_id":"b1","receipt_id":"r","type":"submitted","occurred_at":"2026-12-02T10:05:00Z","ingested_at":"2026-12-02T12:00:00Z","partition_key":"store-a","producer_version":"t"}
+{"schema_version":2,"event_id":"b2","receipt_id":"r","type":"submitted","occurred_at":"2026-12-02T09:30:00Z","ingested_at":"2026-12-02T12:00:00Z","partition_key":"store-a","producer_version":"t"}
+{"schema_version":2,"event_id":"b3","receipt_id":"r","type":"submitted","occurred_at":"2026-12-02T11:05:00Z","ingested_at":"2026-12-02T12:00:00Z","partition_key":"store-a","producer_version":"t"}
+{"schema_version":2,"event_id":"b4","receipt_id":"r","type":"submitted","occurred_at":"2026-12-02T09:10:00Z","ingested_at":"2026-12-02T12:00:00Z","partition_key":"store-a","producer_version":"t"}
+{"schema_version":2,"event_id":"b5","receipt_id":"r","type":"submitted","occurred_at":"2026-12-02T10:20:00Z","ingested_at":"2026-12-02T12:00:00Z","partition_key":"store-a","producer_version":"t"}
+{"schema_version":2,"event_id":"b6","receipt_id":"r","type":"submitted","occurred_at":"2026-12-02T11:35:00Z","ingested_at":"2026-12-02T12:00:00Z","partition_key":"store-a","producer_version":"t"}
+{"schema_version":2,"event_id":"b7","receipt_id":"r","type":"submitted","occurred_at":"2026-12-02T09:45:00Z","ingested_at":"2026-12-02T12:00:00Z","partition_key":"store-a","producer_version":"t"}
+{"schema_version":2,"event_id":"b7","receipt_id":"r","type":"submitted","occurred_at":"2026-12-02T09:45:00Z","ingested_at":"2026-12-02T12:00:00Z","partition_key":"store-a","producer_version":"t"}
+{"schema_version":2,"event_id":"b8","receipt_id":"r","type":"viewed","occurred_at":"2026-12-02T09:00:00Z","ingested_at":"2026-12-02T12:00:00Z","partition_key":"store-a","producer_version":"t"}
+{"schema_version":2,"event_id":"b2","receipt_id":"r2","type":"submitted","occurred_at":"2026-12-02T09:30:00Z","ingested_at":"2026-12-02T12:00:00Z","partition_key":"store-a","producer_version":"t"}
+`
+
 func diffInputs(t *testing.T) []diffInput {
 	t.Helper()
 	generate := func(o gen.Options) []byte {
@@ -74,6 +90,9 @@ func diffInputs(t *testing.T) []diffInput {
 		t.Fatal(err)
 	}
 	return []diffInput{
+		{name: "boundaries", data: []byte(boundaries), opts: reconcile.Options{
+			DefaultIngestedAt: diffAt, Horizon: 30 * time.Minute, EndOfStream: true,
+		}},
 		{name: "seed", data: seed, opts: reconcile.Options{DefaultIngestedAt: diffAt, EndOfStream: true}},
 		{name: "seed-no-eos", data: seed, opts: reconcile.Options{DefaultIngestedAt: diffAt}},
 		{name: "referee", data: generate(ref), opts: reconcile.Options{DefaultIngestedAt: diffAt}},
