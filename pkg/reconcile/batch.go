@@ -53,6 +53,9 @@ type Batch struct {
 	Duplicates []Duplicate
 
 	claims *claimTable
+	// block is the claim table's block of the ids of the records being
+	// applied.
+	block uint32
 	// windowIDs are the ids of the windows claims point at (counted in,
 	// or judged too late for), refOf their index plus one by start (ms).
 	windowIDs []string
@@ -258,7 +261,24 @@ func (b *Batch) AddRecord(r Record) error {
 	}
 	var d verdict
 	b.judge.raw(&d, &r)
+	if err := b.alone(&d); err != nil {
+		return err
+	}
 	return b.apply(&d)
+}
+
+// alone places the id of d, a record read on its own (not in a chunk), in
+// a block of the claim table by itself, for the claim d may make.
+func (b *Batch) alone(d *verdict) error {
+	if d.id == "" {
+		return nil
+	}
+	blk, err := b.claims.addBlock(d.id)
+	if err != nil {
+		return err
+	}
+	b.block, d.idOff, d.idLen = blk, 0, len(d.id)
+	return nil
 }
 
 // apply applies the verdict on one record: every record goes through here,
@@ -375,7 +395,7 @@ func (b *Batch) applyRecord(d *verdict) error {
 		return nil
 	}
 	b.Valid++
-	c := claim{id: d.id, fingerprint: d.fp, line: n}
+	c := claim{fingerprint: d.fp, line: n, block: b.block, at: uint32(d.idOff), n: uint32(d.idLen)}
 	p := d.part
 	wp := b.wm[p]
 	// Every valid event moves its partition's watermark, after it is
@@ -392,7 +412,7 @@ func (b *Batch) applyRecord(d *verdict) error {
 	if b.horizon > 0 && wp >= end+b.grace+b.horizon {
 		// Past the replay horizon: dropped without changing anything.
 		b.Counted++
-		c.window, c.late = b.windowRef(d.ms), true
+		c.window = -b.windowRef(d.ms)
 		b.claims.add(slot, d.hash, c)
 		b.addLate(LateVerdict{EventID: d.id, WindowID: b.windowID(&c), Reason: ReasonRetired,
 			Watermark: window.Time(wp), Partition: p, Seq: d.seq, Line: d.fileLine})
@@ -402,7 +422,7 @@ func (b *Batch) applyRecord(d *verdict) error {
 	b.Counted++
 	w := b.windowAt(d.ms)
 	if window.Classify(wp, end, b.grace) == window.TooLate {
-		c.window, c.late = w.ref, true
+		c.window = -w.ref
 		b.claims.add(slot, d.hash, c)
 		lv := LateVerdict{EventID: d.id, WindowID: w.ID, Reason: ReasonAfterGrace,
 			Watermark: window.Time(wp), Partition: p, Seq: d.seq, Line: d.fileLine}
@@ -438,7 +458,7 @@ func (b *Batch) windowID(c *claim) string {
 	if c.window == 0 {
 		return ""
 	}
-	return b.windowIDs[c.window-1]
+	return b.windowIDs[c.ref()-1]
 }
 
 // windowRef is the index plus one in windowIDs of the window holding
@@ -596,7 +616,7 @@ func (b *Batch) RejectedByReason() map[contract.Reason]int {
 // it did. A known id that does not count (or was never seen) returns false.
 func (b *Batch) CountedIn(id string) (string, bool) {
 	c, ok := b.claims.get(id)
-	if !ok || c.late || c.window == 0 {
+	if !ok || !c.counted() {
 		return "", false
 	}
 	return b.windowID(&c), true
@@ -613,7 +633,7 @@ func (b *Batch) describe(id string) string {
 			}
 		}
 		return "the batch never saw a valid record of it"
-	case c.late:
+	case c.late():
 		v, _ := b.LateVerdictOf(id)
 		return fmt.Sprintf("the batch judged it too late (%s) for window %s against watermark %s (record %d)",
 			v.Reason, v.WindowID, v.Watermark.Format(time.RFC3339Nano), c.line)

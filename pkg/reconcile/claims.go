@@ -1,21 +1,30 @@
 package reconcile
 
-import "hash/maphash"
+import (
+	"errors"
+	"hash/maphash"
+	"math"
+)
 
 // claim is what the batch remembers of the first valid record of an
-// event_id.
+// event_id. It holds no pointers, so that the garbage collector never reads
+// the million of them: its id is placed in the table's blocks.
 type claim struct {
-	// id shares memory with the ids of its chunk (judge.chunk), as the
-	// windows' IDs do.
-	id          string
 	fingerprint uint64
 	line        int
-	// window is the window the claim was counted in or, when late is
-	// set, judged too late for: an index into Batch.windowIDs plus one
-	// (0: none, an event that never counts).
+	// The id is blocks[block][at:at+n].
+	block, at, n uint32
+	// window is the window the claim was counted in (window > 0) or
+	// judged too late for (window < 0): an index into Batch.windowIDs
+	// plus one, negated when too late; 0 for an event that never counts.
 	window int32
-	late   bool
 }
+
+// counted reports whether the claim was counted in a window, late whether
+// it was judged too late for one; ref is that window's index plus one.
+func (c *claim) counted() bool { return c.window > 0 }
+func (c *claim) late() bool    { return c.window < 0 }
+func (c *claim) ref() int32    { return max(c.window, -c.window) }
 
 // claimTable holds the claim of every event id read, in claim order, and
 // finds them by id through an open-addressing index over the ids' hashes.
@@ -27,6 +36,9 @@ type claimTable struct {
 	// id's hash above the claim's position in list plus one (posBits).
 	slots []uint64
 	list  []claim
+	// blocks hold the claimed ids: the ids of a chunk of a file
+	// (judge.chunk), shared with the windows' IDs, or of one record.
+	blocks []string
 	// touched keeps touch's loads from being dropped.
 	touched uint64
 }
@@ -61,7 +73,7 @@ func (t *claimTable) find(h uint64, id string) (*claim, int) {
 			return nil, int(i)
 		}
 		if s>>posBits == tag {
-			if c := &t.list[s&posMask-1]; c.id == id {
+			if c := &t.list[s&posMask-1]; t.id(c) == id {
 				return c, 0
 			}
 		}
@@ -77,6 +89,19 @@ func (t *claimTable) touch(vs []verdict) {
 		sum += t.slots[vs[i].hash&mask]
 	}
 	t.touched = sum
+}
+
+// id returns the id of c.
+func (t *claimTable) id(c *claim) string { return t.blocks[c.block][c.at : c.at+c.n] }
+
+// addBlock adds a block of ids the next claims are placed in, and returns
+// its index.
+func (t *claimTable) addBlock(ids string) (uint32, error) {
+	if len(t.blocks) == math.MaxUint32 || len(ids) > math.MaxUint32 {
+		return 0, errors.New("reconcile: too many event ids for the claim table")
+	}
+	t.blocks = append(t.blocks, ids)
+	return uint32(len(t.blocks) - 1), nil
 }
 
 // get returns the claim of id, if any.
@@ -103,7 +128,7 @@ func (t *claimTable) grow() {
 	t.slots = make([]uint64, 2*len(t.slots))
 	mask := uint64(len(t.slots) - 1)
 	for n := range t.list {
-		h := maphash.String(t.seed, t.list[n].id)
+		h := maphash.String(t.seed, t.id(&t.list[n]))
 		i := h & mask
 		for t.slots[i] != 0 {
 			i = (i + 1) & mask

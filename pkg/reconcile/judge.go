@@ -35,8 +35,8 @@ type verdict struct {
 	store       string
 	amountCents int64
 	priced      bool
-	// idOff and idLen place id in the ids of a chunk until they are one
-	// string (see judge.chunk).
+	// idOff and idLen place id in the ids of its chunk (judge.chunk),
+	// or of its record.
 	idOff, idLen int
 	// checked: the record passed the contract check (a valid record, or a
 	// conflicting duplicate), so ingest counts its event time as progress.
@@ -209,5 +209,5 @@ func (j *judge) chunk(ch *chunk, defaultIngestedAt time.Time) {
 			d.setID(all[d.idOff : d.idOff+d.idLen])
 		}
 	}
-	ch.ids = ids
+	ch.ids, ch.idBlock = ids, all
 }

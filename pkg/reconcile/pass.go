@@ -23,6 +23,8 @@ type chunk struct {
 	// verdicts are the verdicts on lines, in order, once done is closed.
 	verdicts []verdict
 	ids      []byte
+	// idBlock holds the event ids of the valid records, back to back.
+	idBlock string
 	// err is a read error met after the chunk's lines.
 	err  error
 	done chan struct{}
@@ -68,6 +70,11 @@ func (b *Batch) countLines(r io.Reader, maxLine, workers int) error {
 	for ch := range order {
 		<-ch.done
 		b.claims.touch(ch.verdicts)
+		blk, err := b.claims.addBlock(ch.idBlock)
+		if err != nil {
+			return err
+		}
+		b.block = blk
 		for i := range ch.verdicts {
 			if err := b.apply(&ch.verdicts[i]); err != nil {
 				return err
