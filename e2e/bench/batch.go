@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
@@ -31,6 +32,11 @@ type batchResult struct {
 	// (process start and schema compilation included).
 	Reconcile    time.Duration
 	ReconcileEPS float64
+	// ReconcileCPU is the user and system CPU time of the receiptctl
+	// process (0 in process), ReconcileRSS its peak resident set in bytes:
+	// steadier than the wall time on a shared host.
+	ReconcileCPU time.Duration
+	ReconcileRSS int64
 	// InProcess is true when reconcile.Count ran inside the bench
 	// (in-process mode, or no receiptctl binary).
 	InProcess bool
@@ -62,6 +68,10 @@ func (b *bencher) runBatch(ctx context.Context, ds *dataset) (*batchResult, erro
 			return nil, fmt.Errorf("bench: receiptctl reconcile: %w: %s", err, errOut.String())
 		}
 		res.Reconcile = time.Since(began)
+		res.ReconcileCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			res.ReconcileRSS = ru.Maxrss << 10 // KiB on Linux
+		}
 		m := countedLine.FindSubmatch(out.Bytes())
 		if m == nil {
 			return nil, fmt.Errorf("bench: receiptctl reconcile printed no totals: %q", tailOf(out.String(), 300))

@@ -299,6 +299,10 @@ func (r *Results) JSON() map[string]any {
 	}
 	if r.Batch != nil {
 		d["batch_ratio"] = num(r.Batch.Ratio)
+		if !r.Batch.InProcess {
+			d["batch_cpu_us_per_event"] = num(float64(r.Batch.ReconcileCPU.Nanoseconds()) / 1000 / float64(r.Batch.Records))
+			d["batch_rss_bytes"] = r.Batch.ReconcileRSS
+		}
 		d["batch_inprocess"] = r.Batch.InProcess
 		d["python_wall_s"] = num(r.Batch.PythonWall.Seconds())
 	}
@@ -449,11 +453,15 @@ func (r *Results) print(w io.Writer) {
 	}
 	if bt := r.Batch; bt != nil {
 		how := "receiptctl reconcile --events F (process wall time)"
+		cost := ""
 		if bt.InProcess {
 			how = "reconcile.Count in the bench process"
+		} else {
+			cost = fmt.Sprintf("; CPU %.2f µs per event, peak RSS %d MB",
+				float64(bt.ReconcileCPU.Nanoseconds())/1000/float64(bt.Records), bt.ReconcileRSS>>20)
 		}
 		row("Batch reconcile", eps(bt.ReconcileEPS), verdict(bt.ReconcileEPS >= TargetBatchEPS,
-			fmt.Sprintf("target ≥ %s; %s, %s", eps(TargetBatchEPS), how, dur(bt.Reconcile))))
+			fmt.Sprintf("target ≥ %s; %s, %s%s", eps(TargetBatchEPS), how, dur(bt.Reconcile), cost)))
 		row("Batch python", eps(bt.PythonEPS), fmt.Sprintf("seed receipt_hourly_counts incl. json.loads, %s (process %s)", dur(bt.Python), dur(bt.PythonWall)))
 		row("Batch ratio", fmt.Sprintf("%.2f×", bt.Ratio), "no target: the reference validates nothing")
 	} else {

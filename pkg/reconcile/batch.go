@@ -52,7 +52,14 @@ type Batch struct {
 	// Duplicates lists every duplicate record in file order.
 	Duplicates []Duplicate
 
-	claims map[string]claim
+	claims *claimTable
+	// block is the claim table's block of the ids of the records being
+	// applied.
+	block uint32
+	// windowIDs are the ids of the windows claims point at (counted in,
+	// or judged too late for), refOf their index plus one by start (ms).
+	windowIDs []string
+	refOf     map[int64]int32
 	// validator and ingestedAt are the options of the pass.
 	validator  *contract.Validator
 	hot        window.HotKeys
@@ -63,6 +70,11 @@ type Batch struct {
 	// byStart finds the window of a counted event by its start (ms)
 	// without formatting its id.
 	byStart map[int64]*WindowCount
+	// last is the window of the last counted event, lastStart its start;
+	// newest the window made last.
+	last      *WindowCount
+	lastStart int64
+	newest    *WindowCount
 	// judge judges the records given to Add.
 	judge *judge
 
@@ -134,6 +146,9 @@ type WindowCount struct {
 	// Stores is the breakdown of Count by store (wire.NewBreakdown gives
 	// the snapshot's form).
 	Stores map[string]wire.StoreTotal
+
+	// ref is the window's index in Batch.windowIDs plus one.
+	ref int32
 }
 
 // Rejection is a record the batch pass rejected.
@@ -159,16 +174,6 @@ type Duplicate struct {
 	// WindowID is the window the event was counted in (or judged too late
 	// for); empty for events that never count.
 	WindowID string `json:"window_id,omitempty"`
-}
-
-// claim is what the batch remembers of the first valid record of an
-// event_id.
-type claim struct {
-	fingerprint uint64
-	line        int
-	window      string // set when the claim was counted
-	// lateIn is the window of a submission judged too late.
-	lateIn string
 }
 
 // Count runs the batch pass over r: one NDJSON record per line, blank lines
@@ -219,7 +224,8 @@ func NewBatch(opts Options) (*Batch, error) {
 		Partitions:     opts.Partitions,
 		Windows:        make(map[string]*WindowCount),
 		Late:           []LateVerdict{},
-		claims:         make(map[string]claim, min(opts.RecordsHint, maxRecordsHint)),
+		claims:         newClaimTable(min(opts.RecordsHint, maxRecordsHint)),
+		refOf:          make(map[int64]int32),
 		rejectedIn:     make(map[string][]int),
 		byStart:        make(map[int64]*WindowCount),
 		validator:      opts.Validator,
@@ -251,12 +257,28 @@ func (b *Batch) Add(n int, raw []byte, receivedAt time.Time) error {
 // and EndOfStream do not apply: the records carry their heartbeats.
 func (b *Batch) AddRecord(r Record) error {
 	if b.judge == nil {
-		b.judge = newJudge(b.validator, b.Partitions, 0)
-		b.judge.hot = b.hot
+		b.judge = b.newJudge(0)
 	}
 	var d verdict
 	b.judge.raw(&d, &r)
+	if err := b.alone(&d); err != nil {
+		return err
+	}
 	return b.apply(&d)
+}
+
+// alone places the id of d, a record read on its own (not in a chunk), in
+// a block of the claim table by itself, for the claim d may make.
+func (b *Batch) alone(d *verdict) error {
+	if d.id == "" {
+		return nil
+	}
+	blk, err := b.claims.addBlock(d.id)
+	if err != nil {
+		return err
+	}
+	b.block, d.idOff, d.idLen = blk, 0, len(d.id)
+	return nil
 }
 
 // apply applies the verdict on one record: every record goes through here,
@@ -340,21 +362,19 @@ func (b *Batch) applyRecord(d *verdict) error {
 		return nil
 	}
 	n := d.line
-	if c, ok := b.claims[d.id]; ok {
-		if c.fingerprint != d.fp {
+	prev, slot := b.claims.find(d.hash, d.id)
+	if prev != nil {
+		if prev.fingerprint != d.fp {
 			re := contract.Reject(contract.ReasonConflictingDuplicate, d.id,
-				"event_id first claimed on line %d with different content", c.line)
+				"event_id first claimed on line %d with different content", prev.line)
 			b.addRejection(Rejection{Line: n, EventID: re.EventID, Reason: re.Reason, Detail: re.Detail,
 				WindowID: window.ID(d.ms)})
 			return nil
 		}
 		b.Valid++
 		b.DuplicateCount++
-		win := c.window
-		if win == "" {
-			win = c.lateIn
-		}
-		dup := Duplicate{Line: n, EventID: d.id, FirstLine: c.line, WindowID: win}
+		win := b.windowID(prev)
+		dup := Duplicate{Line: n, EventID: d.id, FirstLine: prev.line, WindowID: win}
 		b.Duplicates = append(b.Duplicates, dup)
 		if w := b.Windows[win]; w != nil {
 			w.Duplicates = append(w.Duplicates, dup)
@@ -375,7 +395,7 @@ func (b *Batch) applyRecord(d *verdict) error {
 		return nil
 	}
 	b.Valid++
-	c := claim{fingerprint: d.fp, line: n}
+	c := claim{fingerprint: d.fp, line: n, block: b.block, at: uint32(d.idOff), n: uint32(d.idLen)}
 	p := d.part
 	wp := b.wm[p]
 	// Every valid event moves its partition's watermark, after it is
@@ -383,7 +403,7 @@ func (b *Batch) applyRecord(d *verdict) error {
 	b.wm[p] = window.Advance(wp, d.ms, b.lateness)
 	if !d.counts {
 		b.Other++
-		b.claims[d.id] = c
+		b.claims.add(slot, d.hash, c)
 		b.busy[p] = true
 		return nil
 	}
@@ -391,11 +411,10 @@ func (b *Batch) applyRecord(d *verdict) error {
 	end := window.StartMs(d.ms) + window.WidthMs
 	if b.horizon > 0 && wp >= end+b.grace+b.horizon {
 		// Past the replay horizon: dropped without changing anything.
-		id := window.ID(d.ms)
 		b.Counted++
-		c.lateIn = id
-		b.claims[d.id] = c
-		b.addLate(LateVerdict{EventID: d.id, WindowID: id, Reason: ReasonRetired,
+		c.window = -b.windowRef(d.ms)
+		b.claims.add(slot, d.hash, c)
+		b.addLate(LateVerdict{EventID: d.id, WindowID: b.windowID(&c), Reason: ReasonRetired,
 			Watermark: window.Time(wp), Partition: p, Seq: d.seq, Line: d.fileLine})
 		return nil
 	}
@@ -403,8 +422,8 @@ func (b *Batch) applyRecord(d *verdict) error {
 	b.Counted++
 	w := b.windowAt(d.ms)
 	if window.Classify(wp, end, b.grace) == window.TooLate {
-		c.lateIn = w.ID
-		b.claims[d.id] = c
+		c.window = -w.ref
+		b.claims.add(slot, d.hash, c)
 		lv := LateVerdict{EventID: d.id, WindowID: w.ID, Reason: ReasonAfterGrace,
 			Watermark: window.Time(wp), Partition: p, Seq: d.seq, Line: d.fileLine}
 		w.LateDropped++
@@ -417,7 +436,7 @@ func (b *Batch) applyRecord(d *verdict) error {
 		b.Corrections++
 	}
 	w.Count++
-	w.Digest.Add(d.id)
+	w.Digest.Merge(d.digest)
 	w.IDs = append(w.IDs, d.id)
 	w.ByPartition[p]++
 	st := wire.StoreTotal{Store: d.store, Count: 1}
@@ -428,9 +447,31 @@ func (b *Batch) applyRecord(d *verdict) error {
 	}
 	wire.AddStore(w.Stores, st)
 	b.InWindows++
-	c.window = w.ID
-	b.claims[d.id] = c
+	c.window = w.ref
+	b.claims.add(slot, d.hash, c)
 	return nil
+}
+
+// windowID is the id of the window c was counted in or judged too late
+// for, "" for a claim that never counts.
+func (b *Batch) windowID(c *claim) string {
+	if c.window == 0 {
+		return ""
+	}
+	return b.windowIDs[c.ref()-1]
+}
+
+// windowRef is the index plus one in windowIDs of the window holding
+// event time ms, added when new.
+func (b *Batch) windowRef(ms int64) int32 {
+	start := window.StartMs(ms)
+	if r, ok := b.refOf[start]; ok {
+		return r
+	}
+	b.windowIDs = append(b.windowIDs, window.ID(ms))
+	r := int32(len(b.windowIDs))
+	b.refOf[start] = r
+	return r
 }
 
 func (b *Batch) addLate(v LateVerdict) {
@@ -451,22 +492,33 @@ func (b *Batch) LateVerdictOf(id string) (LateVerdict, bool) {
 // windowAt returns the window holding event time ms, created when new.
 func (b *Batch) windowAt(ms int64) *WindowCount {
 	start := window.StartMs(ms)
-	if w := b.byStart[start]; w != nil {
-		return w
+	if b.last != nil && b.lastStart == start {
+		return b.last
 	}
-	bounds := window.Of(ms)
-	w := b.Windows[bounds.ID]
+	w := b.byStart[start]
 	if w == nil {
+		bounds := window.Of(ms)
+		// Sized like the window made before it, which traffic at a
+		// steady rate fills about as much: growing the ids of every window
+		// a quarter at a time would cost four times their size.
+		var ids, stores int
+		if prev := b.newest; prev != nil {
+			ids, stores = len(prev.IDs)+len(prev.IDs)/4, len(prev.Stores)
+		}
 		w = &WindowCount{
 			ID:          bounds.ID,
 			Start:       window.Time(bounds.Start),
 			End:         window.Time(bounds.End),
+			IDs:         make([]string, 0, ids),
 			ByPartition: make([]int64, b.Partitions),
-			Stores:      map[string]wire.StoreTotal{},
+			Stores:      make(map[string]wire.StoreTotal, stores),
+			ref:         b.windowRef(ms),
 		}
 		b.Windows[bounds.ID] = w
+		b.byStart[start] = w
+		b.newest = w
 	}
-	b.byStart[start] = w
+	b.last, b.lastStart = w, start
 	return w
 }
 
@@ -563,13 +615,16 @@ func (b *Batch) RejectedByReason() map[contract.Reason]int {
 // CountedIn returns the window the batch counted event id in, and whether
 // it did. A known id that does not count (or was never seen) returns false.
 func (b *Batch) CountedIn(id string) (string, bool) {
-	c, ok := b.claims[id]
-	return c.window, ok && c.window != ""
+	c, ok := b.claims.get(id)
+	if !ok || !c.counted() {
+		return "", false
+	}
+	return b.windowID(&c), true
 }
 
 // describe says what the batch made of event id, for explanations.
 func (b *Batch) describe(id string) string {
-	c, ok := b.claims[id]
+	c, ok := b.claims.get(id)
 	switch {
 	case !ok:
 		for _, r := range b.Rejected {
@@ -578,13 +633,13 @@ func (b *Batch) describe(id string) string {
 			}
 		}
 		return "the batch never saw a valid record of it"
-	case c.lateIn != "":
+	case c.late():
 		v, _ := b.LateVerdictOf(id)
 		return fmt.Sprintf("the batch judged it too late (%s) for window %s against watermark %s (record %d)",
 			v.Reason, v.WindowID, v.Watermark.Format(time.RFC3339Nano), c.line)
-	case c.window == "":
+	case c.window == 0:
 		return fmt.Sprintf("the batch read it on line %d as an event that never counts", c.line)
 	default:
-		return fmt.Sprintf("the batch counted it in window %s (record %d)", c.window, c.line)
+		return fmt.Sprintf("the batch counted it in window %s (record %d)", b.windowID(&c), c.line)
 	}
 }

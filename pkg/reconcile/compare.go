@@ -586,7 +586,7 @@ func (c *comparison) findOne(got, want digest.Digest) (id, how string) {
 }
 
 func (c *comparison) lineOf(eid string) int {
-	if cl, ok := c.b.claims[eid]; ok {
+	if cl, ok := c.b.claims.get(eid); ok {
 		return cl.line
 	}
 	return 0

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
+	"github.com/receiptflow/receiptflow/pkg/internal/digest"
 	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
@@ -20,8 +21,12 @@ type verdict struct {
 	rej *Rejection
 	// A valid record's event id, fingerprint, whether it counts, event
 	// time (ms) and partition.
-	id     string
-	fp     uint64
+	id string
+	fp uint64
+	// hash is the id's hash in the claim table; digest the id's digest,
+	// for a submission.
+	hash   uint64
+	digest digest.Digest
 	counts bool
 	ms     int64
 	part   int
@@ -30,8 +35,8 @@ type verdict struct {
 	store       string
 	amountCents int64
 	priced      bool
-	// idOff and idLen place id in the ids of a chunk until they are one
-	// string (see judge.chunk).
+	// idOff and idLen place id in the ids of its chunk (judge.chunk),
+	// or of its record.
 	idOff, idLen int
 	// checked: the record passed the contract check (a valid record, or a
 	// conflicting duplicate), so ingest counts its event time as progress.
@@ -61,11 +66,28 @@ type judge struct {
 	stores map[string]string
 	// hot are the declared hot keys, routed by event id (window.Route).
 	hot window.HotKeys
-	c   contract.Checked
+	// claims hashes the event ids for the batch's claim table.
+	claims *claimTable
+	c      contract.Checked
 }
 
 func newJudge(v *contract.Validator, partitions, maxLine int) *judge {
 	return &judge{v: v, partitions: partitions, maxLine: maxLine, parts: make(map[string]int), stores: make(map[string]string)}
+}
+
+// newJudge returns a judge for the records of b, cutting lines at maxLine.
+func (b *Batch) newJudge(maxLine int) *judge {
+	j := newJudge(b.validator, b.Partitions, maxLine)
+	j.hot, j.claims = b.hot, b.claims
+	return j
+}
+
+// setID sets the event id of the valid record d.
+func (d *verdict) setID(id string) {
+	d.id = id
+	if d.counts {
+		d.digest.Add(id)
+	}
 }
 
 // record fills d with the verdict on raw, line n, and returns the event id
@@ -85,6 +107,7 @@ func (j *judge) record(d *verdict, n int, raw []byte, defaultIngestedAt time.Tim
 	c := &j.c
 	d.checked = true
 	d.fp = c.Fingerprint
+	d.hash = j.claims.hash(c.EventID)
 	d.counts = c.Counts()
 	d.ms = window.Ms(c.OccurredAt)
 	// Every valid event moves its partition's watermark, so every one
@@ -116,7 +139,7 @@ func (j *judge) raw(d *verdict, r *Record) {
 		return
 	}
 	if id := j.record(d, n, r.Data, r.Received); id != nil {
-		d.id = string(id)
+		d.setID(string(id))
 	}
 }
 
@@ -183,8 +206,8 @@ func (j *judge) chunk(ch *chunk, defaultIngestedAt time.Time) {
 	all := string(ids)
 	for i := range ch.verdicts {
 		if d := &ch.verdicts[i]; d.idLen > 0 {
-			d.id = all[d.idOff : d.idOff+d.idLen]
+			d.setID(all[d.idOff : d.idOff+d.idLen])
 		}
 	}
-	ch.ids = ids
+	ch.ids, ch.idBlock = ids, all
 }

@@ -1,111 +1,189 @@
 package reconcile
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
+	"fmt"
 	"io"
+	"slices"
 )
-
-// lineReader splits an NDJSON stream into lines of any length. It keeps at
-// most max bytes of a line and reports the full length, so a line of
-// gigabytes costs max bytes of memory, never an error.
-type lineReader struct {
-	r    *bufio.Reader
-	buf  []byte
-	max  int
-	size int  // full length of the current line
-	cut  bool // whether the current line was cut at max
-	// started is set once the first line was read (and a byte-order mark
-	// before it skipped).
-	started bool
-}
 
 // bom is the UTF-8 byte-order mark, skipped at the start of a file
 // (docs/spec.md §2), not rejected.
 var bom = []byte{0xEF, 0xBB, 0xBF}
 
-func newLineReader(r io.Reader, max int) *lineReader {
-	return newLineReaderSize(r, max, 64<<10)
+// maxEmptyReads is how many reads in a row may return nothing before the
+// input is taken as broken (io.ErrNoProgress), as bufio does.
+const maxEmptyReads = 100
+
+// splitter reads an NDJSON stream in large blocks, straight into the
+// chunks the pass hands to its workers, and cuts them into lines of any
+// length: a line ends at "\n" (one "\r" before it, or at the very end, is
+// dropped), a byte-order mark at the start is skipped, and of a line
+// longer than max only max bytes are kept (its full length is reported),
+// so a line of gigabytes costs max bytes of memory, never an error.
+type splitter struct {
+	r     io.Reader
+	max   int
+	block int // the bytes read into a chunk at a time
+	// line is the number of lines cut so far.
+	line int
+	// tail is the start of a line read past the end of the last chunk.
+	tail []byte
+	// err is the error the input ended with (io.EOF at its end).
+	err     error
+	started bool
+	// skip is scratch for reading past the kept part of a long line.
+	skip []byte
 }
 
-// newLineReaderSize is newLineReader reading through a buffer of bufSize
-// bytes.
-func newLineReaderSize(r io.Reader, max, bufSize int) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(r, bufSize), max: max}
+func newSplitter(r io.Reader, max, block int) *splitter {
+	return &splitter{r: r, max: max, block: block}
 }
 
-// next returns the next line without its line ending ("\n" or "\r\n"), the
-// line's full length in bytes, and whether the line was cut at max bytes.
-// It returns io.EOF once no bytes are left. The returned slice is valid
-// until the next call.
-func (l *lineReader) next() (line []byte, size int, cut bool, err error) {
-	buf, size, cut, err := l.appendNext(l.buf[:0])
-	if err != nil {
-		return nil, 0, false, err
+// fill puts the next lines of the input into ch (emptied first): the whole
+// lines of about one block, or one line longer than a block. It returns
+// false once the input has ended and ch holds no lines; a read error
+// other than io.EOF is set in ch.err, after the lines before it.
+func (s *splitter) fill(ch *chunk) bool {
+	ch.data, ch.lines, ch.err = ch.data[:0], ch.lines[:0], nil
+	if cap(ch.data) < s.block {
+		ch.data = make([]byte, 0, s.block)
 	}
-	l.buf = buf
-	return buf, size, cut, nil
-}
-
-// appendNext is next appending the line to dst (at most max bytes of it)
-// and returning the extended dst; on an error dst is returned unchanged.
-func (l *lineReader) appendNext(dst []byte) (out []byte, size int, cut bool, err error) {
-	if !l.started {
-		l.started = true
-		if head, _ := l.r.Peek(len(bom)); bytes.Equal(head, bom) {
-			_, _ = l.r.Discard(len(bom))
+	ch.data = append(ch.data, s.tail...)
+	s.tail = s.tail[:0]
+	pos := 0 // where the next line starts in ch.data
+	if !s.started {
+		s.started = true
+		for len(ch.data) < len(bom) && s.err == nil {
+			ch.data = s.read(slices.Grow(ch.data, len(bom)))
+		}
+		if bytes.HasPrefix(ch.data, bom) {
+			pos = len(bom)
 		}
 	}
-	start, buf := len(dst), dst
-	l.size, l.cut = 0, false
-	read := 0
-	// heldCR is a '\r' that ended the previous chunk: part of the line
-	// unless the next chunk is the '\n' that ends it.
-	heldCR := false
 	for {
-		chunk, err := l.r.ReadSlice('\n')
-		read += len(chunk)
-		ended := err == nil
-		data := chunk
-		if ended {
-			data = chunk[:len(chunk)-1]
+		for len(ch.data) < cap(ch.data) && s.err == nil {
+			ch.data = s.read(ch.data)
 		}
-		if heldCR {
-			heldCR = false
-			if ended && len(data) == 0 {
-				return buf, l.size, l.cut, nil
+		if last := bytes.LastIndexByte(ch.data[pos:], '\n'); last >= 0 {
+			end := pos + last
+			for pos <= end {
+				nl := pos + bytes.IndexByte(ch.data[pos:end+1], '\n')
+				s.add(ch, pos, nl, nl-pos)
+				pos = nl + 1
 			}
-			buf = l.add(buf, start, []byte{'\r'})
+			s.tail = append(s.tail, ch.data[pos:]...)
+			ch.data = ch.data[:pos]
+			return true
 		}
-		if n := len(data); n > 0 && data[n-1] == '\r' {
-			data = data[:n-1]
-			heldCR = !ended
-		}
-		buf = l.add(buf, start, data)
 		switch {
-		case ended:
-			return buf, l.size, l.cut, nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF):
-			if read == 0 {
-				return dst, 0, false, io.EOF
-			}
-			// A '\r' at the very end is taken as the line ending.
-			return buf, l.size, l.cut, nil
+		case s.err != nil:
+			return s.end(ch, pos)
+		case len(ch.data)-pos > s.max+1:
+			// No line end within max+1 bytes: the line is cut.
+			s.long(ch, pos)
+			return true
 		default:
-			return dst, 0, false, err
+			// A line longer than the block: read on into a larger buffer.
+			ch.data = append(ch.data, 0)[:len(ch.data)]
 		}
 	}
 }
 
-// add appends data to the line that starts at buf[start], keeping at most
-// max bytes of it, and returns the extended buf.
-func (l *lineReader) add(buf []byte, start int, data []byte) []byte {
-	l.size += len(data)
-	room := l.max - (len(buf) - start)
-	keep := min(max(room, 0), len(data))
-	l.cut = l.cut || keep < len(data)
-	return append(buf, data[:keep]...)
+// read appends to buf what one or more reads of the input return, up to
+// cap(buf): at least one byte unless the input ends (s.err set).
+func (s *splitter) read(buf []byte) []byte {
+	for empty := 0; s.err == nil; {
+		n, err := s.r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case err != nil:
+			s.err = err
+		case n > 0:
+			return buf
+		default:
+			if empty++; empty >= maxEmptyReads {
+				s.err = io.ErrNoProgress
+			}
+		}
+	}
+	return buf
+}
+
+// add cuts the line ch.data[start:end], of raw length raw (more than
+// end-start when bytes past the kept ones were dropped), into ch: without
+// a "\r" before its end, skipped when blank.
+func (s *splitter) add(ch *chunk, start, end, raw int) {
+	s.line++
+	if end > start && ch.data[end-1] == '\r' {
+		end--
+		raw--
+	}
+	if raw <= s.max && len(bytes.TrimSpace(ch.data[start:end])) == 0 {
+		return
+	}
+	kept := min(end, start+s.max)
+	ch.lines = append(ch.lines, lineSpan{n: s.line, start: start, end: kept, size: raw, cut: raw > s.max})
+}
+
+// end handles the end of the input with ch.data[pos:] holding no line end:
+// at io.EOF it is the last line, unless empty; after another error it is
+// dropped and the error set in ch.
+func (s *splitter) end(ch *chunk, pos int) bool {
+	if s.err != io.EOF {
+		s.fail(ch, pos)
+		return true
+	}
+	if pos < len(ch.data) {
+		s.add(ch, pos, len(ch.data), len(ch.data)-pos)
+	}
+	return len(ch.lines) > 0
+}
+
+// fail drops the line starting at ch.data[pos] and sets the read error in
+// ch, naming that line.
+func (s *splitter) fail(ch *chunk, pos int) {
+	ch.err = fmt.Errorf("reconcile: read line %d: %w", s.line+1, s.err)
+	ch.data = ch.data[:pos]
+}
+
+// long cuts the line starting at ch.data[pos], which has no end within
+// max+1 bytes: it keeps max bytes of it and reads past the rest, counting.
+func (s *splitter) long(ch *chunk, pos int) {
+	raw := len(ch.data) - pos
+	lastCR := ch.data[len(ch.data)-1] == '\r'
+	ch.data = ch.data[:pos+s.max]
+	if s.skip == nil {
+		s.skip = make([]byte, 0, s.block)
+	}
+	buf := s.skip[:0]
+	for {
+		if nl := bytes.IndexByte(buf, '\n'); nl >= 0 {
+			raw += nl
+			if nl > 0 {
+				lastCR = buf[nl-1] == '\r'
+			}
+			s.tail = append(s.tail, buf[nl+1:]...)
+			break
+		}
+		raw += len(buf)
+		if len(buf) > 0 {
+			lastCR = buf[len(buf)-1] == '\r'
+		}
+		if s.err == io.EOF {
+			break
+		}
+		if s.err != nil {
+			s.fail(ch, pos)
+			return
+		}
+		buf = s.read(buf[:0])
+	}
+	// A "\r" before the line's end (or at the end of the input) is not
+	// part of it.
+	if lastCR {
+		raw--
+	}
+	s.line++
+	ch.lines = append(ch.lines, lineSpan{n: s.line, start: pos, end: pos + s.max, size: raw, cut: true})
 }

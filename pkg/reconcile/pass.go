@@ -1,20 +1,16 @@
 package reconcile
 
 import (
-	"bytes"
-	"fmt"
 	"io"
 )
 
-// The pipeline of Count: one goroutine reads lines into chunks, workers
-// work out the verdicts of whole chunks, and the caller applies the chunks
-// in the order they were read, each once its verdicts are done.
+// The pipeline of Count: one goroutine reads the input in blocks straight
+// into chunks of whole lines, workers work out the verdicts of whole
+// chunks, and the caller applies the chunks in the order they were read,
+// each once its verdicts are done.
 const (
-	// chunkLines and chunkBytes end a chunk, whichever comes first.
-	chunkLines = 512
+	// chunkBytes is the block read into a chunk at a time.
 	chunkBytes = 256 << 10
-	// readBuffer is the size of the reads from the input.
-	readBuffer = 1 << 20
 	// maxKeptChunk is the largest chunk buffer kept for reuse (a chunk
 	// that held a huge line is dropped).
 	maxKeptChunk = 4 << 20
@@ -22,11 +18,13 @@ const (
 
 // chunk is a run of consecutive non-blank lines of the input.
 type chunk struct {
-	data  []byte // the lines, back to back (what the pass keeps of each)
+	data  []byte // the lines as read (what the pass keeps of each)
 	lines []lineSpan
 	// verdicts are the verdicts on lines, in order, once done is closed.
 	verdicts []verdict
 	ids      []byte
+	// idBlock holds the event ids of the valid records, back to back.
+	idBlock string
 	// err is a read error met after the chunk's lines.
 	err  error
 	done chan struct{}
@@ -53,8 +51,7 @@ func (b *Batch) countLines(r io.Reader, maxLine, workers int) error {
 
 	go readChunks(r, maxLine, order, work, free, quit)
 	for range workers {
-		j := newJudge(b.validator, b.Partitions, maxLine)
-		j.hot = b.hot
+		j := b.newJudge(maxLine)
 		go func() {
 			for {
 				select {
@@ -72,6 +69,12 @@ func (b *Batch) countLines(r io.Reader, maxLine, workers int) error {
 	}
 	for ch := range order {
 		<-ch.done
+		b.claims.touch(ch.verdicts)
+		blk, err := b.claims.addBlock(ch.idBlock)
+		if err != nil {
+			return err
+		}
+		b.block = blk
 		for i := range ch.verdicts {
 			if err := b.apply(&ch.verdicts[i]); err != nil {
 				return err
@@ -95,57 +98,30 @@ func (b *Batch) countLines(r io.Reader, maxLine, workers int) error {
 func readChunks(r io.Reader, maxLine int, order, work, free chan *chunk, quit chan struct{}) {
 	defer close(order)
 	defer close(work)
-	get := func() *chunk {
+	lines := newSplitter(r, maxLine, chunkBytes)
+	for {
+		var ch *chunk
 		select {
-		case ch := <-free:
-			ch.data, ch.lines, ch.err = ch.data[:0], ch.lines[:0], nil
-			ch.done = make(chan struct{})
-			return ch
+		case ch = <-free:
 		default:
-			return &chunk{
-				data:  make([]byte, 0, chunkBytes+chunkBytes/4),
-				lines: make([]lineSpan, 0, chunkLines),
-				done:  make(chan struct{}),
-			}
+			ch = &chunk{data: make([]byte, 0, chunkBytes)}
 		}
-	}
-	send := func(ch *chunk) bool {
+		ch.done = make(chan struct{})
+		if !lines.fill(ch) {
+			return
+		}
 		select {
 		case order <- ch:
 		case <-quit:
-			return false
+			return
 		}
 		select {
 		case work <- ch:
-			return true
 		case <-quit:
-			return false
+			return
+		}
+		if ch.err != nil {
+			return
 		}
 	}
-	lines := newLineReaderSize(r, maxLine, readBuffer)
-	ch := get()
-	for n := 1; ; n++ {
-		start := len(ch.data)
-		data, size, cut, err := lines.appendNext(ch.data)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			ch.err = fmt.Errorf("reconcile: read line %d: %w", n, err)
-			break
-		}
-		if !cut && len(bytes.TrimSpace(data[start:])) == 0 {
-			ch.data = data[:start]
-			continue
-		}
-		ch.data = data
-		ch.lines = append(ch.lines, lineSpan{n: n, start: start, end: len(data), size: size, cut: cut})
-		if len(ch.lines) >= chunkLines || len(ch.data) >= chunkBytes {
-			if !send(ch) {
-				return
-			}
-			ch = get()
-		}
-	}
-	send(ch)
 }

@@ -1,0 +1,4 @@
+package reconcile
+
+// HostileStream is hostileStream for the external tests.
+var HostileStream = hostileStream
