@@ -66,8 +66,19 @@ vet:
 ## test: lint (go vet included), the alerting rules (alerts), then every
 ## test of every module (real servers, no cache): schemas, pkg and services
 ## under -race (pkg/ingest without), the e2e packages, and the
-## process-level fault tests
-test: lint alerts race rest faults
+## process-level fault tests. The fault tests mostly wait (kills, stalls,
+## elections), so they start first and run beside lint and alerts, which
+## only compute; their output follows lint's as it comes, then race and
+## rest run.
+test:
+	@log=$$(mktemp); \
+	echo "make test: the fault tests start in the background; their output follows lint's"; \
+	( $(MAKE) --no-print-directory faults >$$log 2>&1; echo $$? >$$log.rc ) & pid=$$!; \
+	$(MAKE) --no-print-directory lint alerts; checks=$$?; \
+	tail -n +1 -f --pid=$$pid $$log; wait; faults=$$(cat $$log.rc); rm -f $$log $$log.rc; \
+	if [ $$checks -ne 0 ]; then echo "make test: lint or alerts failed"; exit 1; fi; \
+	if [ $$faults -ne 0 ]; then echo "make test: the fault tests failed"; exit 1; fi; \
+	$(MAKE) --no-print-directory race rest
 
 ## alerts: the Prometheus alerting rules (docs/alerts.md) with promtool
 ## (installed into $(TOOLBIN) when missing): check the rules, check
