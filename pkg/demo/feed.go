@@ -94,6 +94,11 @@ func Run(ctx context.Context, sink Sink, o Options) error {
 			return nil
 		case <-tick.C:
 		}
+		// A tick and the end may be ready together, and select picks
+		// either: nothing is sent once ctx has ended.
+		if ctx.Err() != nil {
+			return nil
+		}
 		if o.IdleEvery > 0 && time.Now().After(nextIdle) {
 			if o.OnCase != nil {
 				o.OnCase("idle")

@@ -202,3 +202,30 @@ func TestFeedStopsOnSinkError(t *testing.T) {
 		t.Fatalf("Run = %v, want the sink's error", err)
 	}
 }
+
+// TestFeedSendsNothingAfterItsEnd: once ctx ends the feed sends nothing
+// more, even when its ticker is ready at the same moment (select picks
+// either; CI once saw a tenth case after the test had cancelled on the
+// ninth).
+func TestFeedSendsNothingAfterItsEnd(t *testing.T) {
+	for range 20 {
+		ctx, cancel := context.WithCancel(context.Background())
+		rec := &recorder{}
+		var cases []string
+		err := Run(ctx, rec, Options{
+			Backfill: time.Minute, Every: time.Nanosecond, CaseEvery: time.Nanosecond, IdleEvery: -1,
+			Seed: 1, Now: func() time.Time { return fixedNow },
+			OnCase: func(name string) {
+				cases = append(cases, name)
+				cancel()
+			},
+		})
+		cancel()
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if len(cases) != 1 {
+			t.Fatalf("cases injected after the end: %v", cases)
+		}
+	}
+}
