@@ -144,21 +144,26 @@ func addRaw(t *testing.T, data []byte, opts reconcile.Options) *reconcile.Batch 
 	return b
 }
 
+// pass runs the batch pass over the input, as RAW records or as a file.
+func (in diffInput) pass(t *testing.T) *reconcile.Batch {
+	t.Helper()
+	if in.raw {
+		return addRaw(t, in.data, in.opts)
+	}
+	b, err := reconcile.Count(bytes.NewReader(in.data), in.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // TestBatchMatchesItsPast: over every input, each part of the batch pass's
 // result hashes to what the pass produced before it was made fast.
 func TestBatchMatchesItsPast(t *testing.T) {
 	const path = "testdata/differential.golden"
 	var got []string
 	for _, in := range diffInputs(t) {
-		var b *reconcile.Batch
-		if in.raw {
-			b = addRaw(t, in.data, in.opts)
-		} else {
-			var err error
-			if b, err = reconcile.Count(bytes.NewReader(in.data), in.opts); err != nil {
-				t.Fatal(err)
-			}
-		}
+		b := in.pass(t)
 		parts := renderBatch(t, b, in.data)
 		for _, k := range slices.Sorted(maps.Keys(parts)) {
 			if *diffDump != "" {
@@ -336,15 +341,7 @@ func TestDifferentialInputsExerciseThePass(t *testing.T) {
 	late := map[string]bool{}
 	var dups, corrections, heartbeats int
 	for _, in := range diffInputs(t) {
-		var b *reconcile.Batch
-		if in.raw {
-			b = addRaw(t, in.data, in.opts)
-		} else {
-			var err error
-			if b, err = reconcile.Count(bytes.NewReader(in.data), in.opts); err != nil {
-				t.Fatal(err)
-			}
-		}
+		b := in.pass(t)
 		for r := range b.RejectedByReason() {
 			reasons[r] = true
 		}
