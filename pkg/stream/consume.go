@@ -257,6 +257,11 @@ func (l *loop) session(ctx context.Context, c jetstream.Consumer) error {
 	stopped := make(chan struct{})
 	var mu sync.Mutex
 	var lastErr error
+	// probe is signalled when the pulls suggest the consumer is gone: a
+	// broker that came back without it (a crash lost its directory) never
+	// says "consumer deleted"; its pulls find no responder and heartbeats
+	// stop, and nats.go pulls again for ever.
+	probe := make(chan struct{}, 1)
 	cc, err := c.Consume(func(m jetstream.Msg) {
 		select {
 		case msgs <- m:
@@ -270,6 +275,12 @@ func (l *loop) session(ctx context.Context, c jetstream.Consumer) error {
 			mu.Lock()
 			lastErr = err
 			mu.Unlock()
+			if absent(err) {
+				select {
+				case probe <- struct{}{}:
+				default:
+				}
+			}
 		}))
 	if err != nil {
 		return &errReset{why: "pull: " + err.Error()}
@@ -348,6 +359,11 @@ func (l *loop) session(ctx context.Context, c jetstream.Consumer) error {
 			return finish(closed())
 		case <-hfailed:
 			return finish(nil)
+		case <-probe:
+			if gone := l.gone(ctx, c); gone != nil {
+				return finish(gone)
+			}
+			continue
 		case m := <-msgs:
 			if gap = accept(m); gap != nil {
 				return finish(gap)
@@ -399,6 +415,27 @@ func (l *loop) session(ctx context.Context, c jetstream.Consumer) error {
 			return gap
 		}
 	}
+}
+
+// absent reports whether a pull error suggests that the consumer no longer
+// exists on the broker: no heartbeat, no responder, or not found.
+func absent(err error) bool {
+	return errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrConsumerNotFound)
+}
+
+// gone asks the broker for c and returns the gap (*errReset) that re-opens
+// it at the checkpoint if the broker does not have it; nil if it has, or
+// if the broker cannot answer now (the pulls go on, and the next missed
+// heartbeat asks again).
+func (l *loop) gone(ctx context.Context, c jetstream.Consumer) error {
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := c.Info(ictx)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return &errReset{why: "the broker no longer has the consumer"}
+	}
+	return nil
 }
 
 // handle runs h on batch, retrying transient failures, and acknowledges

@@ -2,8 +2,11 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -287,3 +290,53 @@ func (c *resetCounter) Handle(_ context.Context, r slog.Record) error {
 func (c *resetCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
 
 func (c *resetCounter) WithGroup(string) slog.Handler { return c }
+
+// TestConsumeRecreatesAConsumerTheBrokerLost: a broker that comes back
+// without the durable (its directory lost in a crash: nats-server skips a
+// consumer whose metafile is missing) sends no "consumer deleted" to the
+// pull in flight; the pulls only find no responder and the heartbeats stop.
+// The loop must see that the consumer is gone and create it again at its
+// checkpoint, so the messages published after the restart are processed.
+// Before the loop looked, it waited for ever (a fault test once drained
+// every consumer but the lost one for 4 minutes).
+func TestConsumeRecreatesAConsumerTheBrokerLost(t *testing.T) {
+	const n = 200
+	r := newLoopRig(t, n)
+	spec := ConsumerSpec{Stream: "L", Durable: "d", AckAll: true}
+	ctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	resets := &resetCounter{}
+	go func() {
+		done <- Consume(ctx, r.js, spec, BatchOptions{Max: 50, RetryInitial: 10 * time.Millisecond, Logger: resets.logger()}, func(ctx context.Context, b []jetstream.Msg) (Outcome, error) {
+			r.record(b)
+			return Outcome{}, nil
+		})
+	}()
+	r.drained("d", n)
+	store := r.srv.JetStreamConfig().StoreDir
+	obs, err := filepath.Glob(filepath.Join(store, "*", "streams", "L", "obs", "d"))
+	if err != nil || len(obs) != 1 {
+		t.Fatalf("the consumer's directory under %s: %v %v", store, obs, err)
+	}
+	r.srv.Shutdown()
+	r.srv.WaitForShutdown()
+	if err := os.RemoveAll(obs[0]); err != nil {
+		t.Fatal(err)
+	}
+	r.srv = testenv.RestartNATS(t, r.srv)
+	direct := testenv.JetStream(t, r.url)
+	if _, err := direct.Consumer(r.ctx, "L", "d"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("the restarted broker still has the consumer (%v): the test shows nothing", err)
+	}
+	r.publish(n)
+	r.drained("d", 2*n)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	r.checkAcked("d", 2*n)
+	if resets.n.Load() == 0 {
+		t.Error("the consumer came back without a reset of the loop")
+	}
+}
