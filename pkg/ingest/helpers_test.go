@@ -15,9 +15,9 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/embedded"
-	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
@@ -32,11 +32,11 @@ const testPartitions = 8
 // and invalid records).
 func fixture(t testing.TB, n int) []byte {
 	t.Helper()
-	o := gen.DefaultOptions()
+	o := traffic.DefaultOptions()
 	o.Events = n
 	o.Seed = 11
 	var buf bytes.Buffer
-	if _, err := gen.Write(&buf, o); err != nil {
+	if _, err := traffic.Write(&buf, o); err != nil {
 		t.Fatalf("gen: %v", err)
 	}
 	return buf.Bytes()

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
-	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/window"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
@@ -64,20 +64,20 @@ const boundaries = `{"schema_version":2,"event_id":"b1","receipt_id":"r","type":
 
 func diffInputs(t *testing.T) []diffInput {
 	t.Helper()
-	generate := func(o gen.Options) []byte {
+	generate := func(o traffic.Options) []byte {
 		var buf bytes.Buffer
-		if _, err := gen.Write(&buf, o); err != nil {
+		if _, err := traffic.Write(&buf, o); err != nil {
 			t.Fatal(err)
 		}
 		return buf.Bytes()
 	}
 	seed, _ := readSeed(t)
-	ref := gen.DefaultOptions()
+	ref := traffic.DefaultOptions()
 	ref.Seed, ref.Events, ref.Hours = 11, 6000, 8
 	ref.LateRate, ref.InvalidRate = 0.03, 0.01
 	// Hot keys, retries, conflicts, every rejection, late within and after
 	// grace (and past a short horizon), disorder, over 30 hours.
-	hot := gen.DefaultOptions()
+	hot := traffic.DefaultOptions()
 	hot.Seed, hot.Events, hot.Hours = 7, 40000, 30
 	hot.HotShare, hot.DupRate, hot.LateRate, hot.InvalidRate = 0.4, 0.08, 0.04, 0.03
 	hotData := generate(hot)

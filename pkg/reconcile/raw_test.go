@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
-	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/window"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
@@ -43,11 +43,11 @@ func verdicts(b *reconcile.Batch) []string {
 // verdicts differ.
 func TestCountRawEqualsCountOfTheFile(t *testing.T) {
 	const partitions = 64
-	o := gen.DefaultOptions()
+	o := traffic.DefaultOptions()
 	o.Seed, o.Events, o.Hours = 21, 3000, 6
 	o.LateRate, o.InvalidRate, o.DupRate = 0.03, 0.02, 0.03
 	var body bytes.Buffer
-	if _, err := gen.Write(&body, o); err != nil {
+	if _, err := traffic.Write(&body, o); err != nil {
 		t.Fatal(err)
 	}
 	slow := idlePartitionKey(t, body.Bytes(), partitions)

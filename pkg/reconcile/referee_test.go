@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/window"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
@@ -29,11 +29,11 @@ type refereeInput struct {
 func refereeInputs(t *testing.T) []refereeInput {
 	t.Helper()
 	seed, _ := readSeed(t)
-	o := gen.DefaultOptions()
+	o := traffic.DefaultOptions()
 	o.Seed, o.Events, o.Hours = 11, 6000, 8
 	o.LateRate, o.InvalidRate = 0.03, 0.01
 	var buf bytes.Buffer
-	if _, err := gen.Write(&buf, o); err != nil {
+	if _, err := traffic.Write(&buf, o); err != nil {
 		t.Fatal(err)
 	}
 	return []refereeInput{{"seed", seed}, {"generated", buf.Bytes()}}
@@ -212,11 +212,11 @@ func TestParityFailsOnACorruptStream(t *testing.T) {
 // record on), since both apply the idle-partition rule of docs/spec.md §3 in
 // the same RAW order.
 func TestParityHoldsForAnyHeartbeatPeriod(t *testing.T) {
-	o := gen.DefaultOptions()
+	o := traffic.DefaultOptions()
 	o.Seed, o.Events, o.Hours = 3, 4000, 6
 	o.LateRate = 0.03
 	var buf bytes.Buffer
-	if _, err := gen.Write(&buf, o); err != nil {
+	if _, err := traffic.Write(&buf, o); err != nil {
 		t.Fatal(err)
 	}
 	for _, every := range []int{1, 3, 100, 1000} {

@@ -4,7 +4,7 @@
 // grace, schema v1 and v2, other event types, and one invalid record of
 // every rejection reason in turn. The same Options always give the same
 // bytes; nothing depends on the wall clock.
-package gen
+package traffic
 
 import (
 	"errors"
