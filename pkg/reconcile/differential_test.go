@@ -273,7 +273,7 @@ func renderBatch(t *testing.T, b *reconcile.Batch, data []byte) map[string][]byt
 	put("lookups", func(w *bytes.Buffer) {
 		for _, id := range ids {
 			win, counted := b.CountedIn(id)
-			lv, late := b.LateVerdictOf(id)
+			lv, late := b.LateJudgmentOf(id)
 			fmt.Fprintf(w, "%s %s %v %v %+v\n", id, win, counted, late, lv)
 		}
 	})
@@ -296,7 +296,7 @@ func renderBatch(t *testing.T, b *reconcile.Batch, data []byte) map[string][]byt
 			broken[i].Count--
 			broken[i].Digest = removeID(broken[i].Digest, bw.IDs[1])
 			brokenLate = append(brokenLate, reconcile.LateRow{EventID: bw.IDs[0], WindowID: bw.ID,
-				Reason: reconcile.ReasonAfterGrace, Watermark: bw.End, Seq: 1})
+				Reason: wire.ReasonAfterGrace, Watermark: bw.End, Seq: 1})
 		case len(bw.Late) > 0:
 			broken[i].Count++
 			broken[i].Digest = addID(broken[i].Digest, bw.Late[0].EventID)
@@ -309,12 +309,12 @@ func renderBatch(t *testing.T, b *reconcile.Batch, data []byte) map[string][]byt
 		n := 0
 		for _, id := range ids {
 			_, counted := b.CountedIn(id)
-			if _, late := b.LateVerdictOf(id); counted || late || n == 6 {
+			if _, late := b.LateJudgmentOf(id); counted || late || n == 6 {
 				continue
 			}
 			n++
 			brokenLate = append(brokenLate, reconcile.LateRow{EventID: id, WindowID: broken[0].WindowID,
-				Reason: reconcile.ReasonRetired, Watermark: broken[0].End, Seq: 2})
+				Reason: wire.ReasonRetired, Watermark: broken[0].End, Seq: 2})
 		}
 	}
 	for name, rep := range map[string]*reconcile.Report{
@@ -353,7 +353,7 @@ func TestDifferentialInputsExerciseThePass(t *testing.T) {
 		heartbeats += b.Heartbeats
 	}
 	if len(reasons) != 9 || !reasons[contract.ReasonConflictingDuplicate] || !reasons[contract.ReasonTooLarge] ||
-		!late[reconcile.ReasonAfterGrace] || !late[reconcile.ReasonRetired] || dups == 0 || corrections == 0 || heartbeats == 0 {
+		!late[wire.ReasonAfterGrace] || !late[wire.ReasonRetired] || dups == 0 || corrections == 0 || heartbeats == 0 {
 		t.Fatalf("rejections %v, late %v, %d retries, %d corrections, %d heartbeats", reasons, late, dups, corrections, heartbeats)
 	}
 	if _, err := os.Stat(filepath.Join("testdata", "differential.golden")); err != nil {

@@ -40,7 +40,7 @@ func countSequential(r io.Reader, opts Options) (*Batch, error) {
 		if len(bytes.TrimSpace(line)) == 0 && !cut {
 			continue
 		}
-		d := verdict{fileLine: n}
+		d := judgedRecord{fileLine: n}
 		if cut {
 			j.tooLong(&d, n, line, size)
 		} else if id := j.record(&d, n, line, b.ingestedAt); id != nil {

@@ -100,7 +100,7 @@ func TestCountRawEqualsCountOfTheFile(t *testing.T) {
 		return b
 	}
 	fromFile := file(7)
-	if lv, ok := fromFile.LateVerdictOf("slow-2"); !ok || len(fromFile.Late) < 2 {
+	if lv, ok := fromFile.LateJudgmentOf("slow-2"); !ok || len(fromFile.Late) < 2 {
 		t.Fatalf("slow-2 not judged too late (%+v), %d too late in all", lv, len(fromFile.Late))
 	}
 	if slices.Equal(verdicts(file(1000)), verdicts(fromFile)) {

@@ -168,7 +168,7 @@ func TestParityFailsOnACorruptStream(t *testing.T) {
 				start, _ := window.ParseID(wid)
 				wm := window.Time(start + window.WidthMs + int64(time.Hour/time.Millisecond))
 				late := append(slices.Clone(res.late), reconcile.LateRow{
-					EventID: id, WindowID: wid, Reason: reconcile.ReasonAfterGrace, Watermark: wm, Partition: p, Seq: 1,
+					EventID: id, WindowID: wid, Reason: wire.ReasonAfterGrace, Watermark: wm, Partition: p, Seq: 1,
 				})
 				mustFailNaming(t, reconcile.Compare(b, ws, late), id, nil)
 			})
@@ -192,7 +192,7 @@ func TestParityFailsOnACorruptStream(t *testing.T) {
 			t.Run("never publish one window, its ids dropped as retired", func(t *testing.T) {
 				late := slices.Clone(res.late)
 				for _, eid := range b.Windows[wid].IDs {
-					late = append(late, reconcile.LateRow{EventID: eid, WindowID: wid, Reason: reconcile.ReasonRetired,
+					late = append(late, reconcile.LateRow{EventID: eid, WindowID: wid, Reason: wire.ReasonRetired,
 						Watermark: window.Time(window.EndOfStream), Partition: partitionOf(t, in.data, eid), Seq: 1})
 				}
 				mustFailNaming(t, reconcile.Compare(b, dropWindow(res.windows, wid), late), id, nil)
@@ -244,15 +244,15 @@ func TestRefereeJudgesRetiredItself(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, ok := b.LateVerdictOf("x2")
+	v, ok := b.LateJudgmentOf("x2")
 	wm := time.Date(2026, 12, 2, 14, 55, 0, 0, time.UTC)
-	if !ok || v.Reason != reconcile.ReasonRetired || !v.Watermark.Equal(wm) || b.Windows["2026-12-02T10"] != nil {
+	if !ok || v.Reason != wire.ReasonRetired || !v.Watermark.Equal(wm) || b.Windows["2026-12-02T10"] != nil {
 		t.Fatalf("x2: %+v (%v), window 10 %+v", v, ok, b.Windows["2026-12-02T10"])
 	}
 	// The model has no horizon: it routes x2 to LATE after grace.
 	res := runStream(t, []byte(input), reconcile.DefaultPartitions, time.Time{})
 	retired := slices.Clone(res.late)
-	retired[0].Reason = reconcile.ReasonRetired
+	retired[0].Reason = wire.ReasonRetired
 	dropped := dropWindow(res.windows, "2026-12-02T10")
 	if rep := reconcile.Compare(b, dropped, retired); !rep.Holds {
 		t.Fatalf("a stream that dropped x2 as retired does not hold: %+v", rep.Unexplained)
