@@ -35,7 +35,7 @@ func historyConfig(t *testing.T) pipeline.Config {
 // historyFile writes five days of generated traffic, ending before now
 // (so no event is future_timestamp against the broker's clock).
 func historyFile(t *testing.T) string {
-	o := traffic.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Seed, o.Events, o.Hours, o.Stores = 14, 3000, 120, 8
 	o.Start = time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
 	var buf bytes.Buffer

@@ -135,7 +135,7 @@ func assertSameSet(t *testing.T, what string, got, want []string) {
 }
 
 // writeGenerated writes a generated stream with every kind of trouble.
-func writeGenerated(t *testing.T, o traffic.Options) (string, traffic.Stats) {
+func writeGenerated(t *testing.T, o traffic.Config) (string, traffic.Stats) {
 	t.Helper()
 	var buf bytes.Buffer
 	st, err := traffic.Write(&buf, o)
@@ -149,7 +149,7 @@ func writeGenerated(t *testing.T, o traffic.Options) (string, traffic.Stats) {
 	return path, st
 }
 
-var troubled = traffic.Options{
+var troubled = traffic.Config{
 	Seed: 42, Events: 20000, Start: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC), Hours: 12, Stores: 40,
 	DupRate: 0.08, DisorderRate: 0.2, LateRate: 0.03, InvalidRate: 0.03, V1Share: 0.3, OtherTypeShare: 0.1,
 }

@@ -201,7 +201,7 @@ func secServiceArgs(user, natsURL, redisURL string, extra ...string) []string {
 func secGenerate(t testing.TB, events int, seed uint64) string {
 	t.Helper()
 	var buf bytes.Buffer
-	if _, err := traffic.Write(&buf, traffic.Options{
+	if _, err := traffic.Write(&buf, traffic.Config{
 		Seed: seed, Events: events, Start: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC), Hours: 8, Stores: 40,
 		DupRate: 0.08, DisorderRate: 0.2, LateRate: 0.03, InvalidRate: 0.03, V1Share: 0.3, OtherTypeShare: 0.1,
 	}); err != nil {

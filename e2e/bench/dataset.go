@@ -36,8 +36,8 @@ type dataset struct {
 }
 
 // mix returns the generator options of a named traffic mix.
-func mix(name string, events int) traffic.Options {
-	o := traffic.DefaultOptions()
+func mix(name string, events int) traffic.Config {
+	o := traffic.DefaultConfig()
 	o.Events = events
 	o.Stores = 256
 	o.HotShare = 0
@@ -54,7 +54,7 @@ func mix(name string, events int) traffic.Options {
 }
 
 // generate writes the dataset of a mix into dir.
-func generate(dir, name string, o traffic.Options, partitions int, hot window.HotKeys) (*dataset, error) {
+func generate(dir, name string, o traffic.Config, partitions int, hot window.HotKeys) (*dataset, error) {
 	d := &dataset{
 		name:         name,
 		hot:          hot,

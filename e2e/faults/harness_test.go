@@ -94,7 +94,7 @@ func binaries(t *testing.T) string {
 	return binDir
 }
 
-var troubled = traffic.Options{
+var troubled = traffic.Config{
 	Seed: 77, Events: events, Start: time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC), Hours: 24, Stores: 60,
 	DupRate: 0.05, DisorderRate: 0.2, LateRate: 0.02, InvalidRate: 0.02, V1Share: 0.3, OtherTypeShare: 0.1,
 }
@@ -103,7 +103,7 @@ var troubled = traffic.Options{
 // test binary.
 type dataset struct {
 	name string
-	opts traffic.Options
+	opts traffic.Config
 
 	fixtureOnce sync.Once
 	path        string

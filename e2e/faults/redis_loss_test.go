@@ -35,7 +35,7 @@ import (
 // lossSet is the input of the Redis-loss tests: 30k generated records,
 // then a copy with other content of 2% of the valid submissions (written
 // by conflictingCopies), ingested as two runs.
-var lossSet = &dataset{name: "redis-loss", opts: traffic.Options{
+var lossSet = &dataset{name: "redis-loss", opts: traffic.Config{
 	Seed: 91, Events: 30_000, Start: time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC), Hours: 12, Stores: 40,
 	DupRate: 0.03, DisorderRate: 0.2, LateRate: 0.02, InvalidRate: 0.02, V1Share: 0.3, OtherTypeShare: 0.1,
 }}

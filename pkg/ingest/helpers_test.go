@@ -32,7 +32,7 @@ const testPartitions = 8
 // and invalid records).
 func fixture(t testing.TB, n int) []byte {
 	t.Helper()
-	o := traffic.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Events = n
 	o.Seed = 11
 	var buf bytes.Buffer

@@ -37,7 +37,7 @@ func TestDrainProgressIsEachStagesOwn(t *testing.T) {
 	}
 	defer p.Close()
 	var buf bytes.Buffer
-	if _, err := traffic.Write(&buf, traffic.Options{Seed: 5, Events: 40, Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Hours: 1}); err != nil {
+	if _, err := traffic.Write(&buf, traffic.Config{Seed: 5, Events: 40, Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Hours: 1}); err != nil {
 		t.Fatal(err)
 	}
 	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: p.cfg.Partitions, Validator: p.Validator, EndOfStream: true})

@@ -300,7 +300,7 @@ func TestCountReadError(t *testing.T) {
 // long that nothing is too late, the counts and digests do not depend on
 // the order of the lines (lateness does: it follows RAW order).
 func TestCountShuffled(t *testing.T) {
-	o := traffic.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Seed, o.Events, o.InvalidRate = 7, 3000, 0
 	var buf bytes.Buffer
 	st, err := traffic.Write(&buf, o)

@@ -64,7 +64,7 @@ const boundaries = `{"schema_version":2,"event_id":"b1","receipt_id":"r","type":
 
 func diffInputs(t *testing.T) []diffInput {
 	t.Helper()
-	generate := func(o traffic.Options) []byte {
+	generate := func(o traffic.Config) []byte {
 		var buf bytes.Buffer
 		if _, err := traffic.Write(&buf, o); err != nil {
 			t.Fatal(err)
@@ -72,12 +72,12 @@ func diffInputs(t *testing.T) []diffInput {
 		return buf.Bytes()
 	}
 	seed, _ := readSeed(t)
-	ref := traffic.DefaultOptions()
+	ref := traffic.DefaultConfig()
 	ref.Seed, ref.Events, ref.Hours = 11, 6000, 8
 	ref.LateRate, ref.InvalidRate = 0.03, 0.01
 	// Hot keys, retries, conflicts, every rejection, late within and after
 	// grace (and past a short horizon), disorder, over 30 hours.
-	hot := traffic.DefaultOptions()
+	hot := traffic.DefaultConfig()
 	hot.Seed, hot.Events, hot.Hours = 7, 40000, 30
 	hot.HotShare, hot.DupRate, hot.LateRate, hot.InvalidRate = 0.4, 0.08, 0.04, 0.03
 	hotData := generate(hot)

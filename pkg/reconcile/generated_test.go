@@ -17,7 +17,7 @@ import (
 // late, the stream routes exactly those to LATE (for any partition count),
 // and parity holds.
 func TestGeneratedParity(t *testing.T) {
-	o := traffic.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Seed, o.Events, o.Hours = 42, 20000, 12
 	o.LateRate, o.InvalidRate = 0.02, 0.02
 	var buf bytes.Buffer

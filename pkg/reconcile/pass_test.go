@@ -77,7 +77,7 @@ func countWith(r io.Reader, opts Options, workers int) (*Batch, error) {
 // line longer than the pass reads, and no newline at the end.
 func hostileStream(t testing.TB, events int) []byte {
 	t.Helper()
-	o := traffic.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Seed, o.Events, o.Hours = 9, events, 12
 	o.DupRate, o.LateRate, o.InvalidRate = 0.05, 0.02, 0.03
 	var buf bytes.Buffer
@@ -249,7 +249,7 @@ func TestCountReadError(t *testing.T) {
 // Count gives for a file without heartbeats.
 func TestAddMatchesCount(t *testing.T) {
 	var buf bytes.Buffer
-	o := traffic.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Seed, o.Events, o.InvalidRate, o.DupRate = 5, 5000, 0.05, 0.05
 	if _, err := traffic.Write(&buf, o); err != nil {
 		t.Fatal(err)
@@ -308,7 +308,7 @@ func TestJudgePartition(t *testing.T) {
 // 400 bytes (the bench's mix: 256 stores, 20% v1, 25% non-counting, 10%
 // disorder), in records per second.
 func BenchmarkCount(b *testing.B) {
-	o := traffic.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Events, o.Stores, o.HotShare = 200000, 256, 0
 	o.DupRate, o.LateRate, o.InvalidRate = 0, 0, 0
 	var buf bytes.Buffer

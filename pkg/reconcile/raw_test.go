@@ -43,7 +43,7 @@ func verdicts(b *reconcile.Batch) []string {
 // verdicts differ.
 func TestCountRawEqualsCountOfTheFile(t *testing.T) {
 	const partitions = 64
-	o := traffic.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Seed, o.Events, o.Hours = 21, 3000, 6
 	o.LateRate, o.InvalidRate, o.DupRate = 0.03, 0.02, 0.03
 	var body bytes.Buffer

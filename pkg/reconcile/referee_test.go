@@ -29,7 +29,7 @@ type refereeInput struct {
 func refereeInputs(t *testing.T) []refereeInput {
 	t.Helper()
 	seed, _ := readSeed(t)
-	o := traffic.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Seed, o.Events, o.Hours = 11, 6000, 8
 	o.LateRate, o.InvalidRate = 0.03, 0.01
 	var buf bytes.Buffer
@@ -212,7 +212,7 @@ func TestParityFailsOnACorruptStream(t *testing.T) {
 // record on), since both apply the idle-partition rule of docs/spec.md §3 in
 // the same RAW order.
 func TestParityHoldsForAnyHeartbeatPeriod(t *testing.T) {
-	o := traffic.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Seed, o.Events, o.Hours = 3, 4000, 6
 	o.LateRate = 0.03
 	var buf bytes.Buffer

@@ -85,10 +85,10 @@ func (s Stats) InvalidTotal() int {
 }
 
 // Write writes o.Events NDJSON records to w in arrival order and returns
-// what it wrote. The same Options give byte-identical output. It returns an
-// error for impossible Options or when w fails; it is safe to call
+// what it wrote. The same Config gives byte-identical output. It returns an
+// error for impossible Config or when w fails; it is safe to call
 // concurrently with distinct writers.
-func Write(w io.Writer, o Options) (Stats, error) {
+func Write(w io.Writer, o Config) (Stats, error) {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	st, err := Each(o, func(r Record) error {
 		if _, err := bw.Write(r.Line); err != nil {
@@ -142,12 +142,12 @@ type Record struct {
 
 // Each generates o.Events records in arrival order, the same ones Write
 // writes, and calls fn with each; an error from fn stops it and is
-// returned wrapped. It returns an error for impossible Options too.
-func Each(o Options, fn func(Record) error) (Stats, error) {
-	o = o.withDefaults()
-	if err := o.check(); err != nil {
+// returned wrapped. It returns an error for impossible Config too.
+func Each(o Config, fn func(Record) error) (Stats, error) {
+	if err := o.Validate(); err != nil {
 		return Stats{}, err
 	}
+	o = o.withDefaults()
 	g := newGenerator(o)
 	for i := range o.Events {
 		g.cur = Record{}
@@ -190,7 +190,7 @@ type remembered struct {
 }
 
 type generator struct {
-	o        Options
+	o        Config
 	r        *rand.Rand
 	stats    Stats
 	n        int   // last event number used
@@ -205,7 +205,7 @@ type generator struct {
 	cur      Record // what the record being generated is
 }
 
-func newGenerator(o Options) *generator {
+func newGenerator(o Config) *generator {
 	return &generator{
 		o:        o,
 		r:        rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15)),

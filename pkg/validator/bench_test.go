@@ -18,7 +18,7 @@ func BenchmarkRecords(b *testing.B) {
 		b.Fatal(err)
 	}
 	s := New(nil, nil, Config{Partitions: 8, Validator: v})
-	opts := traffic.Options{Seed: 1, Events: 500, Hours: 24, Stores: 256, DisorderRate: 0.1, V1Share: 0.2, OtherTypeShare: 0.25}
+	opts := traffic.Config{Seed: 1, Events: 500, Hours: 24, Stores: 256, DisorderRate: 0.1, V1Share: 0.2, OtherTypeShare: 0.25}
 	var recs [][]byte
 	var last time.Time
 	if _, err := traffic.Each(opts, func(r traffic.Record) error {

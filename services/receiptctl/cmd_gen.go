@@ -16,7 +16,7 @@ import (
 // same flags always give the same bytes. Records go to --out or stdout; a
 // summary of what was written goes to stderr.
 func cmdGen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	d := traffic.DefaultOptions()
+	d := traffic.DefaultConfig()
 	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	seed := fs.Uint64("seed", d.Seed, "seed; the same flags give byte-identical output")
@@ -43,7 +43,7 @@ func cmdGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return usageError("--start: %v", err)
 	}
-	o := traffic.Options{
+	o := traffic.Config{
 		Seed: *seed, Events: *events, Start: t0, Hours: *hours, Stores: *stores, HotShare: *hot,
 		DupRate: *dup, DisorderRate: *disorder, LateRate: *late, InvalidRate: *invalid,
 		V1Share: *v1, OtherTypeShare: *other, PayloadBytes: *payload,

@@ -25,7 +25,7 @@ import (
 // command must exit 1 naming a line of the file and that line's event id
 // (docs/spec.md §4 and §6), never 0.
 func TestIngestExitsOneNamingFirstUnconfirmed(t *testing.T) {
-	o := traffic.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Events = 6000
 	var data bytes.Buffer
 	if _, err := traffic.Write(&data, o); err != nil {
