@@ -69,7 +69,7 @@ func historyRun(t *testing.T, cfg pipeline.Config, path string, rate int) (*pipe
 		t.Fatal(err)
 	}
 	defer f.Close()
-	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: cfg.Partitions, Validator: p.Validator, HeartbeatEvery: 1000, EndOfStream: true})
+	in := ingest.New(p.Admin.JS, ingest.Config{Partitions: cfg.Partitions, Validator: p.Validator, HeartbeatEvery: 1000, EndOfStream: true})
 	if _, err := ingest.FileAtRate(ctx, in, f, rate, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -229,7 +229,7 @@ func secIngest(t testing.TB, ctx context.Context, js jetstream.JetStream, path s
 		if err != nil {
 			t.Fatal(err)
 		}
-		in := ingest.New(js, ingest.Options{Partitions: 8, Validator: v, EndOfStream: true, Now: func() time.Time { return secNow }})
+		in := ingest.New(js, ingest.Config{Partitions: 8, Validator: v, EndOfStream: true, Now: func() time.Time { return secNow }})
 		st, err := ingest.File(ctx, in, f, nil)
 		f.Close()
 		if err == nil {

@@ -393,7 +393,7 @@ func (d *deployment) run(chaos func(ctx context.Context, ingested <-chan struct{
 		t.Fatal(err)
 	}
 	defer f.Close()
-	in := ingest.New(admin.JS, ingest.Options{Partitions: 8, Validator: v, EndOfStream: true, Now: func() time.Time { return ingestNow }})
+	in := ingest.New(admin.JS, ingest.Config{Partitions: 8, Validator: v, EndOfStream: true, Now: func() time.Time { return ingestNow }})
 	if _, err := ingest.File(ctx, in, f, nil); err != nil {
 		t.Fatalf("ingest: %v", err)
 	}

@@ -72,13 +72,13 @@ func ensure(t testing.TB, ctx context.Context, js jetstream.JetStream) {
 }
 
 // newTestIngester returns an Ingester over js with the test settings.
-func newTestIngester(t testing.TB, js jetstream.JetStream, mod func(*Options)) *Ingester {
+func newTestIngester(t testing.TB, js jetstream.JetStream, mod func(*Config)) *Ingester {
 	t.Helper()
 	v, err := contract.NewValidator(contract.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Partitions: testPartitions, Validator: v, HeartbeatEvery: 500, EndOfStream: true,
+	o := Config{Partitions: testPartitions, Validator: v, HeartbeatEvery: 500, EndOfStream: true,
 		Now: func() time.Time { return testNow }}
 	if mod != nil {
 		mod(&o)

@@ -40,7 +40,7 @@ func TestDrainProgressIsEachStagesOwn(t *testing.T) {
 	if _, err := traffic.Write(&buf, traffic.Config{Seed: 5, Events: 40, Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Hours: 1}); err != nil {
 		t.Fatal(err)
 	}
-	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: p.cfg.Partitions, Validator: p.Validator, EndOfStream: true})
+	in := ingest.New(p.Admin.JS, ingest.Config{Partitions: p.cfg.Partitions, Validator: p.Validator, EndOfStream: true})
 	if _, err := ingest.File(ctx, in, &buf, nil); err != nil {
 		t.Fatal(err)
 	}

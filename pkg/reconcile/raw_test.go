@@ -74,7 +74,7 @@ func TestCountRawEqualsCountOfTheFile(t *testing.T) {
 	if err := stream.Ensure(ctx, js, wire.For(""), stream.Config{Partitions: partitions}); err != nil {
 		t.Fatal(err)
 	}
-	in := ingest.New(js, ingest.Options{Partitions: partitions, Validator: v, HeartbeatEvery: 7,
+	in := ingest.New(js, ingest.Config{Partitions: partitions, Validator: v, HeartbeatEvery: 7,
 		EndOfStream: true, Now: func() time.Time { return now }})
 	st, err := ingest.File(ctx, in, bytes.NewReader(data), nil)
 	if err != nil {

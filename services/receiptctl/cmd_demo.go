@@ -114,7 +114,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	scr := newScreen(stdout, tty, banner, *rows)
 
-	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: c.Partitions, HotKeys: c.Hot(), Validator: p.Validator, HeartbeatEvery: 50, HeartbeatInterval: time.Second,
+	in := ingest.New(p.Admin.JS, ingest.Config{Partitions: c.Partitions, HotKeys: c.Hot(), Validator: p.Validator, HeartbeatEvery: 50, HeartbeatInterval: time.Second,
 		Linger: c.Waits().IngestLinger})
 	defer in.Close(context.Background())
 	feedErr := make(chan error, 1)
