@@ -120,7 +120,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	feedErr := make(chan error, 1)
 	cases := make(chan string, 16)
 	go func() {
-		feedErr <- demo.Run(ctx, in, demo.Options{
+		feedErr <- demo.Run(ctx, in, demo.Config{
 			CaseEvery: *caseEvery, IdleEvery: *idleEvery, IdleFor: *idleFor, Seed: uint64(time.Now().UnixNano()),
 			OnCase: func(name string) {
 				select {
