@@ -13,15 +13,15 @@ import (
 )
 
 // DefaultNATSHost is the interface StartNATS listens on when
-// NATSOptions.Host is empty.
+// NATSConfig.Host is empty.
 const DefaultNATSHost = "127.0.0.1"
 
 // DefaultNATSReadyTimeout is how long StartNATS waits for the server to accept
-// clients when NATSOptions.ReadyTimeout is zero.
+// clients when NATSConfig.ReadyTimeout is zero.
 const DefaultNATSReadyTimeout = 10 * time.Second
 
 // DefaultSyncInterval is how often the embedded server fsyncs its file
-// store when NATSOptions.SyncAlways is false: nats-server's own default
+// store when NATSConfig.SyncAlways is false: nats-server's own default
 // (`jetstream { sync_interval: 2m }`), set explicitly so the embedded
 // default's durability is stated here and not inherited silently.
 //
@@ -41,8 +41,8 @@ const DefaultNATSReadyTimeout = 10 * time.Second
 // place, is what survives a SIGKILL of one node.
 const DefaultSyncInterval = 2 * time.Minute
 
-// NATSOptions configures StartNATS.
-type NATSOptions struct {
+// NATSConfig configures StartNATS.
+type NATSConfig struct {
 	// StoreDir is the JetStream file store directory. Required; it is
 	// created if missing. A server started again on the same StoreDir finds
 	// its streams, consumers and KV buckets again.
@@ -68,6 +68,26 @@ type NATSOptions struct {
 	ReadyTimeout time.Duration
 }
 
+// Validate reports a NATSConfig StartNATS cannot use (no StoreDir).
+func (c NATSConfig) Validate() error {
+	if c.StoreDir == "" {
+		return errors.New("embedded: start nats: StoreDir is required")
+	}
+	return nil
+}
+
+// withDefaults returns c with an empty Host and a zero ReadyTimeout set to
+// DefaultNATSHost and DefaultNATSReadyTimeout.
+func (c NATSConfig) withDefaults() NATSConfig {
+	if c.Host == "" {
+		c.Host = DefaultNATSHost
+	}
+	if c.ReadyTimeout <= 0 {
+		c.ReadyTimeout = DefaultNATSReadyTimeout
+	}
+	return c
+}
+
 // StartNATS starts an in-process nats-server with JetStream on a file store
 // in opts.StoreDir and waits until it accepts clients. It returns the running
 // server, which the caller stops with Shutdown (and WaitForShutdown to wait
@@ -77,25 +97,19 @@ type NATSOptions struct {
 // store not writable, ...); the error carries the server's own message when
 // there is one. StartNATS is safe to call concurrently for different store
 // directories; two servers must never share one StoreDir.
-func StartNATS(opts NATSOptions) (*server.Server, error) {
-	if opts.StoreDir == "" {
-		return nil, errors.New("embedded: start nats: StoreDir is required")
+func StartNATS(opts NATSConfig) (*server.Server, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
+	opts = opts.withDefaults()
 	if err := os.MkdirAll(opts.StoreDir, 0o750); err != nil {
 		return nil, fmt.Errorf("embedded: start nats: create store dir: %w", err)
 	}
-	host := opts.Host
-	if host == "" {
-		host = DefaultNATSHost
-	}
+	host, wait := opts.Host, opts.ReadyTimeout
 	port := opts.Port
 	if port == 0 {
 		// Port 0 means 4222 to nats-server; here it means "any free port".
 		port = server.RANDOM_PORT
-	}
-	wait := opts.ReadyTimeout
-	if wait <= 0 {
-		wait = DefaultNATSReadyTimeout
 	}
 
 	sopts := &server.Options{
