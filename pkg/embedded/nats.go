@@ -20,25 +20,9 @@ const DefaultNATSHost = "127.0.0.1"
 // clients when NATSConfig.ReadyTimeout is zero.
 const DefaultNATSReadyTimeout = 10 * time.Second
 
-// DefaultSyncInterval is how often the embedded server fsyncs its file
-// store when NATSConfig.SyncAlways is false: nats-server's own default
-// (`jetstream { sync_interval: 2m }`), set explicitly so the embedded
-// default's durability is stated here and not inherited silently.
-//
-// What it guarantees (nats-server v2.15.2, server/filestore.go): a
-// one-replica file stream writes each message to its block file with a
-// write system call (flush in place, writeMsgRecordLocked →
-// flushPendingMsgsLocked) before storeMsg returns, and the publish ack is
-// sent only after that. A SIGKILL of nats-server therefore loses no
-// acknowledged message: the data is in the kernel's page cache, which
-// outlives the process (TestAckedPublishSurvivesSIGKILL kills a real
-// server process to show it). A power loss or kernel crash may lose what
-// was written since the last fsync, up to one interval. SyncAlways closes
-// that gap at the cost measured by `make bench` (row "B0 publish sync
-// always", docs/performance.md). Streams of more than one replica (and
-// streams with PersistMode async, which receiptflow never sets) flush
-// asynchronously unless SyncAlways is set; there the Raft log, written in
-// place, is what survives a SIGKILL of one node.
+// DefaultSyncInterval is how often the embedded server fsyncs its file store
+// when NATSConfig.SyncAlways is false: nats-server's own default, set
+// explicitly (what it guarantees: see the package doc).
 const DefaultSyncInterval = 2 * time.Minute
 
 // NATSConfig configures StartNATS.
@@ -88,15 +72,9 @@ func (c NATSConfig) withDefaults() NATSConfig {
 	return c
 }
 
-// StartNATS starts an in-process nats-server with JetStream on a file store
-// in opts.StoreDir and waits until it accepts clients. It returns the running
-// server, which the caller stops with Shutdown (and WaitForShutdown to wait
-// until the store is closed). It returns an error, after releasing anything it
-// started, if StoreDir is empty or cannot be created, if the options are
-// rejected, or if the server is not ready within the timeout (port in use,
-// store not writable, ...); the error carries the server's own message when
-// there is one. StartNATS is safe to call concurrently for different store
-// directories; two servers must never share one StoreDir.
+// StartNATS starts a nats-server with JetStream on opts.StoreDir and waits
+// until it accepts clients (stop it with Shutdown, WaitForShutdown). Errors
+// release what it started and carry the server's message; see the package doc.
 func StartNATS(opts NATSConfig) (*server.Server, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -174,11 +152,9 @@ func waitReady(s *server.Server, logs *natsLogger, total time.Duration) error {
 	return fmt.Errorf("not ready for connections after %s", total)
 }
 
-// ClientURL returns the nats:// URL clients use to reach s, with the port the
-// server actually listens on (also when it was started on a random port). A
-// wildcard listen address (0.0.0.0, ::) is replaced by the loopback address.
-// It is safe to call concurrently; for a server that is not listening it
-// returns the URL from the server's options.
+// ClientURL returns the nats:// URL of s with the port it listens on, a
+// wildcard address (0.0.0.0, ::) replaced by loopback; for a server not
+// listening, the URL from its options. Safe to call concurrently.
 func ClientURL(s *server.Server) string {
 	addr, ok := s.Addr().(*net.TCPAddr)
 	if !ok || addr == nil {

@@ -176,25 +176,9 @@ type Duplicate struct {
 	WindowID string `json:"window_id,omitempty"`
 }
 
-// Count runs the batch pass over r: one NDJSON record per line, blank lines
-// skipped, every line validated with opts.Validator and applied in file
-// order. The first valid record of an event_id claims it; a later valid
-// record with the same id and content is a duplicate, with other content it
-// is rejected as conflicting_duplicate. Each claimed submission counts once,
-// in the window of its event time. Records of any length are handled:
-// oversized ones are rejected too_large. Count returns an error only when r
-// fails or the validator returns an error that is not a
-// *contract.RejectError. It reads r to the end and does not close it.
-//
-// Lines are read in large blocks and validated on GOMAXPROCS goroutines;
-// their results are applied one by one in line order, so the batch is the
-// same as feeding every line to Add in order.
-//
-// The file is taken as ingest would publish it (docs/spec.md §8): in file
-// order, each record received at opts.DefaultIngestedAt, on its
-// partition, with ingest's heartbeats (opts.HeartbeatEvery, EndOfStream)
-// between the records; the pass replays the partition watermarks over
-// that and judges each new submission itself.
+// Count runs the batch pass over r, one NDJSON record per line, as ingest
+// would publish it (see the package doc). It errors only when r fails or the
+// validator returns a non-rejection error; it reads r to the end, never closes it.
 func Count(r io.Reader, opts Options) (*Batch, error) {
 	b, err := NewBatch(opts)
 	if err != nil {
@@ -243,18 +227,16 @@ func NewBatch(opts Options) (*Batch, error) {
 	}, nil
 }
 
-// Add applies record number n (its position in the snapshot, 1-based),
-// received at receivedAt, with no heartbeat: AddRecord of a record with
-// Seq and Line n. It returns an error only for a validator error that is
-// not a contract rejection. Records must be added in snapshot order.
+// Add applies record number n (1-based, in snapshot order), received at
+// receivedAt: AddRecord with Seq and Line n. It errors only for a validator
+// error that is not a contract rejection.
 func (b *Batch) Add(n int, raw []byte, receivedAt time.Time) error {
 	return b.AddRecord(Record{Seq: uint64(n), Line: n, Received: receivedAt, Data: raw})
 }
 
-// AddRecord applies the next record of a RAW snapshot (a heartbeat too):
-// records must be added in RAW order. It returns an error only for a
-// validator error that is not a contract rejection. Options.HeartbeatEvery
-// and EndOfStream do not apply: the records carry their heartbeats.
+// AddRecord applies the next record of a RAW snapshot, in RAW order, its
+// heartbeats included (Options.HeartbeatEvery and EndOfStream do not apply).
+// It errors only for a validator error that is not a contract rejection.
 func (b *Batch) AddRecord(r Record) error {
 	if b.judge == nil {
 		b.judge = b.newJudge(0)

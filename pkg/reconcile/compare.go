@@ -181,16 +181,7 @@ type Report struct {
 }
 
 // Compare judges the stream's windows and LATE rows by the batch's own
-// verdicts (docs/spec.md §8); it never takes the stream's word for what
-// was late. For every final stream window: its count, corrections,
-// late_dropped, digest and partition counts must be the batch's; every
-// LATE row of the window must match a batch too-late verdict (same event
-// id, window, reason and watermark), and every batch too-late verdict must
-// have its LATE row. A window the batch has (counted or late events) that
-// the stream never published, and a stream window the batch has no event
-// of, are unexplained; every unexplained difference names its event id
-// when one event accounts for it. Non-final stream windows are listed as
-// provisional and not compared. Compare does not modify its arguments and
+// judgments (rules in the package doc). It does not modify its arguments and
 // is safe to call concurrently on the same batch.
 func Compare(b *Batch, windows []wire.Window, late []LateRow) *Report {
 	stream := make(map[string]*wire.Window, len(windows))
@@ -549,11 +540,8 @@ func (c *comparison) compareBreakdown() {
 	}
 }
 
-// findOne looks for the one event id whose presence or absence makes the
-// stream digest got differ from the batch's want: an id the batch counted
-// that the stream lacks, or one the batch read (counted, judged late, or
-// saw as a retry) that the stream counted once more. It returns "" when no
-// single id accounts for the difference.
+// findOne returns the one event id (counted by one side only, or counted
+// once more by the stream) that makes digest got differ from want, or "".
 func (c *comparison) findOne(got, want digest.Digest) (id, how string) {
 	for _, eid := range c.bw.IDs {
 		d := want

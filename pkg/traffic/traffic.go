@@ -84,10 +84,9 @@ func (s Stats) InvalidTotal() int {
 	return n
 }
 
-// Write writes o.Events NDJSON records to w in arrival order and returns
-// what it wrote. The same Config gives byte-identical output. It returns an
-// error for impossible Config or when w fails; it is safe to call
-// concurrently with distinct writers.
+// Write writes o.Events NDJSON records to w in arrival order and returns what
+// it wrote. It errors when o is invalid (Config.Validate) or w fails; safe to
+// call concurrently with distinct writers.
 func Write(w io.Writer, o Config) (Stats, error) {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	st, err := Each(o, func(r Record) error {
@@ -307,10 +306,9 @@ func (g *generator) lateWithinGrace() []byte {
 	return g.accept(ev)
 }
 
-// lateAfterGrace writes a submission of the store that sent the newest
-// event, in a window whose end plus grace is at or before that store's own
-// watermark: its partition's watermark is at least that, so the stream
-// judges it too late whatever the partition count.
+// lateAfterGrace writes a submission of the newest event's store in a window
+// whose end plus grace is at or before that store's watermark, hence too late
+// for the stream whatever the partition count.
 func (g *generator) lateAfterGrace() []byte {
 	key := g.last
 	wm := g.storeMax[key] - int64(lateness/time.Millisecond)
