@@ -302,7 +302,7 @@ func (r *browserRig) sendStore(at time.Time, store string, payload map[string]an
 	// After a server restart a publish can fail until JetStream is back;
 	// the same event id makes a retry harmless.
 	testenv.CheckFor(r.t, 20*time.Second, 100*time.Millisecond, func() error {
-		in := ingest.New(r.p.Admin.JS, ingest.Options{Partitions: 2, Validator: r.p.Validator, HeartbeatEvery: 1})
+		in := ingest.New(r.p.Admin.JS, ingest.Config{Partitions: 2, Validator: r.p.Validator, HeartbeatEvery: 1})
 		ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
 		defer cancel()
 		if err := in.Publish(ctx, line); err != nil {

@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
-	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/history"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/window"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
@@ -35,11 +35,11 @@ func historyConfig(t *testing.T) pipeline.Config {
 // historyFile writes five days of generated traffic, ending before now
 // (so no event is future_timestamp against the broker's clock).
 func historyFile(t *testing.T) string {
-	o := gen.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Seed, o.Events, o.Hours, o.Stores = 14, 3000, 120, 8
 	o.Start = time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
 	var buf bytes.Buffer
-	if _, err := gen.Write(&buf, o); err != nil {
+	if _, err := traffic.Write(&buf, o); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "history.ndjson")
@@ -69,7 +69,7 @@ func historyRun(t *testing.T, cfg pipeline.Config, path string, rate int) (*pipe
 		t.Fatal(err)
 	}
 	defer f.Close()
-	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: cfg.Partitions, Validator: p.Validator, HeartbeatEvery: 1000, EndOfStream: true})
+	in := ingest.New(p.Admin.JS, ingest.Config{Partitions: cfg.Partitions, Validator: p.Validator, HeartbeatEvery: 1000, EndOfStream: true})
 	if _, err := ingest.FileAtRate(ctx, in, f, rate, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -663,7 +663,7 @@ func TestHostilePoisonMessage(t *testing.T) {
 	if _, err := p.Admin.JS.PublishMsg(ctx, size); err != nil {
 		t.Fatal(err)
 	}
-	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: 8, Validator: p.Validator, EndOfStream: true, Now: func() time.Time { return hostileNow }})
+	in := ingest.New(p.Admin.JS, ingest.Config{Partitions: 8, Validator: p.Validator, EndOfStream: true, Now: func() time.Time { return hostileNow }})
 	for _, id := range []string{"after-1", "after-2"} {
 		if err := in.Publish(ctx, []byte(ev2(id, key, "2026-12-02T10:05:00Z").String())); err != nil {
 			t.Fatal(err)

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
@@ -15,7 +15,7 @@ import (
 // digest and corrections of the run without the declaration, with parity
 // (which routes the batch pass the same way) holding on both.
 func TestHotKeySplitKeepsCounts(t *testing.T) {
-	o := gen.Options{
+	o := traffic.Config{
 		Seed: 5, Events: 12000, Start: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC), Hours: 8, Stores: 20,
 		HotShare: 0.5, DupRate: 0.08, DisorderRate: 0.1, InvalidRate: 0.02, V1Share: 0.3, OtherTypeShare: 0.1,
 	}

@@ -73,7 +73,7 @@ func TestMetaKeysWrittenOnChange(t *testing.T) {
 	if err := json.Unmarshal(e.Value(), &before); err != nil {
 		t.Fatal(err)
 	}
-	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: 8, Validator: p.Validator})
+	in := ingest.New(p.Admin.JS, ingest.Config{Partitions: 8, Validator: p.Validator})
 	line := `{"schema_version":2,"event_id":"meta-extra-1","receipt_id":"r-meta","type":"submitted","occurred_at":"` +
 		time.Now().UTC().Add(-time.Minute).Format(time.RFC3339Nano) + `","partition_key":"store-1","producer_version":"p"}`
 	if err := in.Publish(ctx, []byte(line)); err != nil {

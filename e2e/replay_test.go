@@ -39,7 +39,7 @@ func livePipeline(t *testing.T, cfg pipeline.Config, path string, eos bool) *pip
 		t.Fatal(err)
 	}
 	defer f.Close()
-	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: 8, Validator: p.Validator, EndOfStream: eos})
+	in := ingest.New(p.Admin.JS, ingest.Config{Partitions: 8, Validator: p.Validator, EndOfStream: eos})
 	if _, err := ingest.File(ctx, in, f, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 )
 
 type expected struct {
@@ -135,10 +135,10 @@ func assertSameSet(t *testing.T, what string, got, want []string) {
 }
 
 // writeGenerated writes a generated stream with every kind of trouble.
-func writeGenerated(t *testing.T, o gen.Options) (string, gen.Stats) {
+func writeGenerated(t *testing.T, o traffic.Config) (string, traffic.Stats) {
 	t.Helper()
 	var buf bytes.Buffer
-	st, err := gen.Write(&buf, o)
+	st, err := traffic.Write(&buf, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func writeGenerated(t *testing.T, o gen.Options) (string, gen.Stats) {
 	return path, st
 }
 
-var troubled = gen.Options{
+var troubled = traffic.Config{
 	Seed: 42, Events: 20000, Start: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC), Hours: 12, Stores: 40,
 	DupRate: 0.08, DisorderRate: 0.2, LateRate: 0.03, InvalidRate: 0.03, V1Share: 0.3, OtherTypeShare: 0.1,
 }

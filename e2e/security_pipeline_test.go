@@ -26,10 +26,10 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/daemon"
-	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/publisher"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/validator"
 	"github.com/receiptflow/receiptflow/pkg/windower"
 	"github.com/receiptflow/receiptflow/pkg/wire"
@@ -201,7 +201,7 @@ func secServiceArgs(user, natsURL, redisURL string, extra ...string) []string {
 func secGenerate(t testing.TB, events int, seed uint64) string {
 	t.Helper()
 	var buf bytes.Buffer
-	if _, err := gen.Write(&buf, gen.Options{
+	if _, err := traffic.Write(&buf, traffic.Config{
 		Seed: seed, Events: events, Start: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC), Hours: 8, Stores: 40,
 		DupRate: 0.08, DisorderRate: 0.2, LateRate: 0.03, InvalidRate: 0.03, V1Share: 0.3, OtherTypeShare: 0.1,
 	}); err != nil {
@@ -229,7 +229,7 @@ func secIngest(t testing.TB, ctx context.Context, js jetstream.JetStream, path s
 		if err != nil {
 			t.Fatal(err)
 		}
-		in := ingest.New(js, ingest.Options{Partitions: 8, Validator: v, EndOfStream: true, Now: func() time.Time { return secNow }})
+		in := ingest.New(js, ingest.Config{Partitions: 8, Validator: v, EndOfStream: true, Now: func() time.Time { return secNow }})
 		st, err := ingest.File(ctx, in, f, nil)
 		f.Close()
 		if err == nil {

@@ -31,7 +31,7 @@ func ingestHalves(t *testing.T, p *pipeline.Pipeline, path string, between func(
 	}
 	lines := strings.SplitAfter(string(b), "\n")
 	half := len(lines) / 2
-	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: 8, Validator: p.Validator, EndOfStream: true,
+	in := ingest.New(p.Admin.JS, ingest.Config{Partitions: 8, Validator: p.Validator, EndOfStream: true,
 		Now: func() time.Time { return time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC) }})
 	for _, l := range lines[:half] {
 		if err := in.Publish(ctx, []byte(l)); err != nil {

@@ -227,7 +227,7 @@ func (b *bencher) ingestAlone(ctx context.Context, conn *connect.Conn, names wir
 	if err != nil {
 		return res, err
 	}
-	in := ingest.New(conn.JS, ingest.Options{Partitions: b.o.Partitions, Validator: v, EndOfStream: true,
+	in := ingest.New(conn.JS, ingest.Config{Partitions: b.o.Partitions, Validator: v, EndOfStream: true,
 		Linger: config.WaitsFor(config.DefaultLatencyBudget).IngestLinger})
 	cpu0 := meter.read()
 	began := time.Now()

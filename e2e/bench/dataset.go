@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
-	"github.com/receiptflow/receiptflow/pkg/gen"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
@@ -16,7 +16,7 @@ import (
 type dataset struct {
 	name  string
 	path  string
-	stats gen.Stats
+	stats traffic.Stats
 	// bytes is the file size.
 	bytes int64
 	// part is each record's RAW partition (the partition of its key).
@@ -36,8 +36,8 @@ type dataset struct {
 }
 
 // mix returns the generator options of a named traffic mix.
-func mix(name string, events int) gen.Options {
-	o := gen.DefaultOptions()
+func mix(name string, events int) traffic.Config {
+	o := traffic.DefaultConfig()
 	o.Events = events
 	o.Stores = 256
 	o.HotShare = 0
@@ -54,7 +54,7 @@ func mix(name string, events int) gen.Options {
 }
 
 // generate writes the dataset of a mix into dir.
-func generate(dir, name string, o gen.Options, partitions int, hot window.HotKeys) (*dataset, error) {
+func generate(dir, name string, o traffic.Config, partitions int, hot window.HotKeys) (*dataset, error) {
 	d := &dataset{
 		name:         name,
 		hot:          hot,
@@ -72,7 +72,7 @@ func generate(dir, name string, o gen.Options, partitions int, hot window.HotKey
 	bw := bufio.NewWriterSize(f, 1<<20)
 	wins := map[string]int32{}
 	keyPart := map[string]uint8{}
-	st, err := gen.Each(o, func(r gen.Record) error {
+	st, err := traffic.Each(o, func(r traffic.Record) error {
 		if _, err := bw.Write(r.Line); err != nil {
 			return err
 		}
@@ -89,7 +89,7 @@ func generate(dir, name string, o gen.Options, partitions int, hot window.HotKey
 		}
 		d.part = append(d.part, p)
 		d.perPartition[p]++
-		counted := r.Type == contract.TypeSubmitted && (r.Kind == gen.KindNew || r.Kind == gen.KindLateWithinGrace)
+		counted := r.Type == contract.TypeSubmitted && (r.Kind == traffic.KindNew || r.Kind == traffic.KindLateWithinGrace)
 		if !counted {
 			d.win = append(d.win, -1)
 			return nil

@@ -282,7 +282,7 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 		rawSeq = make([]uint64, 0, n)
 		onAck = func(_ string, seq uint64, _ bool) { rawSeq = append(rawSeq, seq) }
 	}
-	in := ingest.New(conn.JS, ingest.Options{Partitions: P, HotKeys: spec.ds.hot, Validator: v, EndOfStream: true, OnAck: onAck,
+	in := ingest.New(conn.JS, ingest.Config{Partitions: P, HotKeys: spec.ds.hot, Validator: v, EndOfStream: true, OnAck: onAck,
 		Linger: config.WaitsFor(config.DefaultLatencyBudget).IngestLinger})
 	f, err := os.Open(ds.path)
 	if err != nil {

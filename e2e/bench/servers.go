@@ -128,13 +128,13 @@ func usedMemory(ctx context.Context, c *redis.Client) (int64, error) {
 }
 
 // startNATS starts a fresh embedded nats-server with its file store in dir
-// on a free loopback port; syncAlways is embedded.NATSOptions.SyncAlways
+// on a free loopback port; syncAlways is embedded.NATSConfig.SyncAlways
 // (fsync every write before its ack, sync_interval: always).
 func startNATS(dir string, syncAlways bool) (*server.Server, string, error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, "", err
 	}
-	ns, err := embedded.StartNATS(embedded.NATSOptions{StoreDir: dir, SyncAlways: syncAlways})
+	ns, err := embedded.StartNATS(embedded.NATSConfig{StoreDir: dir, SyncAlways: syncAlways})
 	if err != nil {
 		return nil, "", err
 	}

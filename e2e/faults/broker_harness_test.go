@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/connect"
-	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
@@ -32,7 +32,7 @@ const brokerEvents = 24_000
 
 // brokerSet is the broker tests' input: retries, disorder, late and
 // invalid events like the 100k input, over fewer stores and hours.
-var brokerSet = &dataset{name: "broker", opts: gen.Options{
+var brokerSet = &dataset{name: "broker", opts: traffic.Config{
 	Seed: 91, Events: brokerEvents, Start: time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC), Hours: 12, Stores: 40,
 	DupRate: 0.05, DisorderRate: 0.2, LateRate: 0.02, InvalidRate: 0.02, V1Share: 0.3, OtherTypeShare: 0.1,
 }}

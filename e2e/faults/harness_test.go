@@ -28,12 +28,12 @@ import (
 	"github.com/receiptflow/receiptflow/e2e/faults/natsproc"
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/contract"
-	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
@@ -94,7 +94,7 @@ func binaries(t *testing.T) string {
 	return binDir
 }
 
-var troubled = gen.Options{
+var troubled = traffic.Config{
 	Seed: 77, Events: events, Start: time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC), Hours: 24, Stores: 60,
 	DupRate: 0.05, DisorderRate: 0.2, LateRate: 0.02, InvalidRate: 0.02, V1Share: 0.3, OtherTypeShare: 0.1,
 }
@@ -103,7 +103,7 @@ var troubled = gen.Options{
 // test binary.
 type dataset struct {
 	name string
-	opts gen.Options
+	opts traffic.Config
 
 	fixtureOnce sync.Once
 	path        string
@@ -122,7 +122,7 @@ func (ds *dataset) fixture(t *testing.T) string {
 	ds.fixtureOnce.Do(func() {
 		var buf bytes.Buffer
 		ds.path = filepath.Join(dataDir, ds.name+".ndjson")
-		if _, ds.fixtureErr = gen.Write(&buf, ds.opts); ds.fixtureErr == nil {
+		if _, ds.fixtureErr = traffic.Write(&buf, ds.opts); ds.fixtureErr == nil {
 			ds.fixtureErr = os.WriteFile(ds.path, buf.Bytes(), 0o644)
 		}
 	})
@@ -393,7 +393,7 @@ func (d *deployment) run(chaos func(ctx context.Context, ingested <-chan struct{
 		t.Fatal(err)
 	}
 	defer f.Close()
-	in := ingest.New(admin.JS, ingest.Options{Partitions: 8, Validator: v, EndOfStream: true, Now: func() time.Time { return ingestNow }})
+	in := ingest.New(admin.JS, ingest.Config{Partitions: 8, Validator: v, EndOfStream: true, Now: func() time.Time { return ingestNow }})
 	if _, err := ingest.File(ctx, in, f, nil); err != nil {
 		t.Fatalf("ingest: %v", err)
 	}

@@ -27,15 +27,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/receiptflow/receiptflow/pkg/connect"
-	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // lossSet is the input of the Redis-loss tests: 30k generated records,
 // then a copy with other content of 2% of the valid submissions (written
 // by conflictingCopies), ingested as two runs.
-var lossSet = &dataset{name: "redis-loss", opts: gen.Options{
+var lossSet = &dataset{name: "redis-loss", opts: traffic.Config{
 	Seed: 91, Events: 30_000, Start: time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC), Hours: 12, Stores: 40,
 	DupRate: 0.03, DisorderRate: 0.2, LateRate: 0.02, InvalidRate: 0.02, V1Share: 0.3, OtherTypeShare: 0.1,
 }}

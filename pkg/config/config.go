@@ -67,7 +67,7 @@ const DefaultLatencyBudget = 25 * time.Millisecond
 // Waits are the waits a latency budget allows each hop.
 type Waits struct {
 	// IngestLinger: how long ingest's sender waits for an atomic batch to
-	// fill (ingest.Options.Linger).
+	// fill (ingest.Config.Linger).
 	IngestLinger time.Duration
 	// PublishLinger: how long the publisher waits for more change notices
 	// after the first.

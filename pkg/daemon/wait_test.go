@@ -223,7 +223,7 @@ func TestWaitsForNATS(t *testing.T) {
 	p := startProc(t, "validator", "--nats-url", natsURL, "--redis-url", r.URL())
 	p.waitNotReady("waiting for nats", "127.0.0.1:"+strconv.Itoa(port))
 	p.waitLog(`"msg":"waiting for nats"`, "no servers available")
-	s, err := embedded.StartNATS(embedded.NATSOptions{StoreDir: t.TempDir(), Port: port})
+	s, err := embedded.StartNATS(embedded.NATSConfig{StoreDir: t.TempDir(), Port: port})
 	if err != nil {
 		t.Fatal(err)
 	}

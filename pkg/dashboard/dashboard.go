@@ -70,6 +70,37 @@ type Config struct {
 	AlertsTimeout time.Duration
 }
 
+// Validate reports a Config New refuses: a PrometheusURL that
+// CheckPrometheusURL refuses (wrapping ErrPrometheusURL).
+func (c Config) Validate() error { return CheckPrometheusURL(c.PrometheusURL) }
+
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.StaleAfter <= 0 {
+		c.StaleAfter = 2 * time.Minute
+	}
+	if c.Silence <= 0 {
+		c.Silence = 5 * time.Second
+	}
+	if c.Recent <= 0 {
+		c.Recent = 48
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.AlertsEvery <= 0 {
+		c.AlertsEvery = 5 * time.Second
+	}
+	if c.AlertsTimeout <= 0 {
+		c.AlertsTimeout = 2 * time.Second
+	}
+	c.AlertsTimeout = min(c.AlertsTimeout, c.AlertsEvery)
+	return c
+}
+
 // Service is one dashboard instance. Create it with New.
 type Service struct {
 	nc  *nats.Conn
@@ -89,31 +120,10 @@ type Service struct {
 // It returns an error wrapping ErrPrometheusURL for a PrometheusURL that
 // CheckPrometheusURL refuses.
 func New(nc *nats.Conn, cfg Config) (*Service, error) {
-	if cfg.StaleAfter <= 0 {
-		cfg.StaleAfter = 2 * time.Minute
-	}
-	if cfg.Silence <= 0 {
-		cfg.Silence = 5 * time.Second
-	}
-	if cfg.Recent <= 0 {
-		cfg.Recent = 48
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.AlertsEvery <= 0 {
-		cfg.AlertsEvery = 5 * time.Second
-	}
-	if cfg.AlertsTimeout <= 0 {
-		cfg.AlertsTimeout = 2 * time.Second
-	}
-	cfg.AlertsTimeout = min(cfg.AlertsTimeout, cfg.AlertsEvery)
-	if err := CheckPrometheusURL(cfg.PrometheusURL); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err

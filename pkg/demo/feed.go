@@ -18,8 +18,8 @@ type Sink interface {
 	Publish(ctx context.Context, line []byte) error
 }
 
-// Options tune the feed.
-type Options struct {
+// Config tunes the feed; zero fields take their defaults.
+type Config struct {
 	// Backfill is how much past traffic to send first (default 4h).
 	Backfill time.Duration
 	// Every is the pause between live events (default 250ms).
@@ -37,7 +37,8 @@ type Options struct {
 	OnCase func(name string)
 }
 
-func (o *Options) defaults() {
+// withDefaults returns o with its zero fields set to their defaults.
+func (o Config) withDefaults() Config {
 	if o.Backfill == 0 {
 		o.Backfill = 4 * time.Hour
 	}
@@ -59,13 +60,14 @@ func (o *Options) defaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	return o
 }
 
 // Cases lists the seed cases in the order the feed injects them.
 var Cases = []string{"retry", "out_of_order", "correction", "too_late", "unsupported_schema", "conflicting_duplicate", "other_types", "malformed_json", "v1_event"}
 
 type feed struct {
-	o    Options
+	o    Config
 	sink Sink
 	rng  *rand.Rand
 	n    int
@@ -73,8 +75,8 @@ type feed struct {
 }
 
 // Run feeds sink until ctx ends.
-func Run(ctx context.Context, sink Sink, o Options) error {
-	o.defaults()
+func Run(ctx context.Context, sink Sink, o Config) error {
+	o = o.withDefaults()
 	f := &feed{o: o, sink: sink, rng: rand.New(rand.NewPCG(o.Seed, 0x5eed))}
 	now := o.Now().UTC()
 	// Backfill: past traffic in event-time order, every 20s of event time.

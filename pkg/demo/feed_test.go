@@ -56,7 +56,7 @@ func runCases(t *testing.T, seed uint64) ([][]byte, map[string]injected) {
 	perCase := map[string]injected{}
 	mark := backfillLines
 	var order []string
-	err := Run(ctx, rec, Options{
+	err := Run(ctx, rec, Config{
 		Backfill: time.Hour, Every: time.Millisecond, CaseEvery: time.Nanosecond, IdleEvery: -1,
 		Seed: seed, Now: func() time.Time { return fixedNow },
 		OnCase: func(name string) {
@@ -197,7 +197,7 @@ func TestFeedIsSeeded(t *testing.T) {
 func TestFeedStopsOnSinkError(t *testing.T) {
 	boom := errors.New("sink down")
 	rec := &recorder{fail: boom}
-	err := Run(context.Background(), rec, Options{Backfill: time.Hour, IdleEvery: -1, Now: func() time.Time { return fixedNow }})
+	err := Run(context.Background(), rec, Config{Backfill: time.Hour, IdleEvery: -1, Now: func() time.Time { return fixedNow }})
 	if !errors.Is(err, boom) {
 		t.Fatalf("Run = %v, want the sink's error", err)
 	}
@@ -212,7 +212,7 @@ func TestFeedSendsNothingAfterItsEnd(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		rec := &recorder{}
 		var cases []string
-		err := Run(ctx, rec, Options{
+		err := Run(ctx, rec, Config{
 			Backfill: time.Minute, Every: time.Nanosecond, CaseEvery: time.Nanosecond, IdleEvery: -1,
 			Seed: 1, Now: func() time.Time { return fixedNow },
 			OnCase: func(name string) {

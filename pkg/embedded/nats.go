@@ -13,36 +13,20 @@ import (
 )
 
 // DefaultNATSHost is the interface StartNATS listens on when
-// NATSOptions.Host is empty.
+// NATSConfig.Host is empty.
 const DefaultNATSHost = "127.0.0.1"
 
 // DefaultNATSReadyTimeout is how long StartNATS waits for the server to accept
-// clients when NATSOptions.ReadyTimeout is zero.
+// clients when NATSConfig.ReadyTimeout is zero.
 const DefaultNATSReadyTimeout = 10 * time.Second
 
-// DefaultSyncInterval is how often the embedded server fsyncs its file
-// store when NATSOptions.SyncAlways is false: nats-server's own default
-// (`jetstream { sync_interval: 2m }`), set explicitly so the embedded
-// default's durability is stated here and not inherited silently.
-//
-// What it guarantees (nats-server v2.15.2, server/filestore.go): a
-// one-replica file stream writes each message to its block file with a
-// write system call (flush in place, writeMsgRecordLocked →
-// flushPendingMsgsLocked) before storeMsg returns, and the publish ack is
-// sent only after that. A SIGKILL of nats-server therefore loses no
-// acknowledged message: the data is in the kernel's page cache, which
-// outlives the process (TestAckedPublishSurvivesSIGKILL kills a real
-// server process to show it). A power loss or kernel crash may lose what
-// was written since the last fsync, up to one interval. SyncAlways closes
-// that gap at the cost measured by `make bench` (row "B0 publish sync
-// always", docs/performance.md). Streams of more than one replica (and
-// streams with PersistMode async, which receiptflow never sets) flush
-// asynchronously unless SyncAlways is set; there the Raft log, written in
-// place, is what survives a SIGKILL of one node.
+// DefaultSyncInterval is how often the embedded server fsyncs its file store
+// when NATSConfig.SyncAlways is false: nats-server's own default, set
+// explicitly (what it guarantees: see the package doc).
 const DefaultSyncInterval = 2 * time.Minute
 
-// NATSOptions configures StartNATS.
-type NATSOptions struct {
+// NATSConfig configures StartNATS.
+type NATSConfig struct {
 	// StoreDir is the JetStream file store directory. Required; it is
 	// created if missing. A server started again on the same StoreDir finds
 	// its streams, consumers and KV buckets again.
@@ -68,34 +52,42 @@ type NATSOptions struct {
 	ReadyTimeout time.Duration
 }
 
-// StartNATS starts an in-process nats-server with JetStream on a file store
-// in opts.StoreDir and waits until it accepts clients. It returns the running
-// server, which the caller stops with Shutdown (and WaitForShutdown to wait
-// until the store is closed). It returns an error, after releasing anything it
-// started, if StoreDir is empty or cannot be created, if the options are
-// rejected, or if the server is not ready within the timeout (port in use,
-// store not writable, ...); the error carries the server's own message when
-// there is one. StartNATS is safe to call concurrently for different store
-// directories; two servers must never share one StoreDir.
-func StartNATS(opts NATSOptions) (*server.Server, error) {
-	if opts.StoreDir == "" {
-		return nil, errors.New("embedded: start nats: StoreDir is required")
+// Validate reports a NATSConfig StartNATS cannot use (no StoreDir).
+func (c NATSConfig) Validate() error {
+	if c.StoreDir == "" {
+		return errors.New("embedded: start nats: StoreDir is required")
 	}
+	return nil
+}
+
+// withDefaults returns c with an empty Host and a zero ReadyTimeout set to
+// DefaultNATSHost and DefaultNATSReadyTimeout.
+func (c NATSConfig) withDefaults() NATSConfig {
+	if c.Host == "" {
+		c.Host = DefaultNATSHost
+	}
+	if c.ReadyTimeout <= 0 {
+		c.ReadyTimeout = DefaultNATSReadyTimeout
+	}
+	return c
+}
+
+// StartNATS starts a nats-server with JetStream on opts.StoreDir and waits
+// until it accepts clients (stop it with Shutdown, WaitForShutdown). Errors
+// release what it started and carry the server's message; see the package doc.
+func StartNATS(opts NATSConfig) (*server.Server, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
 	if err := os.MkdirAll(opts.StoreDir, 0o750); err != nil {
 		return nil, fmt.Errorf("embedded: start nats: create store dir: %w", err)
 	}
-	host := opts.Host
-	if host == "" {
-		host = DefaultNATSHost
-	}
+	host, wait := opts.Host, opts.ReadyTimeout
 	port := opts.Port
 	if port == 0 {
 		// Port 0 means 4222 to nats-server; here it means "any free port".
 		port = server.RANDOM_PORT
-	}
-	wait := opts.ReadyTimeout
-	if wait <= 0 {
-		wait = DefaultNATSReadyTimeout
 	}
 
 	sopts := &server.Options{
@@ -160,11 +152,9 @@ func waitReady(s *server.Server, logs *natsLogger, total time.Duration) error {
 	return fmt.Errorf("not ready for connections after %s", total)
 }
 
-// ClientURL returns the nats:// URL clients use to reach s, with the port the
-// server actually listens on (also when it was started on a random port). A
-// wildcard listen address (0.0.0.0, ::) is replaced by the loopback address.
-// It is safe to call concurrently; for a server that is not listening it
-// returns the URL from the server's options.
+// ClientURL returns the nats:// URL of s with the port it listens on, a
+// wildcard address (0.0.0.0, ::) replaced by loopback; for a server not
+// listening, the URL from its options. Safe to call concurrently.
 func ClientURL(s *server.Server) string {
 	addr, ok := s.Addr().(*net.TCPAddr)
 	if !ok || addr == nil {

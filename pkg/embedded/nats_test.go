@@ -16,7 +16,7 @@ import (
 
 func TestStartNATS(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store") // created by StartNATS
-	s, err := StartNATS(NATSOptions{StoreDir: dir, SyncAlways: true})
+	s, err := StartNATS(NATSConfig{StoreDir: dir, SyncAlways: true})
 	if err != nil {
 		t.Fatalf("StartNATS: %v", err)
 	}
@@ -54,7 +54,7 @@ func TestStartNATS(t *testing.T) {
 }
 
 func TestStartNATSDefaultsToNoSync(t *testing.T) {
-	s, err := StartNATS(NATSOptions{StoreDir: t.TempDir()})
+	s, err := StartNATS(NATSConfig{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatalf("StartNATS: %v", err)
 	}
@@ -68,7 +68,7 @@ func TestStartNATSDefaultsToNoSync(t *testing.T) {
 }
 
 func TestStartNATSNeedsStoreDir(t *testing.T) {
-	if s, err := StartNATS(NATSOptions{}); err == nil {
+	if s, err := StartNATS(NATSConfig{}); err == nil {
 		s.Shutdown()
 		t.Fatal("StartNATS without StoreDir: want error")
 	}
@@ -84,7 +84,7 @@ func TestStartNATSPortInUse(t *testing.T) {
 
 	var logs bytes.Buffer
 	start := time.Now()
-	s, err := StartNATS(NATSOptions{
+	s, err := StartNATS(NATSConfig{
 		StoreDir: t.TempDir(),
 		Port:     port,
 		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
@@ -107,12 +107,12 @@ func TestStartNATSPortInUse(t *testing.T) {
 }
 
 func TestClientURLRandomPorts(t *testing.T) {
-	a, err := StartNATS(NATSOptions{StoreDir: t.TempDir()})
+	a, err := StartNATS(NATSConfig{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Shutdown)
-	b, err := StartNATS(NATSOptions{StoreDir: t.TempDir()})
+	b, err := StartNATS(NATSConfig{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

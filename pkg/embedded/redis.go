@@ -6,13 +6,9 @@ import (
 	"github.com/alicebob/miniredis/v2"
 )
 
-// StartRedis starts an in-process miniredis on 127.0.0.1 and a free port; it
-// is the embedded default Redis. Clients reach it at "redis://" + m.Addr().
-// The caller stops it with Close. It returns an error if no port could be
-// bound. Every call starts a separate, empty server; it is safe to call
-// concurrently. miniredis keeps everything in memory and runs Lua scripts
-// through gopher-lua, so it is for the embedded default and tests, not for
-// durability.
+// StartRedis starts a separate, empty miniredis on 127.0.0.1 and a free
+// port (clients use "redis://" + m.Addr(); stop it with Close). It errors if
+// no port could be bound; safe to call concurrently.
 func StartRedis() (*miniredis.Miniredis, error) {
 	m := miniredis.NewMiniRedis()
 	if err := m.StartAddr("127.0.0.1:0"); err != nil {

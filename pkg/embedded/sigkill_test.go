@@ -33,7 +33,7 @@ func TestHelperNATSProcess(t *testing.T) {
 	parts := strings.Split(spec, "|")
 	port, _ := strconv.Atoi(parts[1])
 	always, _ := strconv.ParseBool(parts[2])
-	if _, err := embedded.StartNATS(embedded.NATSOptions{StoreDir: parts[0], Port: port, SyncAlways: always}); err != nil {
+	if _, err := embedded.StartNATS(embedded.NATSConfig{StoreDir: parts[0], Port: port, SyncAlways: always}); err != nil {
 		fmt.Println("error", err)
 		os.Exit(3)
 	}

@@ -71,7 +71,7 @@ func TestOrderThroughLeaderLoss(t *testing.T) {
 	// kick: a fast ingest could otherwise finish while the test is still
 	// handling the first loss, and the second would never happen.
 	kick := make(chan struct{})
-	in := newTestIngester(t, js, func(o *Options) {
+	in := newTestIngester(t, js, func(o *Config) {
 		o.OnAck = func(string, uint64, bool) {
 			if acks.Add(1)%step == 0 {
 				select {
@@ -157,7 +157,7 @@ func TestTwoNodesLostNamesFirstUnconfirmed(t *testing.T) {
 	// kick: a fast ingest could otherwise finish while the test is still
 	// handling the first loss, and the second would never happen.
 	kick := make(chan struct{})
-	in := newTestIngester(t, js, func(o *Options) {
+	in := newTestIngester(t, js, func(o *Config) {
 		o.RetryFor = 2 * time.Second
 		o.OnAck = func(string, uint64, bool) {
 			if acks.Add(1) == 4000 {

@@ -15,9 +15,9 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/embedded"
-	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
@@ -32,11 +32,11 @@ const testPartitions = 8
 // and invalid records).
 func fixture(t testing.TB, n int) []byte {
 	t.Helper()
-	o := gen.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Events = n
 	o.Seed = 11
 	var buf bytes.Buffer
-	if _, err := gen.Write(&buf, o); err != nil {
+	if _, err := traffic.Write(&buf, o); err != nil {
 		t.Fatalf("gen: %v", err)
 	}
 	return buf.Bytes()
@@ -72,13 +72,13 @@ func ensure(t testing.TB, ctx context.Context, js jetstream.JetStream) {
 }
 
 // newTestIngester returns an Ingester over js with the test settings.
-func newTestIngester(t testing.TB, js jetstream.JetStream, mod func(*Options)) *Ingester {
+func newTestIngester(t testing.TB, js jetstream.JetStream, mod func(*Config)) *Ingester {
 	t.Helper()
 	v, err := contract.NewValidator(contract.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Partitions: testPartitions, Validator: v, HeartbeatEvery: 500, EndOfStream: true,
+	o := Config{Partitions: testPartitions, Validator: v, HeartbeatEvery: 500, EndOfStream: true,
 		Now: func() time.Time { return testNow }}
 	if mod != nil {
 		mod(&o)

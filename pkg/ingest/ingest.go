@@ -26,8 +26,8 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
-// Options configure an Ingester.
-type Options struct {
+// Config configures an Ingester; zero fields take their defaults.
+type Config struct {
 	Partitions int
 	// HotKeys spreads declared busy partition keys over several
 	// partitions (window.Route); the validator must have the same.
@@ -66,6 +66,29 @@ type Options struct {
 	OnAck func(msgID string, seq uint64, duplicate bool)
 }
 
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.HeartbeatEvery <= 0 {
+		c.HeartbeatEvery = 1000
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 4096
+	}
+	if c.BatchMax <= 0 {
+		c.BatchMax = stream.AtomicBatchMax
+	}
+	if c.Linger == 0 {
+		c.Linger = 20 * time.Millisecond
+	}
+	if c.RetryFor <= 0 {
+		c.RetryFor = 30 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
 // Stats counts what an Ingester did.
 type Stats struct {
 	Records    int64 `json:"records"`
@@ -79,7 +102,7 @@ type Stats struct {
 // caller are stored in the order of its calls.
 type Ingester struct {
 	js   jetstream.JetStream
-	opts Options
+	opts Config
 	keep int // KeepBytes
 
 	// mu guards the ordered sequence: what Publish and the heartbeats
@@ -109,25 +132,8 @@ type Ingester struct {
 }
 
 // New returns an Ingester publishing to js. Call Close when done.
-func New(js jetstream.JetStream, opts Options) *Ingester {
-	if opts.HeartbeatEvery <= 0 {
-		opts.HeartbeatEvery = 1000
-	}
-	if opts.MaxInFlight <= 0 {
-		opts.MaxInFlight = 4096
-	}
-	if opts.BatchMax <= 0 {
-		opts.BatchMax = stream.AtomicBatchMax
-	}
-	if opts.Linger == 0 {
-		opts.Linger = 20 * time.Millisecond
-	}
-	if opts.RetryFor <= 0 {
-		opts.RetryFor = 30 * time.Second
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+func New(js jetstream.JetStream, opts Config) *Ingester {
+	opts = opts.withDefaults()
 	var maxPayload int64
 	if nc := js.Conn(); nc != nil {
 		maxPayload = nc.MaxPayload()
@@ -195,7 +201,7 @@ func (in *Ingester) send(ctx context.Context, c *committer) {
 	}
 }
 
-// linger waits up to Options.Linger for the queue to fill a batch (or
+// linger waits up to Config.Linger for the queue to fill a batch (or
 // Close), so that a fast producer is sent in full batches: each atomic
 // batch costs the server a staging store and a sync, whatever its size.
 func (in *Ingester) linger(ctx context.Context) {

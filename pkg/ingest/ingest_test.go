@@ -41,7 +41,7 @@ func TestStoppedServerNamesFirstUnconfirmed(t *testing.T) {
 	ensure(t, ctx, js)
 	var acks atomic.Int64
 	kick := make(chan struct{}, 1)
-	in := newTestIngester(t, js, func(o *Options) {
+	in := newTestIngester(t, js, func(o *Config) {
 		o.RetryFor = time.Second
 		o.OnAck = func(string, uint64, bool) {
 			if acks.Add(1) == 5000 {
@@ -111,7 +111,7 @@ func TestOnAckSequences(t *testing.T) {
 		dup bool
 	}
 	var got []ack
-	in := newTestIngester(t, js, func(o *Options) {
+	in := newTestIngester(t, js, func(o *Config) {
 		o.OnAck = func(id string, seq uint64, dup bool) { got = append(got, ack{id, seq, dup}) }
 	})
 	st, err := File(ctx, in, bytes.NewReader(data), nil)
@@ -211,7 +211,7 @@ func TestPublishHonoursContext(t *testing.T) {
 	_, js := dial(t, url, 0)
 	ensure(t, ctx, js)
 	s.Shutdown()
-	in := newTestIngester(t, js, func(o *Options) { o.MaxInFlight = 4; o.RetryFor = time.Minute })
+	in := newTestIngester(t, js, func(o *Config) { o.MaxInFlight = 4; o.RetryFor = time.Minute })
 	pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	var err error

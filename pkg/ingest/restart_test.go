@@ -43,7 +43,7 @@ func TestOrderAcrossRestarts(t *testing.T) {
 			step := int64(30000 / (restarts + 1))
 			var acks atomic.Int64
 			kick := make(chan struct{}, 1)
-			in := newTestIngester(t, js, func(o *Options) {
+			in := newTestIngester(t, js, func(o *Config) {
 				o.OnAck = func(string, uint64, bool) {
 					if acks.Add(1)%step == 0 {
 						select {

@@ -160,7 +160,7 @@ func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 			dir = p.tmpDir
 		}
 		p.dataDir = dir
-		p.ns, err = embedded.StartNATS(embedded.NATSOptions{StoreDir: filepath.Join(dir, "jetstream"), SyncAlways: cfg.SyncAlways})
+		p.ns, err = embedded.StartNATS(embedded.NATSConfig{StoreDir: filepath.Join(dir, "jetstream"), SyncAlways: cfg.SyncAlways})
 		if err != nil {
 			return nil, err
 		}

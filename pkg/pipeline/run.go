@@ -154,7 +154,7 @@ func Run(ctx context.Context, rc RunConfig) (*RunResult, error) {
 	sampler := p.sample(ctx, began, tr, &res.Metrics)
 	stopProgress := p.progress(ctx, rc.Progress, began, tr)
 
-	in := ingest.New(p.Admin.JS, ingest.Options{
+	in := ingest.New(p.Admin.JS, ingest.Config{
 		Partitions: p.cfg.Partitions, HotKeys: p.cfg.HotKeys, Validator: p.Validator, HeartbeatEvery: rc.HeartbeatEvery,
 		EndOfStream: true, Now: func() time.Time { return rc.Now }, Linger: p.cfg.waits().IngestLinger,
 		OnAck: func(msgID string, seq uint64, dup bool) {

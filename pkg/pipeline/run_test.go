@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/receiptflow/receiptflow/pkg/gen"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 )
 
 func TestRunGeneratedEmbedded(t *testing.T) {
 	dir := t.TempDir()
 	var buf bytes.Buffer
-	st, err := gen.Write(&buf, gen.Options{Seed: 7, Events: 3000, Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Hours: 6})
+	st, err := traffic.Write(&buf, traffic.Config{Seed: 7, Events: 3000, Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Hours: 6})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,10 +44,10 @@ func TestRunGeneratedEmbedded(t *testing.T) {
 func TestRunRefereeReadsRAW(t *testing.T) {
 	dir := t.TempDir()
 	var buf bytes.Buffer
-	o := gen.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Seed, o.Events, o.Hours, o.LateRate, o.InvalidRate = 5, 3000, 6, 0.03, 0.01
 	o.Start = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	if _, err := gen.Write(&buf, o); err != nil {
+	if _, err := traffic.Write(&buf, o); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "events.ndjson")

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
-	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
@@ -37,10 +37,10 @@ func TestDrainProgressIsEachStagesOwn(t *testing.T) {
 	}
 	defer p.Close()
 	var buf bytes.Buffer
-	if _, err := gen.Write(&buf, gen.Options{Seed: 5, Events: 40, Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Hours: 1}); err != nil {
+	if _, err := traffic.Write(&buf, traffic.Config{Seed: 5, Events: 40, Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Hours: 1}); err != nil {
 		t.Fatal(err)
 	}
-	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: p.cfg.Partitions, Validator: p.Validator, EndOfStream: true})
+	in := ingest.New(p.Admin.JS, ingest.Config{Partitions: p.cfg.Partitions, Validator: p.Validator, EndOfStream: true})
 	if _, err := ingest.File(ctx, in, &buf, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
-	"github.com/receiptflow/receiptflow/pkg/gen"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
@@ -38,7 +38,7 @@ var farFuture = map[string]struct {
 // ordinary event was judged too late.
 func TestRunFarFutureEvent(t *testing.T) {
 	var buf bytes.Buffer
-	if _, err := gen.Write(&buf, gen.Options{Seed: 11, Events: 800, Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Hours: 4}); err != nil {
+	if _, err := traffic.Write(&buf, traffic.Config{Seed: 11, Events: 800, Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Hours: 4}); err != nil {
 		t.Fatal(err)
 	}
 	lines := bytes.SplitAfter(buf.Bytes(), []byte("\n"))
@@ -135,7 +135,7 @@ func sameWindows(t *testing.T, want, got []wire.Window) {
 // ever. Before, Run waited until its context ended.
 func TestRunStopsWhenStuck(t *testing.T) {
 	var buf bytes.Buffer
-	if _, err := gen.Write(&buf, gen.Options{Seed: 3, Events: 200, Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Hours: 2}); err != nil {
+	if _, err := traffic.Write(&buf, traffic.Config{Seed: 3, Events: 200, Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Hours: 2}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ failpoint, stage string }{

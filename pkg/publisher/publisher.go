@@ -72,12 +72,32 @@ type Config struct {
 	HistoryEvery time.Duration
 }
 
-// linger is Config.Linger or its default.
-func (s *Service) linger() time.Duration {
-	if s.cfg.Linger > 0 {
-		return s.cfg.Linger
+// withDefaults returns c with its zero fields set to their defaults (the
+// retentions, which depend on the store, are set by New).
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	return 5 * time.Millisecond
+	if c.StaleAfter <= 0 {
+		c.StaleAfter = 2 * time.Minute
+	}
+	if c.Tick <= 0 {
+		c.Tick = time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.KeepAlive <= 0 {
+		c.KeepAlive = 30 * time.Second
+	}
+	c.KeepAlive = min(c.KeepAlive, c.StaleAfter/4)
+	if c.HistoryEvery <= 0 {
+		c.HistoryEvery = 30 * time.Second
+	}
+	if c.Linger <= 0 {
+		c.Linger = 5 * time.Millisecond
+	}
+	return c
 }
 
 // Service is one publisher instance.
@@ -116,26 +136,8 @@ type stored struct {
 
 // New returns a publisher reading store and writing js's KV bucket.
 func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.StaleAfter <= 0 {
-		cfg.StaleAfter = 2 * time.Minute
-	}
-	if cfg.Tick <= 0 {
-		cfg.Tick = time.Second
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.KeepAlive <= 0 {
-		cfg.KeepAlive = 30 * time.Second
-	}
-	cfg.KeepAlive = min(cfg.KeepAlive, cfg.StaleAfter/4)
+	cfg = cfg.withDefaults()
 	cfg.WindowRetention, cfg.DayRetention = retentions(cfg, store)
-	if cfg.HistoryEvery <= 0 {
-		cfg.HistoryEvery = 30 * time.Second
-	}
 	parts := make([]int, cfg.Partitions)
 	for p := range parts {
 		parts[p] = p
@@ -225,7 +227,7 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}
 	}()
-	err = stream.Consume(ctx, s.js, spec, stream.BatchOptions{Max: 2000, Linger: s.linger(), Logger: s.cfg.Logger}, s.handle)
+	err = stream.Consume(ctx, s.js, spec, stream.BatchOptions{Max: 2000, Linger: s.cfg.Linger, Logger: s.cfg.Logger}, s.handle)
 	cancel(err)
 	wg.Wait()
 	return err

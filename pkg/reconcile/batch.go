@@ -46,7 +46,7 @@ type Batch struct {
 	Windows map[string]*WindowCount
 	// Late lists every new submission the pass judged too late (after
 	// grace, or retired past the replay horizon), in snapshot order.
-	Late []LateVerdict
+	Late []LateJudgment
 	// Rejected lists every rejected record in file order.
 	Rejected []Rejection
 	// Duplicates lists every duplicate record in file order.
@@ -104,11 +104,11 @@ type Batch struct {
 	file bool
 }
 
-// LateVerdict is a new submission the batch pass judged too late: its
+// LateJudgment is a new submission the batch pass judged too late: its
 // partition watermark, before the event, was at or past its window's end
-// plus grace (Reason ReasonAfterGrace), or past it by the replay horizon
-// too (ReasonRetired).
-type LateVerdict struct {
+// plus grace (Reason wire.ReasonAfterGrace), or past it by the replay horizon
+// too (wire.ReasonRetired).
+type LateJudgment struct {
 	EventID  string `json:"event_id"`
 	WindowID string `json:"window_id"`
 	Reason   string `json:"reason"`
@@ -140,7 +140,7 @@ type WindowCount struct {
 	// ByPartition is the count per partition, indexed by partition.
 	ByPartition []int64
 	// Late are the window's submissions judged too late after grace.
-	Late []LateVerdict
+	Late []LateJudgment
 	// Duplicates are the retries of submissions counted in this window.
 	Duplicates []Duplicate
 	// Stores is the breakdown of Count by store (wire.NewBreakdown gives
@@ -176,25 +176,9 @@ type Duplicate struct {
 	WindowID string `json:"window_id,omitempty"`
 }
 
-// Count runs the batch pass over r: one NDJSON record per line, blank lines
-// skipped, every line validated with opts.Validator and applied in file
-// order. The first valid record of an event_id claims it; a later valid
-// record with the same id and content is a duplicate, with other content it
-// is rejected as conflicting_duplicate. Each claimed submission counts once,
-// in the window of its event time. Records of any length are handled:
-// oversized ones are rejected too_large. Count returns an error only when r
-// fails or the validator returns an error that is not a
-// *contract.RejectError. It reads r to the end and does not close it.
-//
-// Lines are read in large blocks and validated on GOMAXPROCS goroutines;
-// their results are applied one by one in line order, so the batch is the
-// same as feeding every line to Add in order.
-//
-// The file is taken as ingest would publish it (docs/spec.md §8): in file
-// order, each record received at opts.DefaultIngestedAt, on its
-// partition, with ingest's heartbeats (opts.HeartbeatEvery, EndOfStream)
-// between the records; the pass replays the partition watermarks over
-// that and judges each new submission itself.
+// Count runs the batch pass over r, one NDJSON record per line, as ingest
+// would publish it (see the package doc). It errors only when r fails or the
+// validator returns a non-rejection error; it reads r to the end, never closes it.
 func Count(r io.Reader, opts Options) (*Batch, error) {
 	b, err := NewBatch(opts)
 	if err != nil {
@@ -223,7 +207,7 @@ func NewBatch(opts Options) (*Batch, error) {
 	return &Batch{
 		Partitions:     opts.Partitions,
 		Windows:        make(map[string]*WindowCount),
-		Late:           []LateVerdict{},
+		Late:           []LateJudgment{},
 		claims:         newClaimTable(min(opts.RecordsHint, maxRecordsHint)),
 		refOf:          make(map[int64]int32),
 		rejectedIn:     make(map[string][]int),
@@ -243,23 +227,21 @@ func NewBatch(opts Options) (*Batch, error) {
 	}, nil
 }
 
-// Add applies record number n (its position in the snapshot, 1-based),
-// received at receivedAt, with no heartbeat: AddRecord of a record with
-// Seq and Line n. It returns an error only for a validator error that is
-// not a contract rejection. Records must be added in snapshot order.
+// Add applies record number n (1-based, in snapshot order), received at
+// receivedAt: AddRecord with Seq and Line n. It errors only for a validator
+// error that is not a contract rejection.
 func (b *Batch) Add(n int, raw []byte, receivedAt time.Time) error {
 	return b.AddRecord(Record{Seq: uint64(n), Line: n, Received: receivedAt, Data: raw})
 }
 
-// AddRecord applies the next record of a RAW snapshot (a heartbeat too):
-// records must be added in RAW order. It returns an error only for a
-// validator error that is not a contract rejection. Options.HeartbeatEvery
-// and EndOfStream do not apply: the records carry their heartbeats.
+// AddRecord applies the next record of a RAW snapshot, in RAW order, its
+// heartbeats included (Options.HeartbeatEvery and EndOfStream do not apply).
+// It errors only for a validator error that is not a contract rejection.
 func (b *Batch) AddRecord(r Record) error {
 	if b.judge == nil {
 		b.judge = b.newJudge(0)
 	}
-	var d verdict
+	var d judgedRecord
 	b.judge.raw(&d, &r)
 	if err := b.alone(&d); err != nil {
 		return err
@@ -269,7 +251,7 @@ func (b *Batch) AddRecord(r Record) error {
 
 // alone places the id of d, a record read on its own (not in a chunk), in
 // a block of the claim table by itself, for the claim d may make.
-func (b *Batch) alone(d *verdict) error {
+func (b *Batch) alone(d *judgedRecord) error {
 	if d.id == "" {
 		return nil
 	}
@@ -283,7 +265,7 @@ func (b *Batch) alone(d *verdict) error {
 
 // apply applies the verdict on one record: every record goes through here,
 // in snapshot order.
-func (b *Batch) apply(d *verdict) error {
+func (b *Batch) apply(d *judgedRecord) error {
 	if d.heartbeat {
 		b.beat(d.rawPart, d.progress)
 		return nil
@@ -349,7 +331,7 @@ func (b *Batch) beat(p int, t int64) {
 func (b *Batch) Watermark() []int64 { return slices.Clone(b.wm) }
 
 // applyRecord applies the verdict on a record that is not a heartbeat.
-func (b *Batch) applyRecord(d *verdict) error {
+func (b *Batch) applyRecord(d *judgedRecord) error {
 	b.Records++
 	if d.seq == 0 {
 		d.seq = uint64(b.Records)
@@ -414,7 +396,7 @@ func (b *Batch) applyRecord(d *verdict) error {
 		b.Counted++
 		c.window = -b.windowRef(d.ms)
 		b.claims.add(slot, d.hash, c)
-		b.addLate(LateVerdict{EventID: d.id, WindowID: b.windowID(&c), Reason: ReasonRetired,
+		b.addLate(LateJudgment{EventID: d.id, WindowID: b.windowID(&c), Reason: wire.ReasonRetired,
 			Watermark: window.Time(wp), Partition: p, Seq: d.seq, Line: d.fileLine})
 		return nil
 	}
@@ -424,7 +406,7 @@ func (b *Batch) applyRecord(d *verdict) error {
 	if window.Classify(wp, end, b.grace) == window.TooLate {
 		c.window = -w.ref
 		b.claims.add(slot, d.hash, c)
-		lv := LateVerdict{EventID: d.id, WindowID: w.ID, Reason: ReasonAfterGrace,
+		lv := LateJudgment{EventID: d.id, WindowID: w.ID, Reason: wire.ReasonAfterGrace,
 			Watermark: window.Time(wp), Partition: p, Seq: d.seq, Line: d.fileLine}
 		w.LateDropped++
 		w.Late = append(w.Late, lv)
@@ -474,17 +456,17 @@ func (b *Batch) windowRef(ms int64) int32 {
 	return r
 }
 
-func (b *Batch) addLate(v LateVerdict) {
+func (b *Batch) addLate(v LateJudgment) {
 	b.lateOf[v.EventID] = len(b.Late)
 	b.Late = append(b.Late, v)
 }
 
-// LateVerdictOf returns the batch's too-late verdict on event id, if it
+// LateJudgmentOf returns the batch's too-late verdict on event id, if it
 // judged the id too late.
-func (b *Batch) LateVerdictOf(id string) (LateVerdict, bool) {
+func (b *Batch) LateJudgmentOf(id string) (LateJudgment, bool) {
 	i, ok := b.lateOf[id]
 	if !ok {
-		return LateVerdict{}, false
+		return LateJudgment{}, false
 	}
 	return b.Late[i], true
 }
@@ -634,7 +616,7 @@ func (b *Batch) describe(id string) string {
 		}
 		return "the batch never saw a valid record of it"
 	case c.late():
-		v, _ := b.LateVerdictOf(id)
+		v, _ := b.LateJudgmentOf(id)
 		return fmt.Sprintf("the batch judged it too late (%s) for window %s against watermark %s (record %d)",
 			v.Reason, v.WindowID, v.Watermark.Format(time.RFC3339Nano), c.line)
 	case c.window == 0:

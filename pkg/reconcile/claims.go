@@ -82,7 +82,7 @@ func (t *claimTable) find(h uint64, id string) (*claim, int) {
 
 // touch reads the index slots the valid records of vs will look up, so
 // that their cache misses overlap instead of stalling each lookup in turn.
-func (t *claimTable) touch(vs []verdict) {
+func (t *claimTable) touch(vs []judgedRecord) {
 	mask := uint64(len(t.slots) - 1)
 	var sum uint64
 	for i := range vs {

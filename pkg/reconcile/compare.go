@@ -12,23 +12,23 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
-// Verdict is the outcome of comparing one window.
-type Verdict string
+// WindowVerdict is the outcome of comparing one window.
+type WindowVerdict string
 
 // The verdicts of a WindowReport.
 const (
 	// VerdictMatch: the stream window equals the batch window exactly, and
 	// no event of it was too late.
-	VerdictMatch Verdict = "match"
+	VerdictMatch WindowVerdict = "match"
 	// VerdictExplained: the stream window equals the batch window, and
 	// the events the batch judged too late are exactly the stream's LATE
 	// rows (same event ids, reasons and watermarks).
-	VerdictExplained Verdict = "explained"
+	VerdictExplained WindowVerdict = "explained"
 	// VerdictUnexplained: at least one difference has no explanation.
-	VerdictUnexplained Verdict = "unexplained"
+	VerdictUnexplained WindowVerdict = "unexplained"
 	// VerdictProvisional: the stream window is not final yet and was not
 	// compared.
-	VerdictProvisional Verdict = "provisional"
+	VerdictProvisional WindowVerdict = "provisional"
 )
 
 // DiffKind names a kind of difference between the batch and the stream.
@@ -100,8 +100,8 @@ type Difference struct {
 
 // WindowReport is the comparison of one window.
 type WindowReport struct {
-	WindowID string  `json:"window_id"`
-	Verdict  Verdict `json:"verdict"`
+	WindowID string        `json:"window_id"`
+	Verdict  WindowVerdict `json:"verdict"`
 	// StreamStatus is the stream window's status, empty when the stream
 	// has no such window.
 	StreamStatus window.Status `json:"stream_status,omitempty"`
@@ -181,16 +181,7 @@ type Report struct {
 }
 
 // Compare judges the stream's windows and LATE rows by the batch's own
-// verdicts (docs/spec.md §8); it never takes the stream's word for what
-// was late. For every final stream window: its count, corrections,
-// late_dropped, digest and partition counts must be the batch's; every
-// LATE row of the window must match a batch too-late verdict (same event
-// id, window, reason and watermark), and every batch too-late verdict must
-// have its LATE row. A window the batch has (counted or late events) that
-// the stream never published, and a stream window the batch has no event
-// of, are unexplained; every unexplained difference names its event id
-// when one event accounts for it. Non-final stream windows are listed as
-// provisional and not compared. Compare does not modify its arguments and
+// judgments (rules in the package doc). It does not modify its arguments and
 // is safe to call concurrently on the same batch.
 func Compare(b *Batch, windows []wire.Window, late []LateRow) *Report {
 	stream := make(map[string]*wire.Window, len(windows))
@@ -216,7 +207,7 @@ func Compare(b *Batch, windows []wire.Window, late []LateRow) *Report {
 		lateOrder[r.WindowID] = append(lateOrder[r.WindowID], r.EventID)
 		ids[r.WindowID] = true
 	}
-	batchLate := make(map[string][]LateVerdict)
+	batchLate := make(map[string][]LateJudgment)
 	for _, v := range b.Late {
 		batchLate[v.WindowID] = append(batchLate[v.WindowID], v)
 		ids[v.WindowID] = true
@@ -278,7 +269,7 @@ type comparison struct {
 	late      map[string]LateRow
 	lateOrder []string
 	// batchLate are the batch's too-late verdicts of the window.
-	batchLate []LateVerdict
+	batchLate []LateJudgment
 	// seenLate holds every event id with a stream LATE row (any window).
 	seenLate map[string]bool
 	diffs    []Difference
@@ -300,7 +291,7 @@ func (c *comparison) run() WindowReport {
 		wr.Duplicates = append(wr.Duplicates, c.bw.Duplicates...)
 	}
 	for _, v := range c.batchLate {
-		if v.Reason == ReasonRetired {
+		if v.Reason == wire.ReasonRetired {
 			wr.BatchRetired++
 		}
 	}
@@ -361,9 +352,9 @@ func (c *comparison) compareLate() {
 		r := c.late[eid]
 		d := lateDiff(c.id, r)
 		d.Line = c.lineOf(eid)
-		v, ok := c.b.LateVerdictOf(eid)
+		v, ok := c.b.LateJudgmentOf(eid)
 		switch {
-		case !ok && r.Reason == ReasonRetired && c.b.retiredRetries[eid]:
+		case !ok && r.Reason == wire.ReasonRetired && c.b.retiredRetries[eid]:
 			// A retry that came once its window was past the replay
 			// horizon: the stream drops it as retired when it no longer
 			// holds the id; the id itself was decided before.
@@ -384,7 +375,7 @@ func (c *comparison) compareLate() {
 			bwm := v.Watermark
 			d.BatchWatermark = &bwm
 			d.Explained = true
-			if v.Reason == ReasonRetired {
+			if v.Reason == wire.ReasonRetired {
 				d.Kind = KindRetired
 				d.Detail = "judged past the replay horizon (retired) by the batch and the stream, against the same watermark"
 			} else {
@@ -549,11 +540,8 @@ func (c *comparison) compareBreakdown() {
 	}
 }
 
-// findOne looks for the one event id whose presence or absence makes the
-// stream digest got differ from the batch's want: an id the batch counted
-// that the stream lacks, or one the batch read (counted, judged late, or
-// saw as a retry) that the stream counted once more. It returns "" when no
-// single id accounts for the difference.
+// findOne returns the one event id (counted by one side only, or counted
+// once more by the stream) that makes digest got differ from want, or "".
 func (c *comparison) findOne(got, want digest.Digest) (id, how string) {
 	for _, eid := range c.bw.IDs {
 		d := want

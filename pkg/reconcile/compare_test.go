@@ -66,7 +66,7 @@ func TestCompare(t *testing.T) {
 		edit  edit
 		holds bool
 		// verdicts per window, in window order.
-		verdicts []reconcile.Verdict
+		verdicts []reconcile.WindowVerdict
 		// unexplained lists "window kind event_id" of every unexplained
 		// difference.
 		unexplained []string
@@ -74,14 +74,14 @@ func TestCompare(t *testing.T) {
 		{
 			name:     "clean run: late events explain the differences",
 			holds:    true,
-			verdicts: []reconcile.Verdict{"explained", "explained", "match", "match"},
+			verdicts: []reconcile.WindowVerdict{"explained", "explained", "match", "match"},
 		},
 		{
 			name: "a LATE row is missing",
 			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
 				return ws, late[1:]
 			},
-			verdicts: []reconcile.Verdict{"unexplained", "explained", "match", "match"},
+			verdicts: []reconcile.WindowVerdict{"unexplained", "explained", "match", "match"},
 			// The batch judged evt-seed-22 too late itself.
 			unexplained: []string{w10 + " late_missing_in_stream evt-seed-22"},
 		},
@@ -90,7 +90,7 @@ func TestCompare(t *testing.T) {
 			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
 				return editWindow(ws, w12, func(w *wire.Window) { *w = withoutID(*w, "evt-seed-17", "store-b") }), late
 			},
-			verdicts:    []reconcile.Verdict{"explained", "explained", "unexplained", "match"},
+			verdicts:    []reconcile.WindowVerdict{"explained", "explained", "unexplained", "match"},
 			unexplained: []string{w12 + " count_mismatch evt-seed-17", w12 + " digest_mismatch evt-seed-17", w12 + " partition_mismatch "},
 		},
 		{
@@ -101,7 +101,7 @@ func TestCompare(t *testing.T) {
 					w.Digest = addID(w.Digest, "evt-seed-30")
 				}), late
 			},
-			verdicts:    []reconcile.Verdict{"explained", "explained", "match", "unexplained"},
+			verdicts:    []reconcile.WindowVerdict{"explained", "explained", "match", "unexplained"},
 			unexplained: []string{w13 + " count_mismatch evt-seed-30", w13 + " digest_mismatch evt-seed-30"},
 		},
 		{
@@ -112,7 +112,7 @@ func TestCompare(t *testing.T) {
 					w.Digest = addID(removeID(w.Digest, "evt-seed-21"), "evt-foreign-1")
 				}), late
 			},
-			verdicts:    []reconcile.Verdict{"explained", "explained", "match", "unexplained"},
+			verdicts:    []reconcile.WindowVerdict{"explained", "explained", "match", "unexplained"},
 			unexplained: []string{w13 + " digest_mismatch "},
 		},
 		{
@@ -120,11 +120,11 @@ func TestCompare(t *testing.T) {
 			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
 				ws = editWindow(ws, w13, func(w *wire.Window) { w.LateDropped++; w.Version++ })
 				return ws, append(slices.Clone(late), reconcile.LateRow{
-					EventID: "evt-seed-26", WindowID: w13, Reason: reconcile.ReasonAfterGrace,
+					EventID: "evt-seed-26", WindowID: w13, Reason: wire.ReasonAfterGrace,
 					Watermark: time.Date(2026, 12, 2, 15, 0, 0, 0, time.UTC), Partition: 0, Seq: 29,
 				})
 			},
-			verdicts:    []reconcile.Verdict{"explained", "explained", "match", "unexplained"},
+			verdicts:    []reconcile.WindowVerdict{"explained", "explained", "match", "unexplained"},
 			unexplained: []string{w13 + " late_not_in_batch evt-seed-26", w13 + " late_dropped_mismatch "},
 		},
 		{
@@ -136,7 +136,7 @@ func TestCompare(t *testing.T) {
 				ws = editWindow(ws, w11, func(w *wire.Window) { w.LateDropped-- })
 				return ws, late
 			},
-			verdicts: []reconcile.Verdict{"explained", "unexplained", "unexplained", "match"},
+			verdicts: []reconcile.WindowVerdict{"explained", "unexplained", "unexplained", "match"},
 			unexplained: []string{
 				w11 + " late_dropped_mismatch ",
 				w12 + " late_watermark_mismatch evt-seed-25", w12 + " late_dropped_mismatch ",
@@ -147,7 +147,7 @@ func TestCompare(t *testing.T) {
 			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
 				return editWindow(ws, w11, func(w *wire.Window) { w.LateDropped = 2 }), late
 			},
-			verdicts:    []reconcile.Verdict{"explained", "unexplained", "match", "match"},
+			verdicts:    []reconcile.WindowVerdict{"explained", "unexplained", "match", "match"},
 			unexplained: []string{w11 + " late_dropped_mismatch "},
 		},
 		{
@@ -159,7 +159,7 @@ func TestCompare(t *testing.T) {
 					w.Partitions[1].Count--
 				}), late
 			},
-			verdicts:    []reconcile.Verdict{"explained", "explained", "unexplained", "match"},
+			verdicts:    []reconcile.WindowVerdict{"explained", "explained", "unexplained", "match"},
 			unexplained: []string{w12 + " partition_mismatch ", w12 + " partition_mismatch "},
 		},
 		{
@@ -167,7 +167,7 @@ func TestCompare(t *testing.T) {
 			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
 				return dropWindow(ws, w13), late
 			},
-			verdicts: []reconcile.Verdict{"explained", "explained", "match", "unexplained"},
+			verdicts: []reconcile.WindowVerdict{"explained", "explained", "match", "unexplained"},
 			unexplained: []string{
 				w13 + " missing_in_stream evt-seed-21", w13 + " missing_in_stream evt-seed-29",
 				w13 + " missing_in_stream evt-seed-30",
@@ -179,7 +179,7 @@ func TestCompare(t *testing.T) {
 				return append(slices.Clone(ws), wire.Window{WindowID: "2026-12-02T14", Status: window.StatusFinal, Version: 2}), late
 			},
 			holds:    true,
-			verdicts: []reconcile.Verdict{"explained", "explained", "match", "match", "match"},
+			verdicts: []reconcile.WindowVerdict{"explained", "explained", "match", "match", "match"},
 		},
 		{
 			name: "a final window the batch does not know, with counts",
@@ -189,7 +189,7 @@ func TestCompare(t *testing.T) {
 				return append(slices.Clone(ws), wire.Window{WindowID: "2026-12-02T14", Status: window.StatusFinal,
 					Count: 1, Version: 3, Digest: d.String()}), late
 			},
-			verdicts:    []reconcile.Verdict{"explained", "explained", "match", "match", "unexplained"},
+			verdicts:    []reconcile.WindowVerdict{"explained", "explained", "match", "match", "unexplained"},
 			unexplained: []string{"2026-12-02T14 not_in_batch "},
 		},
 		{
@@ -201,14 +201,14 @@ func TestCompare(t *testing.T) {
 				}), late
 			},
 			holds:    true,
-			verdicts: []reconcile.Verdict{"explained", "explained", "match", "provisional"},
+			verdicts: []reconcile.WindowVerdict{"explained", "explained", "match", "provisional"},
 		},
 		{
 			name:  "a window only late events fell into",
 			input: lateOnly,
 			holds: true,
 			// 09 holds x2 (late, stream window with count 0), 12 holds x1.
-			verdicts: []reconcile.Verdict{"explained", "match"},
+			verdicts: []reconcile.WindowVerdict{"explained", "match"},
 		},
 		{
 			name:  "a window only late events fell into, never published",
@@ -218,7 +218,7 @@ func TestCompare(t *testing.T) {
 			},
 			// docs/spec.md §8: a window the stream never published is an
 			// unexplained difference, LATE rows or not.
-			verdicts:    []reconcile.Verdict{"unexplained", "match"},
+			verdicts:    []reconcile.WindowVerdict{"unexplained", "match"},
 			unexplained: []string{"2026-12-02T09 missing_in_stream x2"},
 		},
 		{
@@ -227,7 +227,7 @@ func TestCompare(t *testing.T) {
 			edit: func(ws []wire.Window, late []reconcile.LateRow) ([]wire.Window, []reconcile.LateRow) {
 				return dropWindow(ws, "2026-12-02T09"), nil
 			},
-			verdicts:    []reconcile.Verdict{"unexplained", "match"},
+			verdicts:    []reconcile.WindowVerdict{"unexplained", "match"},
 			unexplained: []string{"2026-12-02T09 late_missing_in_stream x2", "2026-12-02T09 missing_in_stream x2"},
 		},
 	}
@@ -250,7 +250,7 @@ func TestCompare(t *testing.T) {
 			if rep.Holds != tc.holds {
 				t.Errorf("Holds = %v, want %v", rep.Holds, tc.holds)
 			}
-			var verdicts []reconcile.Verdict
+			var verdicts []reconcile.WindowVerdict
 			for _, w := range rep.Windows {
 				verdicts = append(verdicts, w.Verdict)
 			}

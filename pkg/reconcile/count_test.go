@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/internal/digest"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
@@ -300,10 +300,10 @@ func TestCountReadError(t *testing.T) {
 // long that nothing is too late, the counts and digests do not depend on
 // the order of the lines (lateness does: it follows RAW order).
 func TestCountShuffled(t *testing.T) {
-	o := gen.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Seed, o.Events, o.InvalidRate = 7, 3000, 0
 	var buf bytes.Buffer
-	st, err := gen.Write(&buf, o)
+	st, err := traffic.Write(&buf, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
-	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/window"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
@@ -64,20 +64,20 @@ const boundaries = `{"schema_version":2,"event_id":"b1","receipt_id":"r","type":
 
 func diffInputs(t *testing.T) []diffInput {
 	t.Helper()
-	generate := func(o gen.Options) []byte {
+	generate := func(o traffic.Config) []byte {
 		var buf bytes.Buffer
-		if _, err := gen.Write(&buf, o); err != nil {
+		if _, err := traffic.Write(&buf, o); err != nil {
 			t.Fatal(err)
 		}
 		return buf.Bytes()
 	}
 	seed, _ := readSeed(t)
-	ref := gen.DefaultOptions()
+	ref := traffic.DefaultConfig()
 	ref.Seed, ref.Events, ref.Hours = 11, 6000, 8
 	ref.LateRate, ref.InvalidRate = 0.03, 0.01
 	// Hot keys, retries, conflicts, every rejection, late within and after
 	// grace (and past a short horizon), disorder, over 30 hours.
-	hot := gen.DefaultOptions()
+	hot := traffic.DefaultConfig()
 	hot.Seed, hot.Events, hot.Hours = 7, 40000, 30
 	hot.HotShare, hot.DupRate, hot.LateRate, hot.InvalidRate = 0.4, 0.08, 0.04, 0.03
 	hotData := generate(hot)
@@ -273,7 +273,7 @@ func renderBatch(t *testing.T, b *reconcile.Batch, data []byte) map[string][]byt
 	put("lookups", func(w *bytes.Buffer) {
 		for _, id := range ids {
 			win, counted := b.CountedIn(id)
-			lv, late := b.LateVerdictOf(id)
+			lv, late := b.LateJudgmentOf(id)
 			fmt.Fprintf(w, "%s %s %v %v %+v\n", id, win, counted, late, lv)
 		}
 	})
@@ -296,7 +296,7 @@ func renderBatch(t *testing.T, b *reconcile.Batch, data []byte) map[string][]byt
 			broken[i].Count--
 			broken[i].Digest = removeID(broken[i].Digest, bw.IDs[1])
 			brokenLate = append(brokenLate, reconcile.LateRow{EventID: bw.IDs[0], WindowID: bw.ID,
-				Reason: reconcile.ReasonAfterGrace, Watermark: bw.End, Seq: 1})
+				Reason: wire.ReasonAfterGrace, Watermark: bw.End, Seq: 1})
 		case len(bw.Late) > 0:
 			broken[i].Count++
 			broken[i].Digest = addID(broken[i].Digest, bw.Late[0].EventID)
@@ -309,12 +309,12 @@ func renderBatch(t *testing.T, b *reconcile.Batch, data []byte) map[string][]byt
 		n := 0
 		for _, id := range ids {
 			_, counted := b.CountedIn(id)
-			if _, late := b.LateVerdictOf(id); counted || late || n == 6 {
+			if _, late := b.LateJudgmentOf(id); counted || late || n == 6 {
 				continue
 			}
 			n++
 			brokenLate = append(brokenLate, reconcile.LateRow{EventID: id, WindowID: broken[0].WindowID,
-				Reason: reconcile.ReasonRetired, Watermark: broken[0].End, Seq: 2})
+				Reason: wire.ReasonRetired, Watermark: broken[0].End, Seq: 2})
 		}
 	}
 	for name, rep := range map[string]*reconcile.Report{
@@ -353,7 +353,7 @@ func TestDifferentialInputsExerciseThePass(t *testing.T) {
 		heartbeats += b.Heartbeats
 	}
 	if len(reasons) != 9 || !reasons[contract.ReasonConflictingDuplicate] || !reasons[contract.ReasonTooLarge] ||
-		!late[reconcile.ReasonAfterGrace] || !late[reconcile.ReasonRetired] || dups == 0 || corrections == 0 || heartbeats == 0 {
+		!late[wire.ReasonAfterGrace] || !late[wire.ReasonRetired] || dups == 0 || corrections == 0 || heartbeats == 0 {
 		t.Fatalf("rejections %v, late %v, %d retries, %d corrections, %d heartbeats", reasons, late, dups, corrections, heartbeats)
 	}
 	if _, err := os.Stat(filepath.Join("testdata", "differential.golden")); err != nil {

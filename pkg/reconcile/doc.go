@@ -18,4 +18,31 @@
 // order, so the batch is the one a single loop builds (pass_test.go holds
 // the two to that, differential_test.go the result to what the pass
 // produced before it was made fast).
+//
+// # The batch pass
+//
+// Count takes a file as ingest would publish it (docs/spec.md §8): in file
+// order, each record received at Options.DefaultIngestedAt, on its
+// partition, with ingest's heartbeats (Options.HeartbeatEvery, EndOfStream)
+// between the records. Blank lines are skipped; records of any length are
+// handled, oversized ones rejected too_large. The first valid record of an
+// event_id claims it; a later valid record with the same id and content is
+// a duplicate, with other content it is rejected as conflicting_duplicate.
+// Each claimed submission counts once, in the window of its event time, or
+// is judged too late (wire.ReasonAfterGrace, or wire.ReasonRetired past the
+// replay horizon) against its partition watermark. CountRaw and AddRecord
+// take a RAW snapshot instead, whose records carry their own heartbeats.
+//
+// # The comparison
+//
+// Compare never takes the stream's word for what was late. For every final
+// stream window, its count, corrections, late_dropped, digest and partition
+// counts must be the batch's; every LATE row of the window must match a
+// LateJudgment of the batch (same event id, window, reason and watermark),
+// and every LateJudgment must have its LATE row. A window the batch has
+// (counted or late events) that the stream never published, and a stream
+// window the batch has no event of, are unexplained; every unexplained
+// difference names its event id when one event accounts for it. Non-final
+// stream windows are provisional and not compared; each window gets a
+// WindowVerdict.
 package reconcile

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
-	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 )
 
 // TestGeneratedParity runs generated traffic with every fault through the
@@ -17,11 +17,11 @@ import (
 // late, the stream routes exactly those to LATE (for any partition count),
 // and parity holds.
 func TestGeneratedParity(t *testing.T) {
-	o := gen.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Seed, o.Events, o.Hours = 42, 20000, 12
 	o.LateRate, o.InvalidRate = 0.02, 0.02
 	var buf bytes.Buffer
-	st, err := gen.Write(&buf, o)
+	st, err := traffic.Write(&buf, o)
 	if err != nil {
 		t.Fatal(err)
 	}

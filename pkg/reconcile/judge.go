@@ -13,7 +13,7 @@ import (
 // partition), which Count works out on several goroutines. Applying it
 // (claims, duplicates, conflicts, counts) depends on the records before it
 // and happens in order, in Batch.apply.
-type verdict struct {
+type judgedRecord struct {
 	line int
 	// err is a validator error that is not a rejection.
 	err error
@@ -83,7 +83,7 @@ func (b *Batch) newJudge(maxLine int) *judge {
 }
 
 // setID sets the event id of the valid record d.
-func (d *verdict) setID(id string) {
+func (d *judgedRecord) setID(id string) {
 	d.id = id
 	if d.counts {
 		d.digest.Add(id)
@@ -92,7 +92,7 @@ func (d *verdict) setID(id string) {
 
 // record fills d with the verdict on raw, line n, and returns the event id
 // of a valid record (sharing memory with raw), else nil.
-func (j *judge) record(d *verdict, n int, raw []byte, defaultIngestedAt time.Time) []byte {
+func (j *judge) record(d *judgedRecord, n int, raw []byte, defaultIngestedAt time.Time) []byte {
 	d.line = n
 	if err := j.v.Check(raw, defaultIngestedAt, &j.c); err != nil {
 		re, ok := contract.AsReject(err)
@@ -123,7 +123,7 @@ func (j *judge) record(d *verdict, n int, raw []byte, defaultIngestedAt time.Tim
 
 // raw fills d with the verdict on the RAW record r. The contract check
 // gets the broker's receive time of the record.
-func (j *judge) raw(d *verdict, r *Record) {
+func (j *judge) raw(d *judgedRecord, r *Record) {
 	d.seq = r.Seq
 	d.fileLine = r.Line
 	n := r.Line
@@ -173,7 +173,7 @@ func (j *judge) store(key []byte) string {
 }
 
 // tooLong is the verdict on line n, cut at the pass's limit: too_large.
-func (j *judge) tooLong(d *verdict, n int, kept []byte, size int) {
+func (j *judge) tooLong(d *judgedRecord, n int, kept []byte, size int) {
 	d.line = n
 	limit := j.maxLine
 	if limit == 0 {
@@ -190,7 +190,7 @@ func (j *judge) chunk(ch *chunk, defaultIngestedAt time.Time) {
 	ch.verdicts = ch.verdicts[:0]
 	ids := ch.ids[:0]
 	for _, l := range ch.lines {
-		ch.verdicts = append(ch.verdicts, verdict{})
+		ch.verdicts = append(ch.verdicts, judgedRecord{})
 		d := &ch.verdicts[len(ch.verdicts)-1]
 		raw := ch.data[l.start:l.end]
 		d.fileLine = l.n

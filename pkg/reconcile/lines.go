@@ -40,10 +40,9 @@ func newSplitter(r io.Reader, max, block int) *splitter {
 	return &splitter{r: r, max: max, block: block}
 }
 
-// fill puts the next lines of the input into ch (emptied first): the whole
-// lines of about one block, or one line longer than a block. It returns
-// false once the input has ended and ch holds no lines; a read error
-// other than io.EOF is set in ch.err, after the lines before it.
+// fill puts the next whole lines (about one block, or one longer line) into
+// ch; false once the input ended and ch is empty. A read error other than
+// io.EOF is set in ch.err, after the lines before it.
 func (s *splitter) fill(ch *chunk) bool {
 	ch.data, ch.lines, ch.err = ch.data[:0], ch.lines[:0], nil
 	if cap(ch.data) < s.block {

@@ -119,7 +119,7 @@ func runStreamEvery(t *testing.T, data []byte, partitions int, ingestedAt time.T
 				w.late++
 				part.LateDropped++
 				res.late = append(res.late, reconcile.LateRow{
-					EventID: ev.EventID, WindowID: b.ID, Reason: reconcile.ReasonAfterGrace,
+					EventID: ev.EventID, WindowID: b.ID, Reason: wire.ReasonAfterGrace,
 					Watermark: window.Time(wp[p]), Partition: p, Seq: seq,
 				})
 			case window.Correction:

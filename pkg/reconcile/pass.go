@@ -21,7 +21,7 @@ type chunk struct {
 	data  []byte // the lines as read (what the pass keeps of each)
 	lines []lineSpan
 	// verdicts are the verdicts on lines, in order, once done is closed.
-	verdicts []verdict
+	verdicts []judgedRecord
 	ids      []byte
 	// idBlock holds the event ids of the valid records, back to back.
 	idBlock string

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
-	"github.com/receiptflow/receiptflow/pkg/gen"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
@@ -40,7 +40,7 @@ func countSequential(r io.Reader, opts Options) (*Batch, error) {
 		if len(bytes.TrimSpace(line)) == 0 && !cut {
 			continue
 		}
-		d := verdict{fileLine: n}
+		d := judgedRecord{fileLine: n}
 		if cut {
 			j.tooLong(&d, n, line, size)
 		} else if id := j.record(&d, n, line, b.ingestedAt); id != nil {
@@ -77,11 +77,11 @@ func countWith(r io.Reader, opts Options, workers int) (*Batch, error) {
 // line longer than the pass reads, and no newline at the end.
 func hostileStream(t testing.TB, events int) []byte {
 	t.Helper()
-	o := gen.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Seed, o.Events, o.Hours = 9, events, 12
 	o.DupRate, o.LateRate, o.InvalidRate = 0.05, 0.02, 0.03
 	var buf bytes.Buffer
-	st, err := gen.Write(&buf, o)
+	st, err := traffic.Write(&buf, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,9 +249,9 @@ func TestCountReadError(t *testing.T) {
 // Count gives for a file without heartbeats.
 func TestAddMatchesCount(t *testing.T) {
 	var buf bytes.Buffer
-	o := gen.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Seed, o.Events, o.InvalidRate, o.DupRate = 5, 5000, 0.05, 0.05
-	if _, err := gen.Write(&buf, o); err != nil {
+	if _, err := traffic.Write(&buf, o); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Now().UTC()
@@ -308,11 +308,11 @@ func TestJudgePartition(t *testing.T) {
 // 400 bytes (the bench's mix: 256 stores, 20% v1, 25% non-counting, 10%
 // disorder), in records per second.
 func BenchmarkCount(b *testing.B) {
-	o := gen.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Events, o.Stores, o.HotShare = 200000, 256, 0
 	o.DupRate, o.LateRate, o.InvalidRate = 0, 0, 0
 	var buf bytes.Buffer
-	st, err := gen.Write(&buf, o)
+	st, err := traffic.Write(&buf, o)
 	if err != nil {
 		b.Fatal(err)
 	}

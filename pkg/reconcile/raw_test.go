@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
-	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/window"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
@@ -43,11 +43,11 @@ func verdicts(b *reconcile.Batch) []string {
 // verdicts differ.
 func TestCountRawEqualsCountOfTheFile(t *testing.T) {
 	const partitions = 64
-	o := gen.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Seed, o.Events, o.Hours = 21, 3000, 6
 	o.LateRate, o.InvalidRate, o.DupRate = 0.03, 0.02, 0.03
 	var body bytes.Buffer
-	if _, err := gen.Write(&body, o); err != nil {
+	if _, err := traffic.Write(&body, o); err != nil {
 		t.Fatal(err)
 	}
 	slow := idlePartitionKey(t, body.Bytes(), partitions)
@@ -74,7 +74,7 @@ func TestCountRawEqualsCountOfTheFile(t *testing.T) {
 	if err := stream.Ensure(ctx, js, wire.For(""), stream.Config{Partitions: partitions}); err != nil {
 		t.Fatal(err)
 	}
-	in := ingest.New(js, ingest.Options{Partitions: partitions, Validator: v, HeartbeatEvery: 7,
+	in := ingest.New(js, ingest.Config{Partitions: partitions, Validator: v, HeartbeatEvery: 7,
 		EndOfStream: true, Now: func() time.Time { return now }})
 	st, err := ingest.File(ctx, in, bytes.NewReader(data), nil)
 	if err != nil {
@@ -100,7 +100,7 @@ func TestCountRawEqualsCountOfTheFile(t *testing.T) {
 		return b
 	}
 	fromFile := file(7)
-	if lv, ok := fromFile.LateVerdictOf("slow-2"); !ok || len(fromFile.Late) < 2 {
+	if lv, ok := fromFile.LateJudgmentOf("slow-2"); !ok || len(fromFile.Late) < 2 {
 		t.Fatalf("slow-2 not judged too late (%+v), %d too late in all", lv, len(fromFile.Late))
 	}
 	if slices.Equal(verdicts(file(1000)), verdicts(fromFile)) {

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/window"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
@@ -29,11 +29,11 @@ type refereeInput struct {
 func refereeInputs(t *testing.T) []refereeInput {
 	t.Helper()
 	seed, _ := readSeed(t)
-	o := gen.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Seed, o.Events, o.Hours = 11, 6000, 8
 	o.LateRate, o.InvalidRate = 0.03, 0.01
 	var buf bytes.Buffer
-	if _, err := gen.Write(&buf, o); err != nil {
+	if _, err := traffic.Write(&buf, o); err != nil {
 		t.Fatal(err)
 	}
 	return []refereeInput{{"seed", seed}, {"generated", buf.Bytes()}}
@@ -168,7 +168,7 @@ func TestParityFailsOnACorruptStream(t *testing.T) {
 				start, _ := window.ParseID(wid)
 				wm := window.Time(start + window.WidthMs + int64(time.Hour/time.Millisecond))
 				late := append(slices.Clone(res.late), reconcile.LateRow{
-					EventID: id, WindowID: wid, Reason: reconcile.ReasonAfterGrace, Watermark: wm, Partition: p, Seq: 1,
+					EventID: id, WindowID: wid, Reason: wire.ReasonAfterGrace, Watermark: wm, Partition: p, Seq: 1,
 				})
 				mustFailNaming(t, reconcile.Compare(b, ws, late), id, nil)
 			})
@@ -192,7 +192,7 @@ func TestParityFailsOnACorruptStream(t *testing.T) {
 			t.Run("never publish one window, its ids dropped as retired", func(t *testing.T) {
 				late := slices.Clone(res.late)
 				for _, eid := range b.Windows[wid].IDs {
-					late = append(late, reconcile.LateRow{EventID: eid, WindowID: wid, Reason: reconcile.ReasonRetired,
+					late = append(late, reconcile.LateRow{EventID: eid, WindowID: wid, Reason: wire.ReasonRetired,
 						Watermark: window.Time(window.EndOfStream), Partition: partitionOf(t, in.data, eid), Seq: 1})
 				}
 				mustFailNaming(t, reconcile.Compare(b, dropWindow(res.windows, wid), late), id, nil)
@@ -212,11 +212,11 @@ func TestParityFailsOnACorruptStream(t *testing.T) {
 // record on), since both apply the idle-partition rule of docs/spec.md §3 in
 // the same RAW order.
 func TestParityHoldsForAnyHeartbeatPeriod(t *testing.T) {
-	o := gen.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Seed, o.Events, o.Hours = 3, 4000, 6
 	o.LateRate = 0.03
 	var buf bytes.Buffer
-	if _, err := gen.Write(&buf, o); err != nil {
+	if _, err := traffic.Write(&buf, o); err != nil {
 		t.Fatal(err)
 	}
 	for _, every := range []int{1, 3, 100, 1000} {
@@ -244,15 +244,15 @@ func TestRefereeJudgesRetiredItself(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, ok := b.LateVerdictOf("x2")
+	v, ok := b.LateJudgmentOf("x2")
 	wm := time.Date(2026, 12, 2, 14, 55, 0, 0, time.UTC)
-	if !ok || v.Reason != reconcile.ReasonRetired || !v.Watermark.Equal(wm) || b.Windows["2026-12-02T10"] != nil {
+	if !ok || v.Reason != wire.ReasonRetired || !v.Watermark.Equal(wm) || b.Windows["2026-12-02T10"] != nil {
 		t.Fatalf("x2: %+v (%v), window 10 %+v", v, ok, b.Windows["2026-12-02T10"])
 	}
 	// The model has no horizon: it routes x2 to LATE after grace.
 	res := runStream(t, []byte(input), reconcile.DefaultPartitions, time.Time{})
 	retired := slices.Clone(res.late)
-	retired[0].Reason = reconcile.ReasonRetired
+	retired[0].Reason = wire.ReasonRetired
 	dropped := dropWindow(res.windows, "2026-12-02T10")
 	if rep := reconcile.Compare(b, dropped, retired); !rep.Holds {
 		t.Fatalf("a stream that dropped x2 as retired does not hold: %+v", rep.Unexplained)

@@ -232,7 +232,7 @@ type BatchSummary struct {
 	ByReason   map[contract.Reason]int `json:"rejected_by_reason"`
 	Windows    []BatchWindow           `json:"windows"`
 	// Late lists every submission the batch judged too late.
-	Late []LateVerdict `json:"late"`
+	Late []LateJudgment `json:"late"`
 }
 
 // Summary returns the batch's totals and per-window counts and digests.

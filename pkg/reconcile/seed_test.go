@@ -77,7 +77,7 @@ func TestSeedBatch(t *testing.T) {
 		gotLate = append(gotLate, l.EventID+"@"+l.WindowID+":"+l.Reason)
 	}
 	for _, l := range exp.Late {
-		wantLate = append(wantLate, l.EventID+"@"+l.WindowID+":"+reconcile.ReasonAfterGrace)
+		wantLate = append(wantLate, l.EventID+"@"+l.WindowID+":"+wire.ReasonAfterGrace)
 	}
 	if !slices.Equal(gotLate, wantLate) {
 		t.Errorf("batch too late = %v, want %v", gotLate, wantLate)

@@ -67,12 +67,9 @@ func RecordOf(m jetstream.Msg) (Record, error) {
 	return r, nil
 }
 
-// CountRaw runs the batch pass over the RAW stream name as stored at the
-// time of the call, read in order through an ordered consumer (heartbeats
-// included, each record with its sequence and broker timestamp). It
-// returns the batch and the last RAW sequence read (0 for an empty
-// stream). Options.HeartbeatEvery and EndOfStream do not apply: RAW holds
-// the heartbeats.
+// CountRaw runs the batch pass over RAW stream name as stored now, read in
+// order with its heartbeats; it returns the batch and the last RAW sequence
+// read (0 for an empty stream).
 func CountRaw(ctx context.Context, js jetstream.JetStream, name string, opts Options) (*Batch, uint64, error) {
 	b, err := NewBatch(opts)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 
 // natsRuns remembers how each server from NATS or RestartNATS was started, so
 // RestartNATS can start its successor on the same port and store.
-var natsRuns sync.Map // *server.Server -> embedded.NATSOptions
+var natsRuns sync.Map // *server.Server -> embedded.NATSConfig
 
 // NATS starts an in-process nats-server with JetStream on 127.0.0.1 and a
 // free port, with its file store in t.TempDir(). It returns the server and its
@@ -26,7 +26,7 @@ var natsRuns sync.Map // *server.Server -> embedded.NATSOptions
 // publishes 15–22× in publish rate for a power loss no test simulates.
 func NATS(t testing.TB) (*server.Server, string) {
 	t.Helper()
-	s := startNATS(t, embedded.NATSOptions{StoreDir: t.TempDir(), Port: FreePort(t)})
+	s := startNATS(t, embedded.NATSConfig{StoreDir: t.TempDir(), Port: FreePort(t)})
 	return s, embedded.ClientURL(s)
 }
 
@@ -43,14 +43,14 @@ func RestartNATS(t testing.TB, s *server.Server) *server.Server {
 		t.Fatalf("testenv: RestartNATS: server %s was not started by testenv.NATS", s)
 		return nil
 	}
-	opts := v.(embedded.NATSOptions)
+	opts := v.(embedded.NATSConfig)
 	s.Shutdown() // no-op if the test already shut it down
 	s.WaitForShutdown()
 	natsRuns.Delete(s)
 	return startNATS(t, opts)
 }
 
-func startNATS(t testing.TB, opts embedded.NATSOptions) *server.Server {
+func startNATS(t testing.TB, opts embedded.NATSConfig) *server.Server {
 	t.Helper()
 	s, err := embedded.StartNATS(opts)
 	if err != nil {

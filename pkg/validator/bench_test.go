@@ -5,23 +5,23 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
-	"github.com/receiptflow/receiptflow/pkg/gen"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 )
 
 // BenchmarkRecords is the validator's own work per RAW record, without
 // JetStream or Redis: validate the record and build its frame record
 // (validateOne), then encode the frames of a 500-record batch, on the bench's records
-// (pkg/gen defaults of make bench: ~405 B, 20% v1, 25% other types).
+// (pkg/traffic defaults of make bench: ~405 B, 20% v1, 25% other types).
 func BenchmarkRecords(b *testing.B) {
 	v, err := contract.NewValidator(contract.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	s := New(nil, nil, Config{Partitions: 8, Validator: v})
-	opts := gen.Options{Seed: 1, Events: 500, Hours: 24, Stores: 256, DisorderRate: 0.1, V1Share: 0.2, OtherTypeShare: 0.25}
+	opts := traffic.Config{Seed: 1, Events: 500, Hours: 24, Stores: 256, DisorderRate: 0.1, V1Share: 0.2, OtherTypeShare: 0.25}
 	var recs [][]byte
 	var last time.Time
-	if _, err := gen.Each(opts, func(r gen.Record) error {
+	if _, err := traffic.Each(opts, func(r traffic.Record) error {
 		recs = append(recs, r.Line)
 		last = time.UnixMilli(r.EventTime)
 		return nil

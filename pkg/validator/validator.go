@@ -80,6 +80,29 @@ type Config struct {
 	Linger time.Duration
 }
 
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Batch <= 0 {
+		c.Batch = 500
+	}
+	if c.IdleEvery <= 0 {
+		c.IdleEvery = defaultIdleEvery
+	}
+	if c.BarrierPoll <= 0 {
+		c.BarrierPoll = defaultBarrierPoll
+	}
+	if c.MaxDeliveries == 0 {
+		c.MaxDeliveries = DefaultMaxDeliveries
+	}
+	return c
+}
+
 // Service is one validator instance. Run it once.
 type Service struct {
 	js    jetstream.JetStream
@@ -135,24 +158,7 @@ func (s *Service) publishValid(ctx context.Context, msgs []*nats.Msg) error {
 
 // New returns a validator using js for streams and store for claims.
 func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Batch <= 0 {
-		cfg.Batch = 500
-	}
-	if cfg.IdleEvery <= 0 {
-		cfg.IdleEvery = defaultIdleEvery
-	}
-	if cfg.BarrierPoll <= 0 {
-		cfg.BarrierPoll = defaultBarrierPoll
-	}
-	if cfg.MaxDeliveries == 0 {
-		cfg.MaxDeliveries = DefaultMaxDeliveries
-	}
+	cfg = cfg.withDefaults()
 	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer), validate: checkFunc(cfg.Validator),
 		bar: newBarrier(cfg.Registerer)}
 }

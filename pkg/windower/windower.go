@@ -54,6 +54,20 @@ type Config struct {
 	Linger time.Duration
 }
 
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Batch <= 0 {
+		c.Batch = 1000
+	}
+	if c.RetireEvery <= 0 {
+		c.RetireEvery = time.Second
+	}
+	return c
+}
+
 // Trace is the decision for one VALID message.
 type Trace struct {
 	Partition int
@@ -88,15 +102,7 @@ type Service struct {
 
 // New returns a windower that applies to store and reads/writes js.
 func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Batch <= 0 {
-		cfg.Batch = 1000
-	}
-	if cfg.RetireEvery <= 0 {
-		cfg.RetireEvery = time.Second
-	}
+	cfg = cfg.withDefaults()
 	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer), confirmEvery: confirmEvery,
 		nonce: strconv.FormatInt(time.Now().UnixNano(), 36)}
 }

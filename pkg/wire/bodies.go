@@ -29,7 +29,9 @@ type LateEvent struct {
 const (
 	// ReasonAfterGrace: judged too late against the partition watermark.
 	ReasonAfterGrace = "after_grace"
-	// ReasonRetired: its window's state was already retired.
+	// ReasonRetired: its window's state was already retired (final and past
+	// the replay horizon); dropped without changing the window or its
+	// late_dropped.
 	ReasonRetired = "retired"
 )
 

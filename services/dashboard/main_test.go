@@ -78,7 +78,7 @@ func TestWaitsForNATS(t *testing.T) {
 		return nil
 	})
 
-	s, err := embedded.StartNATS(embedded.NATSOptions{StoreDir: t.TempDir(), Port: port})
+	s, err := embedded.StartNATS(embedded.NATSConfig{StoreDir: t.TempDir(), Port: port})
 	if err != nil {
 		t.Fatal(err)
 	}

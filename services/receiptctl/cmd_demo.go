@@ -114,13 +114,13 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	scr := newScreen(stdout, tty, banner, *rows)
 
-	in := ingest.New(p.Admin.JS, ingest.Options{Partitions: c.Partitions, HotKeys: c.Hot(), Validator: p.Validator, HeartbeatEvery: 50, HeartbeatInterval: time.Second,
+	in := ingest.New(p.Admin.JS, ingest.Config{Partitions: c.Partitions, HotKeys: c.Hot(), Validator: p.Validator, HeartbeatEvery: 50, HeartbeatInterval: time.Second,
 		Linger: c.Waits().IngestLinger})
 	defer in.Close(context.Background())
 	feedErr := make(chan error, 1)
 	cases := make(chan string, 16)
 	go func() {
-		feedErr <- demo.Run(ctx, in, demo.Options{
+		feedErr <- demo.Run(ctx, in, demo.Config{
 			CaseEvery: *caseEvery, IdleEvery: *idleEvery, IdleFor: *idleFor, Seed: uint64(time.Now().UnixNano()),
 			OnCase: func(name string) {
 				select {

@@ -9,14 +9,14 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/receiptflow/receiptflow/pkg/gen"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 )
 
 // cmdGen writes deterministic synthetic traffic (docs/spec.md §6, gen): the
 // same flags always give the same bytes. Records go to --out or stdout; a
 // summary of what was written goes to stderr.
 func cmdGen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	d := gen.DefaultOptions()
+	d := traffic.DefaultConfig()
 	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	seed := fs.Uint64("seed", d.Seed, "seed; the same flags give byte-identical output")
@@ -43,7 +43,7 @@ func cmdGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return usageError("--start: %v", err)
 	}
-	o := gen.Options{
+	o := traffic.Config{
 		Seed: *seed, Events: *events, Start: t0, Hours: *hours, Stores: *stores, HotShare: *hot,
 		DupRate: *dup, DisorderRate: *disorder, LateRate: *late, InvalidRate: *invalid,
 		V1Share: *v1, OtherTypeShare: *other, PayloadBytes: *payload,
@@ -52,12 +52,12 @@ func cmdGen(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return usageError("--events, --hours and --stores must be positive")
 	}
 
-	var st gen.Stats
+	var st traffic.Stats
 	if *out == "" || *out == "-" {
-		st, err = gen.Write(ctxWriter{ctx, stdout}, o)
+		st, err = traffic.Write(ctxWriter{ctx, stdout}, o)
 	} else {
-		st, err = writeFileAtomic(*out, func(w io.Writer) (gen.Stats, error) {
-			return gen.Write(ctxWriter{ctx, w}, o)
+		st, err = writeFileAtomic(*out, func(w io.Writer) (traffic.Stats, error) {
+			return traffic.Write(ctxWriter{ctx, w}, o)
 		})
 	}
 	if err != nil {

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/receiptflow/receiptflow/pkg/gen"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
@@ -25,10 +25,10 @@ import (
 // command must exit 1 naming a line of the file and that line's event id
 // (docs/spec.md §4 and §6), never 0.
 func TestIngestExitsOneNamingFirstUnconfirmed(t *testing.T) {
-	o := gen.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Events = 6000
 	var data bytes.Buffer
-	if _, err := gen.Write(&data, o); err != nil {
+	if _, err := traffic.Write(&data, o); err != nil {
 		t.Fatal(err)
 	}
 	// The fixture has too_large records: longer than a bufio.Scanner's

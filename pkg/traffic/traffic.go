@@ -1,4 +1,4 @@
-package gen
+package traffic
 
 import (
 	"bufio"
@@ -84,11 +84,10 @@ func (s Stats) InvalidTotal() int {
 	return n
 }
 
-// Write writes o.Events NDJSON records to w in arrival order and returns
-// what it wrote. The same Options give byte-identical output. It returns an
-// error for impossible Options or when w fails; it is safe to call
-// concurrently with distinct writers.
-func Write(w io.Writer, o Options) (Stats, error) {
+// Write writes o.Events NDJSON records to w in arrival order and returns what
+// it wrote. It errors when o is invalid (Config.Validate) or w fails; safe to
+// call concurrently with distinct writers.
+func Write(w io.Writer, o Config) (Stats, error) {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	st, err := Each(o, func(r Record) error {
 		if _, err := bw.Write(r.Line); err != nil {
@@ -142,12 +141,12 @@ type Record struct {
 
 // Each generates o.Events records in arrival order, the same ones Write
 // writes, and calls fn with each; an error from fn stops it and is
-// returned wrapped. It returns an error for impossible Options too.
-func Each(o Options, fn func(Record) error) (Stats, error) {
-	o = o.withDefaults()
-	if err := o.check(); err != nil {
+// returned wrapped. It returns an error for impossible Config too.
+func Each(o Config, fn func(Record) error) (Stats, error) {
+	if err := o.Validate(); err != nil {
 		return Stats{}, err
 	}
+	o = o.withDefaults()
 	g := newGenerator(o)
 	for i := range o.Events {
 		g.cur = Record{}
@@ -190,7 +189,7 @@ type remembered struct {
 }
 
 type generator struct {
-	o        Options
+	o        Config
 	r        *rand.Rand
 	stats    Stats
 	n        int   // last event number used
@@ -205,7 +204,7 @@ type generator struct {
 	cur      Record // what the record being generated is
 }
 
-func newGenerator(o Options) *generator {
+func newGenerator(o Config) *generator {
 	return &generator{
 		o:        o,
 		r:        rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15)),
@@ -307,10 +306,9 @@ func (g *generator) lateWithinGrace() []byte {
 	return g.accept(ev)
 }
 
-// lateAfterGrace writes a submission of the store that sent the newest
-// event, in a window whose end plus grace is at or before that store's own
-// watermark: its partition's watermark is at least that, so the stream
-// judges it too late whatever the partition count.
+// lateAfterGrace writes a submission of the newest event's store in a window
+// whose end plus grace is at or before that store's watermark, hence too late
+// for the stream whatever the partition count.
 func (g *generator) lateAfterGrace() []byte {
 	key := g.last
 	wm := g.storeMax[key] - int64(lateness/time.Millisecond)

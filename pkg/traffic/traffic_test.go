@@ -1,4 +1,4 @@
-package gen_test
+package traffic_test
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
-	"github.com/receiptflow/receiptflow/pkg/gen"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
@@ -23,10 +23,10 @@ import (
 // ingested_at; the received time only bounds it, docs/spec.md §2).
 var received = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func write(t *testing.T, o gen.Options) ([]byte, gen.Stats) {
+func write(t *testing.T, o traffic.Config) ([]byte, traffic.Stats) {
 	t.Helper()
 	var buf bytes.Buffer
-	st, err := gen.Write(&buf, o)
+	st, err := traffic.Write(&buf, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func lines(data []byte) []string {
 }
 
 func TestDeterministic(t *testing.T) {
-	o := gen.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Events = 5000
 	a, sa := write(t, o)
 	b, sb := write(t, o)
@@ -64,7 +64,7 @@ var update = flag.Bool("update", false, "rewrite testdata/golden.ndjson")
 // change of the generator's byte stream is a deliberate one (go test
 // -update rewrites the file).
 func TestGolden(t *testing.T) {
-	o := gen.Options{
+	o := traffic.Config{
 		Seed: 3, Events: 60, Hours: 3, Stores: 3, HotShare: 0.5, DupRate: 0.1, DisorderRate: 0.2,
 		LateRate: 0.1, InvalidRate: 0.15, V1Share: 0.3, OtherTypeShare: 0.2, PayloadBytes: 80,
 	}
@@ -88,7 +88,7 @@ func TestGolden(t *testing.T) {
 // validator, keeping the claims a validator with a fingerprint store keeps,
 // and holds the tallies to Stats exactly.
 func TestEveryRecordIsWhatStatsSay(t *testing.T) {
-	o := gen.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Seed, o.Events, o.InvalidRate, o.DupRate = 9, 20000, 0.05, 0.05
 	data, st := write(t, o)
 	v, err := contract.NewValidator(contract.Options{})
@@ -155,7 +155,7 @@ func TestEveryRecordIsWhatStatsSay(t *testing.T) {
 // TestShape checks the first event time, the span, the skew and the record
 // size.
 func TestShape(t *testing.T) {
-	o := gen.DefaultOptions()
+	o := traffic.DefaultConfig()
 	o.Start = time.Date(2026, 3, 1, 6, 0, 0, 0, time.UTC)
 	o.Hours, o.Events, o.Stores, o.HotShare = 6, 6000, 5, 0.5
 	data, st := write(t, o)
@@ -197,7 +197,7 @@ func TestShape(t *testing.T) {
 // TestCleanByDefault: zero rates give in-order, valid, unique submissions
 // only.
 func TestCleanByDefault(t *testing.T) {
-	data, st := write(t, gen.Options{Events: 500})
+	data, st := write(t, traffic.Config{Events: 500})
 	if st.Submissions != 500 || st.Duplicates+st.InvalidTotal()+st.LateAfterGrace+st.Disordered+st.V1 != 0 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -218,7 +218,7 @@ func TestCleanByDefault(t *testing.T) {
 }
 
 func TestOptionErrors(t *testing.T) {
-	for _, o := range []gen.Options{
+	for _, o := range []traffic.Config{
 		{Events: -1},
 		{Hours: -2},
 		{DupRate: 0.6, InvalidRate: 0.3, LateRate: 0.2},
@@ -226,7 +226,7 @@ func TestOptionErrors(t *testing.T) {
 		{V1Share: -0.1},
 		{Start: time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC)},
 	} {
-		if _, err := gen.Write(&bytes.Buffer{}, o); err == nil {
+		if _, err := traffic.Write(&bytes.Buffer{}, o); err == nil {
 			t.Errorf("%+v: no error", o)
 		}
 	}
@@ -237,7 +237,7 @@ type failWriter struct{}
 func (failWriter) Write([]byte) (int, error) { return 0, errors.New("full") }
 
 func TestWriteError(t *testing.T) {
-	if _, err := gen.Write(failWriter{}, gen.Options{Events: 5000}); err == nil {
+	if _, err := traffic.Write(failWriter{}, traffic.Config{Events: 5000}); err == nil {
 		t.Fatal("write error not returned")
 	}
 }

@@ -1,10 +1,4 @@
-// Package gen writes deterministic synthetic receipt traffic as NDJSON in
-// arrival order: steady event time over a span of hours, several partition
-// keys with a hot one, retries, disorder, late events within and after
-// grace, schema v1 and v2, other event types, and one invalid record of
-// every rejection reason in turn. The same Options always give the same
-// bytes; nothing depends on the wall clock.
-package gen
+package traffic
 
 import (
 	"errors"
@@ -13,7 +7,7 @@ import (
 	"time"
 )
 
-// Defaults of Options.withDefaults.
+// Defaults of Config.withDefaults.
 const (
 	DefaultEvents       = 1000
 	DefaultHours        = 24
@@ -21,7 +15,7 @@ const (
 	DefaultPayloadBytes = 170
 )
 
-// defaultStart is the event time of the first event when Options.Start is
+// defaultStart is the event time of the first event when Config.Start is
 // zero. It is a function, not a package variable, so that no caller can
 // change the default.
 func defaultStart() time.Time { return time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC) }
@@ -30,10 +24,10 @@ func defaultStart() time.Time { return time.Date(2026, 12, 2, 0, 0, 0, 0, time.U
 // contract's 2000-01-01 floor.
 var minStart = time.Date(2000, 1, 2, 0, 0, 0, 0, time.UTC)
 
-// Options describes the traffic to generate. Rates are probabilities per
-// record; DupRate + InvalidRate + LateRate must not exceed 1.
-type Options struct {
-	// Seed selects the traffic; the same Options give byte-identical output.
+// Config describes the traffic to generate (Validate says which are
+// impossible). Rates are probabilities per record.
+type Config struct {
+	// Seed selects the traffic; the same Config gives byte-identical output.
 	Seed uint64
 	// Events is the number of records to write, of every kind.
 	Events int
@@ -71,11 +65,11 @@ type Options struct {
 	PayloadBytes int
 }
 
-// DefaultOptions returns a realistic mix: 10 000 records over 24 hours and
+// DefaultConfig returns a realistic mix: 10 000 records over 24 hours and
 // 16 stores, 30% from the hot store, 3% retries, 10% disorder, 1% late, 1%
 // invalid, 20% schema v1, 25% other types.
-func DefaultOptions() Options {
-	return Options{
+func DefaultConfig() Config {
+	return Config{
 		Seed:           1,
 		Events:         10000,
 		Start:          defaultStart(),
@@ -93,8 +87,8 @@ func DefaultOptions() Options {
 }
 
 // withDefaults returns o with zero sizes set to their defaults. Zero rates
-// stay zero: a zero Options writes clean, in-order traffic.
-func (o Options) withDefaults() Options {
+// stay zero: a zero Config writes clean, in-order traffic.
+func (o Config) withDefaults() Config {
 	if o.Events == 0 {
 		o.Events = DefaultEvents
 	}
@@ -114,8 +108,11 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// check reports options that cannot be generated.
-func (o Options) check() error {
+// Validate reports a Config that cannot be generated: negative sizes, a
+// rate outside [0, 1], DupRate + InvalidRate + LateRate over 1, or a Start
+// before 2000-01-02 (zero sizes and Start take their defaults).
+func (o Config) Validate() error {
+	o = o.withDefaults()
 	var errs []string
 	if o.Events < 0 {
 		errs = append(errs, fmt.Sprintf("events %d is negative", o.Events))
