@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
@@ -107,7 +108,7 @@ func Backfill(ctx context.Context, bc BackfillConfig) (*BackfillResult, error) {
 	res := &BackfillResult{From: active.Generation}
 	least := bc.Grace
 	if least <= 0 {
-		least = pipeline.DefaultGrace
+		least = config.Defaults().Grace
 	}
 	if res.Grace, res.TooLate, err = GraceFor(late, least, bc.Margin); err != nil {
 		return nil, err

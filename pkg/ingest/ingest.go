@@ -20,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/window"
@@ -111,7 +112,7 @@ type Ingester struct {
 // New returns an Ingester publishing to js. Call Close when done.
 func New(js jetstream.JetStream, opts Options) *Ingester {
 	if opts.HeartbeatEvery <= 0 {
-		opts.HeartbeatEvery = 1000
+		opts.HeartbeatEvery = config.Defaults().HeartbeatEvery
 	}
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = 4096
