@@ -125,6 +125,9 @@ func Backfill(ctx context.Context, bc BackfillConfig) (*BackfillResult, error) {
 	}
 	rc := bc.RebuildConfig
 	rc.Grace = res.Grace
+	if rc.Params != (config.Params{}) {
+		rc.Params.Grace = res.Grace
+	}
 	rc.NoSwitch = true // switched below, once the LATE events are counted too
 	if res.Rebuild, err = Rebuild(ctx, rc); err != nil {
 		return res, err

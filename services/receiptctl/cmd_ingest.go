@@ -131,7 +131,9 @@ func rawReady(ctx context.Context, js jetstream.JetStream, refusals *connect.Ref
 	default:
 		return explainRefusal(fmt.Errorf("look up stream %s: %w", wire.Raw, err), refusals, sec)
 	}
-	if err := stream.Ensure(lookCtx, js, wire.For(c.Generation), c.Topology(0)); err != nil {
+	topology := c.Topology(0)
+	topology.Record = nil // ingest knows no lateness or grace: the services' set-up records them
+	if err := stream.Ensure(lookCtx, js, wire.For(c.Generation), topology); err != nil {
 		what, verb := "does not exist", "create it"
 		if raw != nil {
 			what, verb = "does not allow atomic batches", "update it"
