@@ -281,6 +281,17 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 		shutdown()
 		return stopped(ctx, log, err)
 	}
+	if !o.ensure { // the set-up job may have recorded the parameters meanwhile
+		if err := w.adopt(ctx, d.NATS.JS, &c, explicit, refused); err != nil {
+			shutdown()
+			return stopped(ctx, log, err)
+		}
+		if err := d.configure(c, o); err != nil {
+			shutdown()
+			return err
+		}
+		r = roleOf(name, d.Names, d.Owned, c.Partitions)
+	}
 	d.Store = ledger.NewStore(d.Redis, ledger.Keys{Prefix: d.Names.RedisPrefix()}, c.Lateness, c.Grace, ledger.WithHorizon(c.ReplayHorizon))
 	// Each start of the service gets a fresh value built against the
 	// same connections; the collectors the previous one registered are
