@@ -231,15 +231,11 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 	h.nc.Store(d.NATS.NC)
 	// The deployment's recorded parameters (docs/architecture.md) win
 	// over flags not given; a flag given with another value is refused.
-	if err := w.adopt(ctx, d.NATS.JS, &c, explicit, refused); err != nil {
+	if err := d.adopt(ctx, w, &c, o, explicit, refused); err != nil {
 		d.NATS.Close()
 		return stopped(ctx, log, err)
 	}
 	topology = c.Topology(o.replicas)
-	if err := d.configure(c, o); err != nil {
-		d.NATS.Close()
-		return err
-	}
 	if d.Redis, err = connect.ConnectRedisSecure(c.RedisURL, o.redisSec); err != nil {
 		d.NATS.Close()
 		return err
@@ -282,13 +278,9 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 		return stopped(ctx, log, err)
 	}
 	if !o.ensure { // the set-up job may have recorded the parameters meanwhile
-		if err := w.adopt(ctx, d.NATS.JS, &c, explicit, refused); err != nil {
+		if err := d.adopt(ctx, w, &c, o, explicit, refused); err != nil {
 			shutdown()
 			return stopped(ctx, log, err)
-		}
-		if err := d.configure(c, o); err != nil {
-			shutdown()
-			return err
 		}
 		r = roleOf(name, d.Names, d.Owned, c.Partitions)
 	}

@@ -22,6 +22,14 @@ func (w waiter) adopt(ctx context.Context, js jetstream.JetStream, c *config.Com
 	})
 }
 
+// adopt is waiter.adopt, then configure.
+func (d *Deps) adopt(ctx context.Context, w waiter, c *config.Common, o options, explicit func(string) bool, refused *refusals) error {
+	if err := w.adopt(ctx, d.NATS.JS, c, explicit, refused); err != nil {
+		return err
+	}
+	return d.configure(*c, o)
+}
+
 // configure sets what Deps derives from the (adopted) configuration c:
 // the partitions this instance owns and the record validator.
 func (d *Deps) configure(c config.Common, o options) error {
