@@ -187,8 +187,6 @@ func (p *Params) Validate() error {
 		return fmt.Errorf("--replay-horizon must not be negative")
 	case p.MaxFutureSkew <= 0:
 		return fmt.Errorf("--max-future-skew must be positive, got %s", p.MaxFutureSkew)
-	case p.HeartbeatEvery < 0:
-		return fmt.Errorf("--heartbeat-every must not be negative, got %d", p.HeartbeatEvery)
 	}
 	if _, err := window.ParseHotKeys(p.HotKeys, p.Partitions); err != nil {
 		return fmt.Errorf("--hot-keys: %w", err)

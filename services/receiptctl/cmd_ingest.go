@@ -29,7 +29,7 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var natsSec connect.NATSSecurity
 	natsSec.Register(fs)
 	events := fs.String("events", "", "NDJSON file of events (required; - for stdin)")
-	hbEvery := fs.Int("heartbeat-every", 1000, "send a progress heartbeat to every partition after this many records")
+	c.RegisterHeartbeat(fs, "send a progress heartbeat to every partition after this many records")
 	eos := fs.Bool("end-of-stream", false, "after the file, send the end-of-stream watermark (closes every window)")
 	ensure := fs.Bool("ensure-streams", envBool("RECEIPTS_ENSURE_STREAMS", true),
 		"create the streams and buckets if RAW does not exist yet (env RECEIPTS_ENSURE_STREAMS); needs admin rights. When RAW exists ingest only looks it up, so the least-privilege ingest user needs no create rights")
@@ -71,7 +71,7 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	in := ingest.New(conn.JS, ingest.Options{Partitions: c.Partitions, HotKeys: c.Hot(), Validator: v, HeartbeatEvery: *hbEvery,
+	in := ingest.New(conn.JS, ingest.Options{Partitions: c.Partitions, HotKeys: c.Hot(), Validator: v, HeartbeatEvery: c.HeartbeatEvery,
 		EndOfStream: *eos, RetryFor: *retryFor, Linger: c.Waits().IngestLinger})
 	began := time.Now()
 	st, err := ingest.File(ctx, in, r, func(s ingest.Stats) {

@@ -73,6 +73,9 @@ func (f *reconcileFlags) options(ctx context.Context, fs *flag.FlagSet, p *confi
 		return reconcile.Options{}, usageError("%v", err)
 	}
 	every := p.HeartbeatEvery
+	if every < 0 {
+		return reconcile.Options{}, usageError("--heartbeat-every must not be negative, got %d", every)
+	}
 	if every == 0 {
 		every = -1 // reconcile.Options: negative places none
 	}
