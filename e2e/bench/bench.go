@@ -99,7 +99,7 @@ func (o *Options) defaults() error {
 		}
 	}
 	if o.Partitions <= 0 {
-		o.Partitions = 8
+		o.Partitions = config.Defaults().Partitions
 	}
 	if o.Partitions > 255 {
 		return errors.New("bench: at most 255 partitions")

@@ -155,7 +155,8 @@ func runInProcess(ctx context.Context, spec deploySpec, svc string, owned []int,
 	}
 	defer rdb.Close()
 	names := wire.For("")
-	store := ledger.NewStore(rdb, ledger.Keys{Prefix: names.RedisPrefix()}, 5*time.Minute, time.Hour, ledger.WithHorizon(24*time.Hour))
+	def := config.Defaults() // the services' default parameters
+	store := ledger.NewStore(rdb, ledger.Keys{Prefix: names.RedisPrefix()}, def.Lateness, def.Grace, ledger.WithHorizon(def.ReplayHorizon))
 	waits := config.WaitsFor(config.DefaultLatencyBudget) // the services' default --latency-budget
 	switch svc {
 	case "validator":
@@ -165,7 +166,7 @@ func runInProcess(ctx context.Context, spec deploySpec, svc string, owned []int,
 		return windower.New(conn.JS, store, windower.Config{Names: names, Partitions: spec.partitions, Owned: owned, Registerer: reg,
 			Linger: waits.ConsumeLinger}).Run(ctx)
 	case "publisher":
-		return publisher.New(conn.JS, store, publisher.Config{Names: names, Partitions: spec.partitions, Grace: time.Hour, Registerer: reg,
+		return publisher.New(conn.JS, store, publisher.Config{Names: names, Partitions: spec.partitions, Grace: def.Grace, Registerer: reg,
 			Linger: waits.PublishLinger}).Run(ctx)
 	}
 	return fmt.Errorf("bench: unknown service %q", svc)

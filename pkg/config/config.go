@@ -4,6 +4,7 @@
 package config
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -11,31 +12,21 @@ import (
 	"strings"
 	"time"
 
-	"github.com/receiptflow/receiptflow/pkg/contract"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
 	"github.com/receiptflow/receiptflow/pkg/stream"
-	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
 // Common is the shared configuration.
 type Common struct {
-	Partitions int
-	Lateness   time.Duration
-	Grace      time.Duration
+	// Params are the parameters the deployment records (Params.Record).
+	Params
 	StaleAfter time.Duration
-	// MaxFutureSkew: an event time later than the record's received time
-	// plus this is future_timestamp (docs/spec.md §2).
-	MaxFutureSkew time.Duration
-	NATSURL       string
-	RedisURL      string
-	Failpoints    string
-	Generation    string
-	// ReplayHorizon: window state is retired this long (event time) after
-	// the window became final; 0 keeps it forever.
-	ReplayHorizon time.Duration
-	// HotKeys declares partition keys spread over several partitions
-	// ("key=k,..."; see window.Route).
-	HotKeys string
+	NATSURL    string
+	RedisURL   string
+	Failpoints string
+	Generation string
 	// Retention is how long the streams keep their messages (MaxAge,
 	// docs/spec.md §4): the replay horizon of operators. Never 0, so no
 	// stream is kept forever by accident.
@@ -107,17 +98,12 @@ const DefaultRetention = stream.DefaultMaxAge
 // Register adds the shared flags to fs, defaulting from NATS_URL,
 // REDIS_URL and RECEIPTS_FAILPOINTS.
 func (c *Common) Register(fs *flag.FlagSet) {
-	fs.IntVar(&c.Partitions, "partitions", 8, "number of partitions P (fnv1a32(partition_key) mod P)")
-	fs.DurationVar(&c.Lateness, "lateness", 5*time.Minute, "watermark lateness: W_p = max event time - lateness")
-	fs.DurationVar(&c.Grace, "grace", time.Hour, "grace after a window's end during which late events are counted as corrections")
-	fs.DurationVar(&c.MaxFutureSkew, "max-future-skew", envDuration("RECEIPTS_MAX_FUTURE_SKEW", contract.DefaultMaxFutureSkew),
-		"how far after its received time (the broker's timestamp of its RAW message) an event may have occurred; later is future_timestamp (env RECEIPTS_MAX_FUTURE_SKEW)")
+	c.Params.Register(fs)
 	fs.DurationVar(&c.StaleAfter, "stale-after", 2*time.Minute, "wall-clock silence of the source after which readers are told the data is stale")
 	fs.StringVar(&c.NATSURL, "nats-url", os.Getenv("NATS_URL"), "NATS server URL (env NATS_URL); empty starts an embedded server where the command supports it")
 	fs.StringVar(&c.RedisURL, "redis-url", os.Getenv("REDIS_URL"), "Redis URL redis://host:port (env REDIS_URL); empty starts an embedded miniredis where the command supports it")
 	fs.StringVar(&c.Failpoints, "failpoints", os.Getenv(failpoint.Env), "failpoints NAME=crash@every:N,... (env "+failpoint.Env+")")
 	fs.StringVar(&c.Generation, "generation", "1", "state generation to write (rebuilds use a new one)")
-	fs.StringVar(&c.HotKeys, "hot-keys", os.Getenv("RECEIPTS_HOT_KEYS"), "partition keys too busy for one partition, spread by event id over k partitions: key=k,... (env RECEIPTS_HOT_KEYS); ingest, validator and reconcile must agree, and changing it needs a rebuild")
 	fs.DurationVar(&c.Retention, "retention", envDuration("RECEIPTS_RETENTION", DefaultRetention),
 		"how long the streams keep their messages, the window for replays from sequence numbers (env RECEIPTS_RETENTION); applied when the streams are created or updated")
 	fs.DurationVar(&c.DedupWindow, "dedup-window", envDuration("RECEIPTS_DEDUP_WINDOW", stream.DefaultDupWindow),
@@ -128,22 +114,14 @@ func (c *Common) Register(fs *flag.FlagSet) {
 		"event time behind the newest window after which a final window whose state is retired is pruned from the KV bucket; its day rollup keeps its counts (env RECEIPTS_WINDOW_RETENTION; at least --grace + --replay-horizon)")
 	fs.DurationVar(&c.DayRetention, "day-retention", envDuration("RECEIPTS_DAY_RETENTION", DefaultDayRetention),
 		"event time behind the newest window after which a final day rollup is pruned from the KV bucket (env RECEIPTS_DAY_RETENTION; at least --window-retention)")
-	fs.DurationVar(&c.ReplayHorizon, "replay-horizon", 24*time.Hour, "event time after a window is final before its ledger and state are retired (0: never); events of retired windows are dropped as too late")
 }
 
 // Validate checks the values.
 func (c *Common) Validate() error {
+	if err := c.Params.Validate(); err != nil {
+		return err
+	}
 	switch {
-	case c.Partitions < 1 || c.Partitions > 1024:
-		return fmt.Errorf("--partitions must be between 1 and 1024, got %d", c.Partitions)
-	case c.Lateness < 0:
-		return fmt.Errorf("--lateness must not be negative")
-	case c.Grace < 0:
-		return fmt.Errorf("--grace must not be negative")
-	case c.ReplayHorizon < 0:
-		return fmt.Errorf("--replay-horizon must not be negative")
-	case c.MaxFutureSkew <= 0:
-		return fmt.Errorf("--max-future-skew must be positive, got %s", c.MaxFutureSkew)
 	case c.StaleAfter <= 0:
 		return fmt.Errorf("--stale-after must be positive")
 	case c.Retention <= 0:
@@ -161,22 +139,30 @@ func (c *Common) Validate() error {
 	case c.Generation == "" || strings.ContainsAny(c.Generation, ".*> {}:"):
 		return fmt.Errorf("--generation %q must be a plain name like 2", c.Generation)
 	}
-	if _, err := window.ParseHotKeys(c.HotKeys, c.Partitions); err != nil {
-		return fmt.Errorf("--hot-keys: %w", err)
-	}
 	_, err := failpoint.Parse(c.Failpoints, failpoint.InProcess)
 	return err
 }
 
-// Topology returns the stream settings the flags set (replicas are the
-// deployment's: 0 means 1).
+// Topology returns the stream settings the flags set, with the
+// parameters to record for c.Generation (replicas are the deployment's:
+// 0 means 1).
 func (c *Common) Topology(replicas int) stream.Config {
-	return stream.Config{Partitions: c.Partitions, DupWindow: c.DedupWindow, Replicas: replicas, MaxAge: c.Retention}
+	return stream.Config{Partitions: c.Partitions, DupWindow: c.DedupWindow, Replicas: replicas, MaxAge: c.Retention,
+		Record: c.Params.Record(c.Generation)}
 }
 
-// Contract returns the record contract's options the flags set.
-func (c *Common) Contract() contract.Options {
-	return contract.Options{MaxFutureSkew: c.MaxFutureSkew}
+// AdoptRecorded takes c.Generation's parameters recorded on RAW into c
+// (Params.Adopt; explicit names the flags given) and validates c. With
+// no record c keeps its values. Safe to call again.
+func (c *Common) AdoptRecorded(ctx context.Context, js jetstream.JetStream, explicit func(flag string) bool) error {
+	meta, err := Recorded(ctx, js)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Params.Adopt(meta, c.Generation, explicit); err != nil {
+		return err
+	}
+	return c.Validate()
 }
 
 // envDuration reads a duration from the environment, def when unset or
@@ -187,13 +173,6 @@ func envDuration(name string, def time.Duration) time.Duration {
 		return d
 	}
 	return def
-}
-
-// Hot returns the parsed --hot-keys (nil when none or invalid; Validate
-// reports the error).
-func (c *Common) Hot() window.HotKeys {
-	h, _ := window.ParseHotKeys(c.HotKeys, c.Partitions)
-	return h
 }
 
 // ParseOwned parses a partition list like "0,1,4-7"; "" means all.

@@ -154,6 +154,7 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 	}
 	d := &Deps{Common: c, Names: wire.For(c.Generation), Logger: log}
 	topology := c.Topology(o.replicas)
+	explicit := config.Explicit(fs)
 	refused := newRefusals()
 	natsOpts = append(natsOpts, natsEvents(log, refused)...)
 
@@ -167,6 +168,10 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 		// waited out (connect.Transient) for up to a minute.
 		setupCtx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
+		if err := (waiter{log: log}).adopt(setupCtx, conn.JS, &c, explicit, refused); err != nil {
+			return err
+		}
+		topology = c.Topology(o.replicas)
 		err = waiter{log: log}.until(setupCtx, "the streams and buckets to be created", "nats", func(ctx context.Context) error {
 			ctx, cancel := refused.context(ctx, 30*time.Second)
 			defer cancel()
@@ -193,11 +198,8 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 			log.Info("profiles written", "dir", o.profileDir)
 		}()
 	}
-	if d.Owned, err = config.ParseOwned(o.owned, c.Partitions); err != nil {
+	if err := d.configure(c, o); err != nil { // again once the record is read
 		return err
-	}
-	if d.Owned == nil {
-		d.Owned = config.Split(c.Partitions, o.instance, o.instances)
 	}
 	if d.Failpoints, err = failpoint.Parse(c.Failpoints, failpoint.Process); err != nil {
 		return err
@@ -205,9 +207,6 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d.Registerer = reg
-	if d.Validator, err = contract.NewValidator(c.Contract()); err != nil {
-		return err
-	}
 
 	h := &health{}
 	h.wait("nats at " + connect.RedactURL(c.NATSURL))
@@ -230,6 +229,13 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 		return stopped(ctx, log, err)
 	}
 	h.nc.Store(d.NATS.NC)
+	// The deployment's recorded parameters (docs/architecture.md) win
+	// over flags not given; a flag given with another value is refused.
+	if err := d.adopt(ctx, w, &c, o, explicit, refused); err != nil {
+		d.NATS.Close()
+		return stopped(ctx, log, err)
+	}
+	topology = c.Topology(o.replicas)
 	if d.Redis, err = connect.ConnectRedisSecure(c.RedisURL, o.redisSec); err != nil {
 		d.NATS.Close()
 		return err
@@ -270,6 +276,13 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 	if err := r.waitTopology(ctx, d.NATS.JS, w, refused); err != nil {
 		shutdown()
 		return stopped(ctx, log, err)
+	}
+	if !o.ensure { // the set-up job may have recorded the parameters meanwhile
+		if err := d.adopt(ctx, w, &c, o, explicit, refused); err != nil {
+			shutdown()
+			return stopped(ctx, log, err)
+		}
+		r = roleOf(name, d.Names, d.Owned, c.Partitions)
 	}
 	d.Store = ledger.NewStore(d.Redis, ledger.Keys{Prefix: d.Names.RedisPrefix()}, c.Lateness, c.Grace, ledger.WithHorizon(c.ReplayHorizon))
 	// Each start of the service gets a fresh value built against the

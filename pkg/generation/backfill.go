@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
@@ -107,7 +108,7 @@ func Backfill(ctx context.Context, bc BackfillConfig) (*BackfillResult, error) {
 	res := &BackfillResult{From: active.Generation}
 	least := bc.Grace
 	if least <= 0 {
-		least = pipeline.DefaultGrace
+		least = config.Defaults().Grace
 	}
 	if res.Grace, res.TooLate, err = GraceFor(late, least, bc.Margin); err != nil {
 		return nil, err
@@ -124,6 +125,9 @@ func Backfill(ctx context.Context, bc BackfillConfig) (*BackfillResult, error) {
 	}
 	rc := bc.RebuildConfig
 	rc.Grace = res.Grace
+	if rc.Params != (config.Params{}) {
+		rc.Params.Grace = res.Grace
+	}
 	rc.NoSwitch = true // switched below, once the LATE events are counted too
 	if res.Rebuild, err = Rebuild(ctx, rc); err != nil {
 		return res, err

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/receiptflow/receiptflow/pkg/config"
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
 	"github.com/receiptflow/receiptflow/pkg/wire"
@@ -26,6 +28,10 @@ type RebuildConfig struct {
 	// BeforeParity, if set, runs after the rebuild drained and before the
 	// batch pass (tests use it to corrupt the new generation).
 	BeforeParity func(ctx context.Context, p *pipeline.Pipeline) error
+	// Params, when set, are the target generation's parameters as the
+	// set-up records them (the Config's must be the same); a target that
+	// has a record already must agree with them.
+	Params config.Params
 }
 
 // RebuildResult is what a rebuild did.
@@ -48,6 +54,12 @@ func Rebuild(ctx context.Context, rc RebuildConfig) (*RebuildResult, error) {
 	gen := wire.For(rc.Generation).Generation
 	if gen == wire.DefaultGeneration && rc.Generation == "" {
 		return nil, errors.New("generation: rebuild needs a target --generation")
+	}
+	if rc.Params != (config.Params{}) {
+		if err := checkRecord(ctx, rc.NATSURL, gen, rc.Params); err != nil {
+			return nil, err
+		}
+		rc.Stream.Record = rc.Params.Record(gen)
 	}
 	p, err := pipeline.Start(ctx, rc.Config)
 	if err != nil {
@@ -117,6 +129,22 @@ func Reconcile(ctx context.Context, js jetstream.JetStream, n wire.Names, opts r
 		return nil, 0, err
 	}
 	return reconcile.Compare(b, windows, late), last, nil
+}
+
+// checkRecord fails when generation gen has recorded parameters other
+// than want (config.ErrDisagrees).
+func checkRecord(ctx context.Context, url, gen string, want config.Params) error {
+	conn, err := connect.ConnectNATS(url, "receiptctl-rebuild")
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	meta, err := config.Recorded(ctx, conn.JS)
+	if err != nil {
+		return err
+	}
+	_, err = want.Adopt(meta, gen, func(string) bool { return true })
+	return err
 }
 
 func logf(w io.Writer, format string, args ...any) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/window"
@@ -69,7 +70,7 @@ type Config struct {
 // withDefaults returns c with its zero fields set to their defaults.
 func (c Config) withDefaults() Config {
 	if c.HeartbeatEvery <= 0 {
-		c.HeartbeatEvery = 1000
+		c.HeartbeatEvery = config.Defaults().HeartbeatEvery
 	}
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = 4096

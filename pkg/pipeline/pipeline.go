@@ -118,20 +118,18 @@ type Pipeline struct {
 	crashes map[string]int
 }
 
-// DefaultGrace is the grace a Config without one gets.
-const DefaultGrace = time.Hour
-
 // Start starts the servers (if embedded), creates the streams and starts
 // the services. Close stops everything.
 func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
+	d := config.Defaults()
 	if cfg.Partitions <= 0 {
-		cfg.Partitions = 8
+		cfg.Partitions = d.Partitions
 	}
 	if cfg.Lateness <= 0 {
-		cfg.Lateness = 5 * time.Minute
+		cfg.Lateness = d.Lateness
 	}
 	if cfg.Grace <= 0 {
-		cfg.Grace = DefaultGrace
+		cfg.Grace = d.Grace
 	}
 	if cfg.StaleAfter <= 0 {
 		cfg.StaleAfter = 2 * time.Minute

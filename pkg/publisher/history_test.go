@@ -378,8 +378,8 @@ func TestKeepHistoryPrunesNothing(t *testing.T) {
 // retention; the library raises a too-short value to what it can honour.
 func TestRetentionTooShortRefused(t *testing.T) {
 	valid := func(win, day time.Duration) error {
-		c := config.Common{Partitions: 8, Grace: time.Hour, ReplayHorizon: 24 * time.Hour, StaleAfter: time.Minute,
-			MaxFutureSkew: time.Minute, Retention: time.Hour, DedupWindow: time.Minute, LatencyBudget: time.Millisecond,
+		c := config.Common{Params: config.Params{Partitions: 8, Grace: time.Hour, ReplayHorizon: 24 * time.Hour, MaxFutureSkew: time.Minute},
+			StaleAfter: time.Minute, Retention: time.Hour, DedupWindow: time.Minute, LatencyBudget: time.Millisecond,
 			Generation: "1", WindowRetention: win, DayRetention: day}
 		return c.Validate()
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/internal/digest"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
 	"github.com/receiptflow/receiptflow/pkg/window"
@@ -241,7 +242,7 @@ func TestCompare(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res := runStream(t, input, reconcile.DefaultPartitions, time.Time{})
+			res := runStream(t, input, config.Defaults().Partitions, time.Time{})
 			ws, late := res.windows, res.late
 			if tc.edit != nil {
 				ws, late = tc.edit(ws, late)
@@ -311,7 +312,7 @@ func TestCompareLateDetails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := runStream(t, seed, reconcile.DefaultPartitions, time.Time{})
+	res := runStream(t, seed, config.Defaults().Partitions, time.Time{})
 	rep := reconcile.Compare(b, res.windows, res.late)
 	d := rep.Windows[0].Differences
 	if len(d) != 1 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/internal/digest"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
 	"github.com/receiptflow/receiptflow/pkg/traffic"
@@ -196,7 +197,7 @@ func TestCountDigest(t *testing.T) {
 	for _, n := range w.ByPartition {
 		sum += n
 	}
-	if sum != 2 || len(w.ByPartition) != reconcile.DefaultPartitions {
+	if sum != 2 || len(w.ByPartition) != config.Defaults().Partitions {
 		t.Fatalf("ByPartition = %v", w.ByPartition)
 	}
 }

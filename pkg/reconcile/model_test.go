@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/internal/digest"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
@@ -45,7 +46,7 @@ type streamResult struct {
 // heartbeats.
 func runStream(t *testing.T, data []byte, partitions int, ingestedAt time.Time) streamResult {
 	t.Helper()
-	return runStreamEvery(t, data, partitions, ingestedAt, reconcile.DefaultHeartbeatEvery)
+	return runStreamEvery(t, data, partitions, ingestedAt, config.Defaults().HeartbeatEvery)
 }
 
 // runStreamEvery is runStream with a heartbeat to every partition after

@@ -4,18 +4,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/window"
-)
-
-// DefaultPartitions is the partition count P of docs/spec.md §3.
-const DefaultPartitions = 8
-
-// The watermark defaults of docs/spec.md §3, and ingest's heartbeat period.
-const (
-	DefaultLateness       = 5 * time.Minute
-	DefaultGrace          = time.Hour
-	DefaultHeartbeatEvery = 1000
 )
 
 // maxLineBytes is the longest line the pass hands to the validator (or
@@ -37,7 +28,7 @@ type Options struct {
 	// pass starts.
 	DefaultIngestedAt time.Time
 	// Partitions is the partition count P used to split window counts by
-	// partition; zero means DefaultPartitions.
+	// partition; zero means config.Defaults's.
 	Partitions int
 	// HotKeys routes declared hot keys by event id, as ingest and the
 	// validator do (window.Route); it must be the pipeline's declaration
@@ -49,7 +40,7 @@ type Options struct {
 	// instead of growing them record by record; the result is the same.
 	RecordsHint int
 	// Lateness and Grace are the watermark lateness and the grace period of
-	// docs/spec.md §3 (zero: DefaultLateness, DefaultGrace): the pass
+	// docs/spec.md §3 (zero: config.Defaults's): the pass
 	// replays every partition's watermark with them and judges each new
 	// submission on time, correction or too late itself.
 	Lateness time.Duration
@@ -64,7 +55,7 @@ type Options struct {
 	// largest event time of the valid records so far, and, with
 	// EndOfStream, the end-of-stream heartbeat after the last record
 	// (without it, a last one with the progress if valid records came
-	// since the previous). Zero means DefaultHeartbeatEvery; negative
+	// since the previous). Zero means config.Defaults's; negative
 	// places none. They do not apply to AddRecord, whose records carry
 	// their own heartbeats.
 	HeartbeatEvery int
@@ -72,6 +63,7 @@ type Options struct {
 }
 
 func (o Options) withDefaults() (Options, error) {
+	d := config.Defaults()
 	if o.RecordsHint < 0 {
 		o.RecordsHint = 0
 	}
@@ -79,7 +71,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("reconcile: partitions must be positive, got %d", o.Partitions)
 	}
 	if o.Partitions == 0 {
-		o.Partitions = DefaultPartitions
+		o.Partitions = d.Partitions
 	}
 	if o.DefaultIngestedAt.IsZero() {
 		o.DefaultIngestedAt = time.Now().UTC()
@@ -88,13 +80,13 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("reconcile: lateness, grace and horizon must not be negative")
 	}
 	if o.Lateness == 0 {
-		o.Lateness = DefaultLateness
+		o.Lateness = d.Lateness
 	}
 	if o.Grace == 0 {
-		o.Grace = DefaultGrace
+		o.Grace = d.Grace
 	}
 	if o.HeartbeatEvery == 0 {
-		o.HeartbeatEvery = DefaultHeartbeatEvery
+		o.HeartbeatEvery = d.HeartbeatEvery
 	}
 	if o.Validator == nil {
 		v, err := contract.NewValidator(contract.Options{})

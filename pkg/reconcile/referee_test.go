@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
 	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/window"
@@ -50,7 +51,7 @@ func partitionOf(t *testing.T, data []byte, id string) int {
 			PartitionKey string `json:"partition_key"`
 		}
 		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.EventID == id {
-			return window.Partition(rec.PartitionKey, reconcile.DefaultPartitions)
+			return window.Partition(rec.PartitionKey, config.Defaults().Partitions)
 		}
 	}
 	t.Fatalf("no record of %s", id)
@@ -127,7 +128,7 @@ func TestParityFailsOnACorruptStream(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res := runStream(t, in.data, reconcile.DefaultPartitions, time.Time{})
+			res := runStream(t, in.data, config.Defaults().Partitions, time.Time{})
 			if rep := reconcile.Compare(b, res.windows, res.late); !rep.Holds {
 				t.Fatalf("the correct stream does not hold: %+v", rep.Unexplained[:min(3, len(rep.Unexplained))])
 			}
@@ -224,7 +225,7 @@ func TestParityHoldsForAnyHeartbeatPeriod(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res := runStreamEvery(t, buf.Bytes(), reconcile.DefaultPartitions, time.Time{}, every)
+		res := runStreamEvery(t, buf.Bytes(), config.Defaults().Partitions, time.Time{}, every)
 		if rep := reconcile.Compare(b, res.windows, res.late); !rep.Holds {
 			t.Errorf("heartbeat every %d: parity fails: %+v", every, rep.Unexplained[:min(3, len(rep.Unexplained))])
 		}
@@ -250,7 +251,7 @@ func TestRefereeJudgesRetiredItself(t *testing.T) {
 		t.Fatalf("x2: %+v (%v), window 10 %+v", v, ok, b.Windows["2026-12-02T10"])
 	}
 	// The model has no horizon: it routes x2 to LATE after grace.
-	res := runStream(t, []byte(input), reconcile.DefaultPartitions, time.Time{})
+	res := runStream(t, []byte(input), config.Defaults().Partitions, time.Time{})
 	retired := slices.Clone(res.late)
 	retired[0].Reason = wire.ReasonRetired
 	dropped := dropWindow(res.windows, "2026-12-02T10")

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
 	"github.com/receiptflow/receiptflow/pkg/window"
 	"github.com/receiptflow/receiptflow/pkg/wire"
@@ -114,7 +115,7 @@ func TestSeedBatch(t *testing.T) {
 // computation cannot hide.
 func TestSeedStreamModel(t *testing.T) {
 	data, exp := readSeed(t)
-	res := runStream(t, data, reconcile.DefaultPartitions, time.Time{})
+	res := runStream(t, data, config.Defaults().Partitions, time.Time{})
 	if len(res.windows) != len(exp.Windows) {
 		t.Fatalf("model has %d windows, expectation %d", len(res.windows), len(exp.Windows))
 	}
@@ -157,7 +158,7 @@ func TestSeedParityGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := runStream(t, data, reconcile.DefaultPartitions, time.Time{})
+	res := runStream(t, data, config.Defaults().Partitions, time.Time{})
 	for i := range res.windows {
 		// The model does not track emits; give the golden a plausible value.
 		res.windows[i].FirstOutputVersion = 2
@@ -190,7 +191,7 @@ func withoutID(w wire.Window, id, key string) wire.Window {
 	w.Count--
 	w.Version--
 	w.Digest = removeID(w.Digest, id)
-	p := window.Partition(key, reconcile.DefaultPartitions)
+	p := window.Partition(key, config.Defaults().Partitions)
 	w.Partitions = slices.Clone(w.Partitions)
 	for i := range w.Partitions {
 		if w.Partitions[i].Partition == p {

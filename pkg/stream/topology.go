@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,7 +17,8 @@ import (
 
 // Config is the shape of a deployment's streams.
 type Config struct {
-	// Partitions is P of docs/spec.md §3 (default 8).
+	// Partitions is P of docs/spec.md §3. Ensure does not need it (the
+	// subjects are wildcards); it is recorded with the other parameters.
 	Partitions int
 	// DupWindow is JetStream's duplicate window on RAW and VALID
 	// (default 2m): retries inside it are dropped by Nats-Msg-Id.
@@ -25,6 +28,10 @@ type Config struct {
 	// MaxAge bounds how long stream data is kept (default DefaultMaxAge;
 	// nothing is kept forever). It must cover the promised replay horizon.
 	MaxAge time.Duration
+	// Record is metadata Ensure records on RAW where RAW has none under
+	// the same key: the deployment's parameters (config.Params.Record).
+	// A recorded value is never replaced.
+	Record map[string]string
 }
 
 // DefaultDupWindow is Config.DupWindow's default.
@@ -34,9 +41,6 @@ const DefaultDupWindow = 2 * time.Minute
 const DefaultMaxAge = 7 * 24 * time.Hour
 
 func (c Config) withDefaults() Config {
-	if c.Partitions <= 0 {
-		c.Partitions = 8
-	}
 	if c.DupWindow <= 0 {
 		c.DupWindow = DefaultDupWindow
 	}
@@ -54,7 +58,10 @@ func (c Config) withDefaults() Config {
 // concurrently from several services.
 func Ensure(ctx context.Context, js jetstream.JetStream, n wire.Names, c Config) error {
 	c = c.withDefaults()
-	for _, base := range []string{wire.Raw, wire.Valid, wire.Rejected, wire.Late, wire.Changes} {
+	if err := ensureRaw(ctx, js, streamConfig(n, wire.Raw, c), c.Record); err != nil {
+		return err
+	}
+	for _, base := range []string{wire.Valid, wire.Rejected, wire.Late, wire.Changes} {
 		cfg := streamConfig(n, base, c)
 		_, err := js.CreateOrUpdateStream(ctx, cfg)
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
@@ -80,6 +87,77 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n wire.Names, c Config)
 		return ensurePointer(ctx, js)
 	}
 	return nil
+}
+
+// ensureRaw creates RAW as cfg with record as its metadata, or updates it
+// to cfg keeping every metadata key it has and adding record's absent
+// ones. An update that would change nothing is not sent, so an Ensure
+// without a record never races a recording one into losing its keys.
+func ensureRaw(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig, record map[string]string) error {
+	s, err := js.Stream(ctx, cfg.Name)
+	var old *jetstream.StreamConfig
+	switch {
+	case err == nil:
+		old = &s.CachedInfo().Config
+	case !errors.Is(err, jetstream.ErrStreamNotFound):
+		return fmt.Errorf("stream: ensure %s: %w", cfg.Name, err)
+	}
+	for attempt := 0; ; attempt++ {
+		cfg.Metadata = map[string]string{}
+		if old != nil {
+			for k, v := range old.Metadata {
+				if !strings.HasPrefix(k, "_nats.") {
+					cfg.Metadata[k] = v
+				}
+			}
+			if rawUpToDate(*old, cfg, record) {
+				return nil
+			}
+		}
+		for k, v := range record {
+			if _, ok := cfg.Metadata[k]; !ok {
+				cfg.Metadata[k] = v
+			}
+		}
+		_, err = js.CreateOrUpdateStream(ctx, cfg)
+		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) || attempt > 0 {
+			break
+		}
+		// Another Ensure created RAW between this one's look-up and
+		// create: take its metadata and update.
+		if s, err = js.Stream(ctx, cfg.Name); err != nil {
+			break
+		}
+		old = &s.CachedInfo().Config
+	}
+	if err != nil {
+		return fmt.Errorf("stream: ensure %s: %w", cfg.Name, err)
+	}
+	return nil
+}
+
+// rawUpToDate reports whether RAW's config old already has what Ensure
+// sets in cfg and every key of record.
+func rawUpToDate(old, cfg jetstream.StreamConfig, record map[string]string) bool {
+	for k := range record {
+		if _, ok := old.Metadata[k]; !ok {
+			return false
+		}
+	}
+	return slices.Equal(old.Subjects, cfg.Subjects) && old.Retention == cfg.Retention && old.Replicas == cfg.Replicas &&
+		old.Duplicates == cfg.Duplicates && old.MaxAge == cfg.MaxAge && old.AllowAtomicPublish == cfg.AllowAtomicPublish
+}
+
+// RawMetadata returns RAW's stream metadata (nil when RAW does not exist).
+func RawMetadata(ctx context.Context, js jetstream.JetStream) (map[string]string, error) {
+	s, err := js.Stream(ctx, wire.Raw)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stream: look up %s: %w", wire.Raw, err)
+	}
+	return s.CachedInfo().Config.Metadata, nil
 }
 
 // ensurePointer writes the active-generation pointer of a fresh

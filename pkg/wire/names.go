@@ -79,6 +79,10 @@ func (n Names) Bucket() string { return "receipts-" + n.Generation }
 // RedisPrefix is the prefix of every Redis key of this generation.
 func (n Names) RedisPrefix() string { return "rf:" + n.Generation + ":" }
 
+// ParamKey is the RAW stream metadata key under which this generation's
+// parameter name (a flag name, e.g. grace) is recorded: rf.1.grace.
+func (n Names) ParamKey(name string) string { return "rf." + n.Generation + "." + name }
+
 // WindowKeyPrefix starts the KV key of every window snapshot.
 const WindowKeyPrefix = "window."
 

@@ -21,15 +21,15 @@ func cmdBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	pc, err := g.config(fs, stderr)
-	if err != nil {
-		return err
-	}
 	if *margin <= 0 {
 		return usageError("--margin must be positive, got %s", *margin)
 	}
+	pc, err := g.config(ctx, fs, stderr)
+	if err != nil {
+		return err
+	}
 	res, err := generation.Backfill(ctx, generation.BackfillConfig{
-		RebuildConfig: generation.RebuildConfig{Config: pc, NoSwitch: *g.noSwitch, Progress: stderr},
+		RebuildConfig: generation.RebuildConfig{Config: pc, NoSwitch: *g.noSwitch, Progress: stderr, Params: g.common.Params},
 		Margin:        *margin,
 	})
 	if errors.Is(err, generation.ErrNothingToBackfill) {
@@ -54,7 +54,7 @@ func cmdBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fmt.Fprintln(stdout)
 	if rb.Switched {
 		fmt.Fprintf(stdout, "backfill: generation %s reconciled and active (previous %s; roll back with: receiptctl switch %s)\n", gen, rb.Pointer.Previous, rb.Pointer.Previous)
-		fmt.Fprintf(stdout, "backfill: restart the services with --generation %s --grace %s so it keeps up with new events\n", gen, res.Grace)
+		fmt.Fprintf(stdout, "backfill: restart the services with --generation %s so it keeps up with new events (they read its grace, %s, from the deployment)\n", gen, res.Grace)
 	} else {
 		fmt.Fprintf(stdout, "backfill: generation %s reconciled; not switched (--no-switch). Switch with: receiptctl switch %s\n", gen, gen)
 	}

@@ -29,7 +29,7 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var natsSec connect.NATSSecurity
 	natsSec.Register(fs)
 	events := fs.String("events", "", "NDJSON file of events (required; - for stdin)")
-	hbEvery := fs.Int("heartbeat-every", 1000, "send a progress heartbeat to every partition after this many records")
+	c.RegisterHeartbeat(fs, "send a progress heartbeat to every partition after this many records")
 	eos := fs.Bool("end-of-stream", false, "after the file, send the end-of-stream watermark (closes every window)")
 	ensure := fs.Bool("ensure-streams", envBool("RECEIPTS_ENSURE_STREAMS", true),
 		"create the streams and buckets if RAW does not exist yet (env RECEIPTS_ENSURE_STREAMS); needs admin rights. When RAW exists ingest only looks it up, so the least-privilege ingest user needs no create rights")
@@ -71,7 +71,7 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	in := ingest.New(conn.JS, ingest.Config{Partitions: c.Partitions, HotKeys: c.Hot(), Validator: v, HeartbeatEvery: *hbEvery,
+	in := ingest.New(conn.JS, ingest.Config{Partitions: c.Partitions, HotKeys: c.Hot(), Validator: v, HeartbeatEvery: c.HeartbeatEvery,
 		EndOfStream: *eos, RetryFor: *retryFor, Linger: c.Waits().IngestLinger})
 	began := time.Now()
 	st, err := ingest.File(ctx, in, r, func(s ingest.Stats) {
@@ -131,7 +131,9 @@ func rawReady(ctx context.Context, js jetstream.JetStream, refusals *connect.Ref
 	default:
 		return explainRefusal(fmt.Errorf("look up stream %s: %w", wire.Raw, err), refusals, sec)
 	}
-	if err := stream.Ensure(lookCtx, js, wire.For(c.Generation), c.Topology(0)); err != nil {
+	topology := c.Topology(0)
+	topology.Record = nil // ingest knows no lateness or grace: the services' set-up records them
+	if err := stream.Ensure(lookCtx, js, wire.For(c.Generation), topology); err != nil {
 		what, verb := "does not exist", "create it"
 		if raw != nil {
 			what, verb = "does not allow atomic batches", "update it"

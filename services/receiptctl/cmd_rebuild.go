@@ -32,9 +32,10 @@ func registerGenerationFlags(fs *flag.FlagSet) *generationFlags {
 	return g
 }
 
-// config checks the parsed flags (usage errors) and returns the pipeline
+// config checks the parsed flags (usage errors), takes the parameters
+// from the deployment (generationParams) and returns the pipeline
 // configuration of the new generation, logging warnings to stderr.
-func (g *generationFlags) config(fs *flag.FlagSet, stderr io.Writer) (pipeline.Config, error) {
+func (g *generationFlags) config(ctx context.Context, fs *flag.FlagSet, stderr io.Writer) (pipeline.Config, error) {
 	c := &g.common
 	if c.Generation == "" || c.Generation == "1" && !flagSet(fs, "generation") {
 		return pipeline.Config{}, usageError("--generation G is required (a new generation, e.g. 2)")
@@ -45,9 +46,33 @@ func (g *generationFlags) config(fs *flag.FlagSet, stderr io.Writer) (pipeline.C
 	if err := c.Validate(); err != nil {
 		return pipeline.Config{}, usageError("%v", err)
 	}
+	if err := g.generationParams(ctx, fs); err != nil {
+		return pipeline.Config{}, err
+	}
 	pc := pipelineConfig(c)
 	pc.Logger = slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	return pc, nil
+}
+
+// generationParams sets the new generation's parameters: its own record,
+// if it has one (a flag given must agree), else the flags given and, for
+// the others, the active generation's record.
+func (g *generationFlags) generationParams(ctx context.Context, fs *flag.FlagSet) error {
+	c := &g.common
+	meta, active, err := deploymentRecord(ctx, c.NATSURL, connect.NATSSecurity{})
+	if err != nil {
+		return err
+	}
+	if config.HasRecord(meta, c.Generation) {
+		return adoptParams(&c.Params, fs, meta, c.Generation)
+	}
+	if err := c.Params.Inherit(meta, active, config.Explicit(fs)); err != nil {
+		return err
+	}
+	if err := c.Validate(); err != nil {
+		return usageError("%v", err)
+	}
+	return nil
 }
 
 // report writes the parity report when --out is set, and fails (exit 1)
@@ -71,13 +96,13 @@ func cmdRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	pc, err := g.config(fs, stderr)
+	pc, err := g.config(ctx, fs, stderr)
 	if err != nil {
 		return err
 	}
 	res, err := generation.Rebuild(ctx, generation.RebuildConfig{
 		Config:   pc,
-		NoSwitch: *g.noSwitch, Progress: stderr,
+		NoSwitch: *g.noSwitch, Progress: stderr, Params: g.common.Params,
 	})
 	if err != nil {
 		return err

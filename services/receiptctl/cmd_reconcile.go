@@ -16,137 +16,153 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/config"
+	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
-	"github.com/receiptflow/receiptflow/pkg/window"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
-// cmdReconcile runs the independent batch pass (docs/spec.md §8) over an
-// NDJSON file and prints every window's count and digest with the rejected
-// and duplicate totals. The file is taken as ingest publishes it: in file
-// order, with ingest's heartbeats (--heartbeat-every, --end-of-stream, as
-// run places them) and --ingested-at as the receive time; the pass replays
-// the partition watermarks with --lateness, --grace and --replay-horizon
-// and judges every event's lateness itself. With --out it writes
-// batch.json there. With --windows (a windows.json of a run) and --late
-// (its late.ndjson; by default the late.ndjson beside windows.json, if
-// there is one) it also compares the batch with those windows, writes
-// parity.json and parity.md to --out, and fails when parity does not hold.
-func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	events := fs.String("events", "", "NDJSON file of raw events (required; - for stdin)")
-	partitions := fs.Int("partitions", reconcile.DefaultPartitions, "number of partitions P, for the per-partition counts")
-	hotKeys := fs.String("hot-keys", os.Getenv("RECEIPTS_HOT_KEYS"), "the pipeline's hot keys key=k,... (env RECEIPTS_HOT_KEYS), for the per-partition counts")
-	out := fs.String("out", "", "directory to write batch.json (and parity.json, parity.md) into")
-	ingestedAt := fs.String("ingested-at", "", "RFC 3339 time standing in for ingested_at in records without one (default now)")
-	skew := fs.Duration("max-future-skew", contract.DefaultMaxFutureSkew, "how far after ingested_at an event may have occurred")
-	maxSize := fs.Int("max-size", contract.DefaultMaxSize, "largest accepted record in bytes")
-	windowsFile := fs.String("windows", "", "windows.json of a run to compare with (optional)")
-	lateFile := fs.String("late", "", "late.ndjson of the same run (with --windows; default: late.ndjson beside windows.json, if present)")
-	lateness := fs.Duration("lateness", reconcile.DefaultLateness, "watermark lateness: W_p = max event time - lateness")
-	grace := fs.Duration("grace", reconcile.DefaultGrace, "grace after a window's end during which late events are counted as corrections")
-	horizon := fs.Duration("replay-horizon", 24*time.Hour, "the run's replay horizon: events whose window ended grace + this before the watermark are judged retired (0: never)")
-	hbEvery := fs.Int("heartbeat-every", reconcile.DefaultHeartbeatEvery, "ingest's heartbeat period in records, as given to run or ingest (0: no heartbeats)")
-	eos := fs.Bool("end-of-stream", true, "ingest sent the end-of-stream heartbeat after the last record (as run does)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
+// reconcileFlags are reconcile's flags beyond the parameters.
+type reconcileFlags struct {
+	sec                                                  connect.NATSSecurity
+	events, out, ingestedAt, windows, late, natsURL, gen *string
+	maxSize                                              *int
+	eos                                                  *bool
+}
+
+func (f *reconcileFlags) register(fs *flag.FlagSet, p *config.Params) {
+	p.Register(fs)
+	p.RegisterHeartbeat(fs, "ingest's heartbeat period in records, as given to run or ingest (0: no heartbeats)")
+	f.sec.Register(fs)
+	f.events = fs.String("events", "", "NDJSON file of raw events (required; - for stdin)")
+	f.out = fs.String("out", "", "directory to write batch.json (and parity.json, parity.md) into")
+	f.ingestedAt = fs.String("ingested-at", "", "RFC 3339 time standing in for ingested_at in records without one (default now)")
+	f.maxSize = fs.Int("max-size", contract.DefaultMaxSize, "largest accepted record in bytes")
+	f.windows = fs.String("windows", "", "windows.json of a run to compare with (optional); the run's params.json beside it gives the parameters")
+	f.late = fs.String("late", "", "late.ndjson of the same run (with --windows; default: late.ndjson beside windows.json, if present)")
+	f.eos = fs.Bool("end-of-stream", true, "ingest sent the end-of-stream heartbeat after the last record (as run does)")
+	f.natsURL = fs.String("nats-url", os.Getenv("NATS_URL"), "a deployment whose recorded parameters to judge with (env NATS_URL; not needed with a run's --windows)")
+	f.gen = fs.String("generation", "", "the deployment's generation whose parameters to judge with (default: the active one)")
+}
+
+// options checks the flags and returns the batch pass's options, with
+// the parameters of the run or deployment (reconcileParams).
+func (f *reconcileFlags) options(ctx context.Context, fs *flag.FlagSet, p *config.Params) (reconcile.Options, error) {
 	switch {
 	case fs.NArg() > 0:
-		return usageError("unexpected arguments %q", fs.Args())
-	case *events == "":
-		return usageError("--events is required")
-	case *partitions < 1:
-		return usageError("--partitions must be positive, got %d", *partitions)
-	case *lateFile != "" && *windowsFile == "":
-		return usageError("--late needs --windows")
-	case *lateness < 0:
-		return usageError("--lateness must not be negative")
-	case *grace < 0:
-		return usageError("--grace must not be negative")
-	case *horizon < 0:
-		return usageError("--replay-horizon must not be negative")
-	case *hbEvery < 0:
-		return usageError("--heartbeat-every must not be negative, got %d", *hbEvery)
+		return reconcile.Options{}, usageError("unexpected arguments %q", fs.Args())
+	case *f.events == "":
+		return reconcile.Options{}, usageError("--events is required")
+	case *f.late != "" && *f.windows == "":
+		return reconcile.Options{}, usageError("--late needs --windows")
 	}
-	every := *hbEvery
-	if every == 0 {
-		every = -1 // reconcile.Options: negative places none
-	}
-	hot, err := window.ParseHotKeys(*hotKeys, *partitions)
-	if err != nil {
-		return usageError("--hot-keys: %v", err)
+	if err := reconcileParams(ctx, p, fs, *f.windows, *f.natsURL, *f.gen, f.sec); err != nil {
+		return reconcile.Options{}, err
 	}
 	defIngested := time.Now().UTC()
-	if *ingestedAt != "" {
-		t, err := time.Parse(time.RFC3339Nano, *ingestedAt)
+	if *f.ingestedAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, *f.ingestedAt)
 		if err != nil {
-			return usageError("--ingested-at: %v", err)
+			return reconcile.Options{}, usageError("--ingested-at: %v", err)
 		}
 		defIngested = t
 	}
-	v, err := contract.NewValidator(contract.Options{MaxFutureSkew: *skew, MaxSize: *maxSize})
+	v, err := contract.NewValidator(contract.Options{MaxFutureSkew: p.MaxFutureSkew, MaxSize: *f.maxSize})
 	if err != nil {
-		return usageError("%v", err)
+		return reconcile.Options{}, usageError("%v", err)
 	}
+	every := p.HeartbeatEvery
+	if every < 0 {
+		return reconcile.Options{}, usageError("--heartbeat-every must not be negative, got %d", every)
+	}
+	if every == 0 {
+		every = -1 // reconcile.Options: negative places none
+	}
+	return reconcile.Options{
+		Validator: v, DefaultIngestedAt: defIngested, Partitions: p.Partitions, HotKeys: p.Hot(),
+		Lateness: p.Lateness, Grace: p.Grace, Horizon: p.ReplayHorizon, HeartbeatEvery: every, EndOfStream: *f.eos,
+	}, nil
+}
 
+// cmdReconcile runs the independent batch pass (docs/spec.md §8) over an
+// NDJSON file, taken as ingest publishes it (in file order, with ingest's
+// heartbeats, received at --ingested-at), and prints every window's
+// count and digest. The parameters are the run's (params.json beside
+// --windows) or the deployment's (--nats-url); flags given must agree.
+// With --out it writes batch.json there; with --windows (and --late) it
+// also writes parity.json and parity.md and fails when parity does not
+// hold.
+func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var p config.Params
+	var f reconcileFlags
+	f.register(fs, &p)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	opts, err := f.options(ctx, fs, &p)
+	if err != nil {
+		return err
+	}
 	var in io.Reader = os.Stdin
-	hint := 0
-	if *events != "-" {
-		f, err := os.Open(*events)
+	if *f.events != "-" {
+		file, err := os.Open(*f.events)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		in = f
-		hint = estimateRecords(f)
+		defer file.Close()
+		in = file
+		opts.RecordsHint = estimateRecords(file)
 	}
-	b, err := reconcile.Count(ctxReader{ctx, in}, reconcile.Options{
-		Validator: v, DefaultIngestedAt: defIngested, Partitions: *partitions, HotKeys: hot, RecordsHint: hint,
-		Lateness: *lateness, Grace: *grace, Horizon: *horizon, HeartbeatEvery: every, EndOfStream: *eos,
-	})
+	b, err := reconcile.Count(ctxReader{ctx, in}, opts)
 	if err != nil {
 		return err
 	}
 	if err := printBatch(stdout, b); err != nil {
 		return err
 	}
-	if *out != "" {
-		if err := os.MkdirAll(*out, 0o755); err != nil {
+	if *f.out != "" {
+		if err := os.MkdirAll(*f.out, 0o755); err != nil {
 			return err
 		}
-		if err := writeArtifact(filepath.Join(*out, "batch.json"), b.WriteJSON); err != nil {
+		if err := writeArtifact(filepath.Join(*f.out, "batch.json"), b.WriteJSON); err != nil {
 			return err
 		}
 	}
-	if *windowsFile == "" {
+	if *f.windows == "" {
 		return nil
 	}
+	return compareRun(stdout, b, *f.windows, *f.late, *f.out)
+}
 
-	windows, err := readWindows(*windowsFile)
+// compareRun compares the batch with a run's windows and late rows (by
+// default the late.ndjson beside windowsFile), writes the parity report
+// to out (if set) and fails (exit 1) when parity does not hold.
+func compareRun(stdout io.Writer, b *reconcile.Batch, windowsFile, lateFile, out string) error {
+	windows, err := readWindows(windowsFile)
 	if err != nil {
 		return err
 	}
 	var late []reconcile.LateRow
-	if *lateFile == "" {
+	if lateFile == "" {
 		// docs/spec.md §6: late.ndjson beside windows.json by default.
-		if beside := filepath.Join(filepath.Dir(*windowsFile), "late.ndjson"); fileExists(beside) {
-			*lateFile = beside
+		if beside := filepath.Join(filepath.Dir(windowsFile), "late.ndjson"); fileExists(beside) {
+			lateFile = beside
 		}
 	}
-	if *lateFile != "" {
-		if late, err = readLate(*lateFile); err != nil {
+	if lateFile != "" {
+		if late, err = readLate(lateFile); err != nil {
 			return err
 		}
 	}
 	rep := reconcile.Compare(b, windows, late)
-	if *out != "" {
-		if err := writeArtifact(filepath.Join(*out, "parity.json"), rep.WriteJSON); err != nil {
+	if out != "" {
+		if err := writeArtifact(filepath.Join(out, "parity.json"), rep.WriteJSON); err != nil {
 			return err
 		}
-		if err := writeArtifact(filepath.Join(*out, "parity.md"), rep.WriteMarkdown); err != nil {
+		if err := writeArtifact(filepath.Join(out, "parity.md"), rep.WriteMarkdown); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/config"
@@ -20,7 +21,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	c.Register(fs)
 	events := fs.String("events", "", "NDJSON file of events (required)")
 	out := fs.String("out", "", "artifact directory (required)")
-	hbEvery := fs.Int("heartbeat-every", 1000, "send a source progress heartbeat to every partition after this many records")
+	c.RegisterHeartbeat(fs, "send a source progress heartbeat to every partition after this many records")
 	dataDir := fs.String("data-dir", "", "embedded nats-server store directory (default: a temporary one)")
 	syncAlways := fs.Bool("sync-always", false, "embedded nats-server fsyncs every write (sync_interval: always)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up if the pipeline has not drained by then")
@@ -42,6 +43,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *stall <= 0 {
 		return usageError("--stall-timeout must be positive, got %s", *stall)
 	}
+	// The run's parameters beside its artifacts: reconcile of them needs
+	// no flags (docs/reconciliation.md).
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	if err := config.WriteParams(*out, c.Generation, c.Params); err != nil {
+		return err
+	}
 	fps, _ := failpoint.Parse(c.Failpoints, failpoint.InProcess)
 	log := slog.New(slog.DiscardHandler)
 	if *verbose {
@@ -53,7 +62,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	pc.DataDir, pc.SyncAlways, pc.Failpoints, pc.Logger = *dataDir, *syncAlways, fps, log
 	res, err := pipeline.Run(ctx, pipeline.RunConfig{
 		Config: pc,
-		Events: *events, Out: *out, Progress: stderr, HeartbeatEvery: *hbEvery, StallTimeout: *stall,
+		Events: *events, Out: *out, Progress: stderr, HeartbeatEvery: c.HeartbeatEvery, StallTimeout: *stall,
 	})
 	if err != nil {
 		return err

@@ -228,21 +228,7 @@ func TestRunMaxFutureSkew(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("run %v: exit %d\n%s\n%s", args, code, out, errOut)
 		}
-		rb, err := os.ReadFile(filepath.Join(dir, "rejected.ndjson"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ids []string
-		for _, l := range strings.Split(strings.TrimSpace(string(rb)), "\n") {
-			var r struct {
-				EventID string `json:"event_id"`
-				Reason  string `json:"reason"`
-			}
-			if json.Unmarshal([]byte(l), &r) == nil && r.EventID == "evt-soon" {
-				ids = append(ids, r.Reason)
-			}
-		}
-		return ids
+		return rejectedAs(t, dir, "evt-soon")
 	}
 	if got := rejected(); len(got) != 1 || got[0] != "future_timestamp" {
 		t.Fatalf("default skew: evt-soon rejected as %v, want [future_timestamp]", got)

@@ -40,7 +40,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o bench.Options
 	fs.IntVar(&o.Events, "events", 0, "records per dataset (default 1000000; --quick: 20000)")
 	fs.BoolVar(&o.Quick, "quick", false, "small run for a smoke test (20000 records, 2 s latency run)")
-	fs.IntVar(&o.Partitions, "partitions", 8, "partitions P")
+	fs.IntVar(&o.Partitions, "partitions", 0, "partitions P (default: the deployment default, 8)")
 	fs.StringVar(&o.Mode, "mode", bench.ModeProcess, "services as separate processes from --bin (process) or in the bench process (inprocess, for profiles)")
 	fs.StringVar(&o.BinDir, "bin", "bin", "directory holding validator, windower, publisher and receiptctl (make build)")
 	fs.StringVar(&o.Work, "work", "", "scratch directory (default a temporary one, removed at the end)")
