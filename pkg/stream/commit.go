@@ -83,9 +83,8 @@ type Ack struct {
 	Duplicate bool
 }
 
-// Committer stores ordered sequences of messages in a stream that allows
-// atomic batches, each message at most once per Nats-Msg-Id, so that the
-// stream holds them in the order given whatever fails in between (doc.go,
+// Committer stores ordered sequences of messages in a stream in the order
+// given, each once per Nats-Msg-Id, whatever fails in between (doc.go,
 // "Ordered atomic commits"). Safe for concurrent use; calls are serialised.
 type Committer struct {
 	js      jetstream.JetStream
@@ -119,9 +118,8 @@ func NewCommitter(js jetstream.JetStream, cfg CommitterConfig) *Committer {
 }
 
 // Commit stores msgs in order and returns the stream's answer for each one
-// confirmed stored: all of msgs when err is nil, else a prefix, and
-// msgs[len(acks)] is the first message not confirmed. Safe to call again
-// with the same messages: the stored ones come back as duplicates.
+// confirmed: all of msgs when err is nil, else a prefix (msgs[len(acks)] is
+// the first not confirmed; sent again, the stored ones come back duplicates).
 func (c *Committer) Commit(ctx context.Context, msgs []*nats.Msg) (acks []Ack, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -219,10 +217,8 @@ func (c *Committer) storeRange(ctx context.Context, msgs []*nats.Msg, send []int
 }
 
 // walkDuplicates stores send's head one plain publish at a time while the
-// stream answers "duplicate", up to and including the first new message,
-// and returns how many it confirmed. A batch refused for a stored id most
-// often repeats a stored head (its ack was lost, or it is sent again after
-// a restart); a new first message means the duplicate is further in.
+// stream answers "duplicate" (a batch refused for a stored id most often
+// repeats a stored head), up to the first new message; it returns how many.
 func (c *Committer) walkDuplicates(ctx context.Context, msgs []*nats.Msg, send []int, acks []Ack) (int, error) {
 	for k, i := range send {
 		dup, err := c.storeOne(ctx, msgs, i, acks)
@@ -270,11 +266,8 @@ func (c *Committer) commitRetrying(ctx context.Context, msgs []*nats.Msg, part [
 }
 
 // commit sends one attempt of an atomic batch under a new batch id and
-// returns the commit's sequence. Every message goes through
-// js.PublishMsgAsync (a wrapped JetStream, as the replay's, sees each),
-// without the client's retry: a message lost on the way leaves the batch
-// incomplete, and the server stores none of it. Only the commit's ack
-// counts; the others are empty.
+// returns the commit's sequence. Each message goes through js (a wrapped
+// JetStream, as the replay's, sees it) without the client's retry.
 func (c *Committer) commit(ctx context.Context, msgs []*nats.Msg, part []int) (uint64, error) {
 	var raw [16]byte
 	rand.Read(raw[:])
@@ -294,6 +287,8 @@ func (c *Committer) commit(ctx context.Context, msgs []*nats.Msg, part []int) (u
 		if k == last {
 			b.Header.Set(wire.HdrBatchCommit, "1")
 		}
+		// A message lost on the way leaves the batch incomplete, and the
+		// server stores none of it; only the commit's ack counts.
 		var err error
 		if f, err = c.js.PublishMsgAsync(b, jetstream.WithRetryAttempts(0)); err != nil {
 			return 0, fmt.Errorf("stream: atomic batch of %d to %s: %w", len(part), m.Subject, err)

@@ -16,12 +16,9 @@ import (
 // flight.
 const PublishWindow = 1024
 
-// PublishAll publishes msgs asynchronously, at most PublishWindow in flight,
-// and waits until JetStream has stored every one. Each message should carry
-// a Nats-Msg-Id header, so that publishing the same messages again (after a
-// crash) stores nothing twice inside the duplicate window. It returns how
-// many acks JetStream flagged as duplicates. Atomic batch headers on msgs
-// (copies of messages read from VALID) are left out.
+// PublishAll publishes msgs pipelined (PublishWindow in flight, atomic
+// batch headers left out, no order kept across a failure) and returns once
+// every one is stored, with how many were duplicates of stored ids.
 func PublishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) (dups int, err error) {
 	futures := make([]jetstream.PubAckFuture, 0, min(len(msgs), PublishWindow))
 	wait := func() error {
@@ -55,10 +52,9 @@ func PublishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) (
 	return dups, wait()
 }
 
-// withoutBatchHeaders returns m, or a copy of it without the atomic batch
-// headers when it has them: a message read back from a stream written in
-// atomic batches (VALID) keeps them, and the server would take a copy
-// published again (a replay) for part of a batch.
+// withoutBatchHeaders returns m, or a copy without the atomic batch headers
+// that a message read back from VALID keeps: the server would take it,
+// published again (a replay), for part of a batch.
 func withoutBatchHeaders(m *nats.Msg) *nats.Msg {
 	if m.Header == nil || (m.Header.Get(wire.HdrBatchID) == "" && m.Header.Get(wire.HdrBatchSeq) == "" && m.Header.Get(wire.HdrBatchCommit) == "") {
 		return m
@@ -82,14 +78,8 @@ func NewMsg(subject, msgID string, data []byte) *nats.Msg {
 }
 
 // GroupPublisher shares one Committer among several ordered sequences (a
-// validator's partitions) and commits what they hand in at the same moment
-// as one atomic batch. Each call still returns only once
-// its messages are stored, so a caller that waits for one call before the
-// next keeps its order; calls that queue up while a batch is in flight go
-// together in the next one. On a single-replica file stream every atomic
-// batch is staged in a store of its own and synced, so one commit for all
-// partitions instead of one each is most of the validator's cost at low
-// and medium load.
+// validator's partitions): calls that queue up while a batch is in flight
+// go together in the next one (doc.go). Safe for concurrent use.
 type GroupPublisher struct {
 	c  *Committer
 	mu sync.Mutex
@@ -115,17 +105,15 @@ func NewGroupPublisher(js jetstream.JetStream, cfg CommitterConfig) *GroupPublis
 	return &GroupPublisher{c: NewCommitter(js, cfg)}
 }
 
-// Publish stores msgs like Committer.Commit, sharing the atomic batch with
-// concurrent calls, and returns how many were duplicates. The duplicates count is the whole
-// shared batch's when calls were grouped. One caller at a time sends the
-// queued calls, oldest first, and hands that job on to the oldest waiting
-// call once its own messages are stored. If ctx ends while the call waits,
-// Publish returns ctx's error; its messages may still be stored later (a
-// caller retries, as after any failed publish).
+// Publish stores msgs like Committer.Commit, in a batch shared with
+// concurrent calls, and returns the shared batch's duplicates. If ctx ends
+// first it returns ctx's error; msgs may still be stored (send them again).
 func (g *GroupPublisher) Publish(ctx context.Context, msgs []*nats.Msg) (dups int, err error) {
 	if len(msgs) == 0 {
 		return 0, nil
 	}
+	// One caller at a time sends the queued calls, oldest first, and hands
+	// that job on to the oldest waiting call once its own are stored.
 	c := &groupCall{msgs: msgs, done: make(chan struct{}), lead: make(chan struct{}, 1)}
 	g.mu.Lock()
 	g.queue = append(g.queue, c)
@@ -225,20 +213,16 @@ func (g *GroupPublisher) Commits() int {
 // repair it (docs/recovery.md: rebuild into a new generation).
 var ErrOrderBroken = errors.New("stream: subject order broken")
 
-// PublishInOrder stores msgs in order per subject on a stream kept by one
-// server (one replica), where JetStream stores one connection's messages
-// in the order it receives them. Its first message goes alone and is
-// awaited, so the rest is sent only to a stream that answers; the rest is
-// pipelined with the client's retries off, so no message is sent a second
-// time behind later ones. Should a message fail while a later one of its
-// subject was stored (the stream became available between the two), it
-// returns ErrOrderBroken instead of letting a retry store it out of order.
-// On a replicated stream a leader change can do exactly that: use a
-// Committer there.
+// PublishInOrder stores msgs in order per subject on a single-replica
+// stream (doc.go) and returns how many were duplicates, or ErrOrderBroken
+// when a message was stored after an earlier one of its subject failed.
 func PublishInOrder(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) (dups int, err error) {
 	if len(msgs) == 0 {
 		return 0, nil
 	}
+	// The first message goes alone, so the rest goes only to a stream that
+	// answers; the rest is pipelined with the client's retries off, so no
+	// message is sent a second time behind later ones.
 	ack, err := js.PublishMsg(ctx, withoutBatchHeaders(msgs[0]), jetstream.WithRetryAttempts(0))
 	if err != nil {
 		return 0, fmt.Errorf("stream: publish %s: %w", msgs[0].Subject, err)
