@@ -86,7 +86,7 @@ func TestClusterNATSNodeLossKeepsWindows(t *testing.T) {
 	// The leader of VALID is shut down once part of VALID is written: the
 	// node loss hits the validator while it publishes (and the windowers
 	// and the publisher while they read). The validator writes VALID in
-	// atomic batches (stream.OrderedPublisher), so each partition of VALID
+	// atomic batches (stream.Committer), so each partition of VALID
 	// stays in RAW order through the lost publishes and their retries.
 	// A publish lost with the node fails after 5s (--publish-ack-timeout)
 	// instead of 15s.

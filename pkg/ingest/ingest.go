@@ -5,7 +5,7 @@
 // validator), and in-stream progress heartbeats to every partition. Records
 // and heartbeats form one ordered sequence that RAW stores in that order,
 // also across broker restarts and leader changes (docs/spec.md §4): see
-// committer.
+// stream.Committer.
 package ingest
 
 import (
@@ -154,7 +154,7 @@ func New(js jetstream.JetStream, opts Config) *Ingester {
 // the Ingester is closed and the queue is empty, or a batch cannot be
 // confirmed. Whatever is queued behind the failure is never sent, so
 // nothing can be stored out of order after it.
-func (in *Ingester) send(ctx context.Context, c *committer) {
+func (in *Ingester) send(ctx context.Context, c *stream.Committer) {
 	defer close(in.done)
 	for {
 		in.mu.Lock()
@@ -189,11 +189,11 @@ func (in *Ingester) send(ctx context.Context, c *committer) {
 		in.mu.Unlock()
 		signal(in.space)
 
-		res, stored, err := c.store(ctx, batch)
-		in.report(batch[:stored], res)
+		acks, err := commit(ctx, c, batch)
+		in.report(batch, acks)
 		in.mu.Lock()
 		if err != nil {
-			in.failLocked(err, stored)
+			in.failLocked(err, len(acks))
 			in.mu.Unlock()
 			return
 		}
@@ -225,16 +225,16 @@ func (in *Ingester) linger(ctx context.Context) {
 	}
 }
 
-// report counts the duplicates among confirmed items and calls OnAck for
-// their records, in order.
-func (in *Ingester) report(items []item, res []result) {
+// report counts the duplicates among the confirmed head of items (one ack
+// each) and calls OnAck for their records, in order.
+func (in *Ingester) report(items []item, acks []stream.Ack) {
 	dups := 0
-	for i, it := range items {
-		if res[i].dup {
+	for i, a := range acks {
+		if a.Duplicate {
 			dups++
 		}
-		if in.opts.OnAck != nil && it.line > 0 {
-			in.opts.OnAck(it.id, res[i].seq, res[i].dup)
+		if it := items[i]; in.opts.OnAck != nil && it.line > 0 {
+			in.opts.OnAck(it.id, a.Seq, a.Duplicate)
 		}
 	}
 	in.statsMu.Lock()

@@ -99,7 +99,7 @@ func BenchmarkMechanism(b *testing.B) {
 		run(b, func() {
 			c := newCommitter(js, 1000, 30*time.Second)
 			for k := 0; k < len(items); k += 1000 {
-				if _, _, err := c.store(ctx, items[k:min(k+1000, len(items))]); err != nil {
+				if _, err := commit(ctx, c, items[k:min(k+1000, len(items))]); err != nil {
 					b.Fatal(err)
 				}
 			}

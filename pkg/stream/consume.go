@@ -111,56 +111,9 @@ type errReset struct{ why string }
 
 func (e *errReset) Error() string { return "stream: reset: " + e.why }
 
-// Consume is the one consume loop of the project (docs/spec.md §4): it opens
-// the durable consumer of spec (stream.Open), pulls from it, hands batches
-// of up to Max messages to h in delivery order, and acknowledges a batch
-// only after h returned nil for it, never a message h has not processed.
-// It returns nil when ctx ends, h's error when h fails for good, or an
-// error wrapping ErrConsumeStopped when the consumer cannot be re-opened
-// (closed connection). spec.StartSeq is the handler's checkpoint at start
-// (zero: the consumer's ack floor). The caller must own the consumer
-// exclusively; Consume must not run twice at once on one durable.
-//
-// The invariant it relies on (nats-server v2.15 consumer.go, deliverMsg):
-// the consumer leader numbers every delivery, redeliveries included, with
-// the next consumer sequence (Msg.Metadata().Sequence.Consumer), and
-// restores that counter and the pending set from its store when it starts.
-// So a reader that owns the consumer and sees consumer sequences go up by
-// exactly one has seen every delivery. A server restart breaks that in two
-// ways: deliveries in flight when it died are recorded as delivered but
-// never arrive (the next sequence jumps forward, and an AckAll of the next
-// message would acknowledge the lost ones), or the stored counter is older
-// than what was delivered (the sequence goes back). Redeliveries (ack wait
-// expired, or restored pending after a restart) come with new consumer
-// sequences but old stream sequences.
-//
-// Hence, per delivery session (one Open): the first delivery must carry the
-// consumer sequence after the one the consumer reported when opened, every
-// next one the sequence after it, and, on an AckAll consumer, a stream
-// sequence above every one already handed to h. A delivery that breaks
-// this is a gap: the messages before it are processed and acknowledged as
-// usual, it and everything after it are discarded unacknowledged, and the
-// consumer is opened again (recreated by stream.Open) at the checkpoint:
-// after the last message h processed, or at spec.StartSeq if it processed
-// none. So on an AckAll consumer a redelivery never reaches h (it is
-// dropped, and the checkpoint skips it); on an explicit-ack consumer
-// redeliveries are handed to h, which must be idempotent (the stream
-// sequence is not checked, and a re-open resumes after the ack floor).
-//
-// Acknowledgement: AckAll consumers get one Ack of the batch's last
-// message (after the Terms of Outcome.Term); explicit ones an Ack or Term
-// per message. A transient failure (errors.Is(err, ErrRetry)) is retried
-// with exponential backoff: on an AckAll consumer the same batch is handed
-// to h again (order is kept, and the delivery count does not grow); on an
-// explicit one every message of the batch is nak'ed with the backoff's
-// delay, so JetStream redelivers it then. Re-opening the consumer is
-// retried with the same backoff until ctx ends.
-//
-// A handler error that is StoreFull (the broker refuses a write for lack
-// of room) is waited out like a transient one, wrapped with Retry or not:
-// nothing is acknowledged, and the batch is handled again until the
-// broker takes its outputs. The StoreWatch of ctx (WithStoreWatch), if
-// any, knows while this loop waits.
+// Consume runs the consume loop (doc.go) on spec's durable consumer: it
+// hands batches to h in order and acknowledges each once h returned nil. It
+// returns nil when ctx ends, h's lasting error, or one wrapping ErrConsumeStopped.
 func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, o BatchOptions, h Handler) error {
 	o = o.withDefaults()
 	if o.Ahead != nil && !spec.AckAll {
@@ -247,174 +200,226 @@ func (l *loop) open(ctx context.Context) (jetstream.Consumer, error) {
 // session consumes c until ctx ends (nil), a gap (*errReset) or a handler
 // failure (its error).
 func (l *loop) session(ctx context.Context, c jetstream.Consumer) error {
-	o := l.o
 	// The consumer sequence of the next delivery: Open just read the
 	// consumer's info, and nothing else reads from it.
-	next := c.CachedInfo().Delivered.Consumer + 1
-	// seen is the highest stream sequence handed to h (AckAll only).
-	seen := l.processed
-	msgs := make(chan jetstream.Msg, 2*o.Max)
-	stopped := make(chan struct{})
-	var mu sync.Mutex
-	var lastErr error
+	cur := &cursor{next: c.CachedInfo().Delivered.Consumer + 1, seen: l.processed, ackAll: l.spec.AckAll}
+	d, err := l.pull(c)
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	// With Ahead, the handler runs in a goroutine of its own behind a
+	// queue of one batch; every return below goes through q.finish, which
+	// waits for it, so l is only used by one goroutine at a time.
+	q := l.startAhead(ctx)
+	var hfailed <-chan struct{}
+	if q != nil {
+		hfailed = q.failed
+	}
+	cc2 := d.cc.Closed()
+	linger := time.NewTimer(l.o.Linger)
+	linger.Stop()
+	defer linger.Stop()
+	batch := make([]jetstream.Msg, 0, l.o.Max)
+	for {
+		select {
+		case <-ctx.Done():
+			return q.finish(nil)
+		case <-cc2:
+			return q.finish(d.closed())
+		case <-hfailed:
+			return q.finish(nil)
+		case <-d.probe:
+			if gone := l.gone(ctx, c); gone != nil {
+				return q.finish(gone)
+			}
+			continue
+		case m := <-d.msgs:
+			if gap := cur.accept(m); gap != nil {
+				return q.finish(gap)
+			}
+			if q != nil {
+				batch = make([]jetstream.Msg, 0, l.o.Max) // the handler may still hold the last one
+			}
+			batch = append(batch[:0], m)
+		}
+		var gap error
+		var ended bool
+		batch, gap, ended = l.fill(ctx, d, cur, batch, linger, cc2)
+		if ended {
+			return q.finish(nil)
+		}
+		if q != nil {
+			l.o.Ahead(ctx, batch)
+			select {
+			case q.queue <- batch:
+			case <-q.failed:
+				return q.finish(nil)
+			}
+		} else if err := l.handle(ctx, batch); err != nil {
+			return err
+		}
+		if gap != nil {
+			return q.finish(gap)
+		}
+	}
+}
+
+// fill adds to batch what d delivers, up to Max, until none arrives within
+// the linger. gap is the delivery that broke the invariant (not added), if
+// any; ended tells that ctx ended.
+func (l *loop) fill(ctx context.Context, d *delivery, cur *cursor, batch []jetstream.Msg, linger *time.Timer, closed <-chan struct{}) (_ []jetstream.Msg, gap error, ended bool) {
+	linger.Reset(l.o.Linger)
+	defer linger.Stop()
+	for len(batch) < l.o.Max {
+		var m jetstream.Msg
+		select {
+		case m = <-d.msgs:
+		default:
+			select {
+			case m = <-d.msgs:
+			case <-linger.C:
+				return batch, nil, false
+			case <-ctx.Done():
+				return batch, nil, true
+			case <-closed:
+				return batch, nil, false
+			}
+		}
+		if gap = cur.accept(m); gap != nil {
+			return batch, gap, false
+		}
+		batch = append(batch, m)
+	}
+	return batch, nil, false
+}
+
+// cursor is what a session checks each delivery against (doc.go): the
+// consumer sequence of the next delivery, and the highest stream sequence
+// handed to the handler (AckAll consumers only).
+type cursor struct {
+	next, seen uint64
+	ackAll     bool
+}
+
+// accept checks m against the invariant and moves on; an error is the gap.
+func (cur *cursor) accept(m jetstream.Msg) error {
+	meta, err := m.Metadata()
+	if err != nil {
+		return &errReset{why: "no metadata: " + err.Error()}
+	}
+	if meta.Sequence.Consumer != cur.next {
+		return &errReset{why: fmt.Sprintf("consumer sequence %d, want %d (stream sequence %d)",
+			meta.Sequence.Consumer, cur.next, meta.Sequence.Stream)}
+	}
+	cur.next++
+	if cur.ackAll {
+		if meta.Sequence.Stream <= cur.seen {
+			return &errReset{why: fmt.Sprintf("stream sequence %d redelivered (delivery %d) after %d",
+				meta.Sequence.Stream, meta.NumDelivered, cur.seen)}
+		}
+		cur.seen = meta.Sequence.Stream
+	}
+	return nil
+}
+
+// delivery is one session's pull from the consumer.
+type delivery struct {
+	cc      jetstream.ConsumeContext
+	msgs    chan jetstream.Msg
+	stopped chan struct{}
 	// probe is signalled when the pulls suggest the consumer is gone: a
 	// broker that came back without it (a crash lost its directory) never
 	// says "consumer deleted"; its pulls find no responder and heartbeats
 	// stop, and nats.go pulls again for ever.
-	probe := make(chan struct{}, 1)
+	probe   chan struct{}
+	mu      sync.Mutex
+	lastErr error
+}
+
+// pull starts pulling from c; a failure to start is a gap (*errReset).
+func (l *loop) pull(c jetstream.Consumer) (*delivery, error) {
+	d := &delivery{msgs: make(chan jetstream.Msg, 2*l.o.Max), stopped: make(chan struct{}), probe: make(chan struct{}, 1)}
 	cc, err := c.Consume(func(m jetstream.Msg) {
 		select {
-		case msgs <- m:
-		case <-stopped: // this session is over; the message is not acked
+		case d.msgs <- m:
+		case <-d.stopped: // this session is over; the message is not acked
 		}
 	},
-		jetstream.PullMaxMessages(2*o.Max),
+		jetstream.PullMaxMessages(2*l.o.Max),
 		jetstream.PullHeartbeat(2*time.Second),
 		jetstream.PullExpiry(5*time.Second),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			mu.Lock()
-			lastErr = err
-			mu.Unlock()
+			d.mu.Lock()
+			d.lastErr = err
+			d.mu.Unlock()
 			if absent(err) {
 				select {
-				case probe <- struct{}{}:
+				case d.probe <- struct{}{}:
 				default:
 				}
 			}
 		}))
 	if err != nil {
-		return &errReset{why: "pull: " + err.Error()}
+		return nil, &errReset{why: "pull: " + err.Error()}
 	}
-	defer close(stopped)
-	defer cc.Stop()
-	closed := func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		return &errReset{why: fmt.Sprintf("delivery stopped (%v)", lastErr)}
-	}
-	// accept checks m against the invariant; a non-nil error is the gap.
-	accept := func(m jetstream.Msg) error {
-		meta, err := m.Metadata()
-		if err != nil {
-			return &errReset{why: "no metadata: " + err.Error()}
-		}
-		if meta.Sequence.Consumer != next {
-			return &errReset{why: fmt.Sprintf("consumer sequence %d, want %d (stream sequence %d)",
-				meta.Sequence.Consumer, next, meta.Sequence.Stream)}
-		}
-		next++
-		if l.spec.AckAll {
-			if meta.Sequence.Stream <= seen {
-				return &errReset{why: fmt.Sprintf("stream sequence %d redelivered (delivery %d) after %d",
-					meta.Sequence.Stream, meta.NumDelivered, seen)}
-			}
-			seen = meta.Sequence.Stream
-		}
+	d.cc = cc
+	return d, nil
+}
+
+// stop ends the pull; messages still on their way are left unacknowledged.
+func (d *delivery) stop() {
+	d.cc.Stop()
+	close(d.stopped)
+}
+
+// closed is the gap of a pull the client ended, with its last error.
+func (d *delivery) closed() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return &errReset{why: fmt.Sprintf("delivery stopped (%v)", d.lastErr)}
+}
+
+// aheadQueue runs the handler in a goroutine of its own behind a queue of
+// one batch, while Ahead sees the next batch (BatchOptions.Ahead).
+type aheadQueue struct {
+	queue  chan []jetstream.Msg
+	failed chan struct{} // closed when the handler failed
+	done   chan error
+}
+
+// startAhead starts the handler's goroutine; nil without Ahead.
+func (l *loop) startAhead(ctx context.Context) *aheadQueue {
+	if l.o.Ahead == nil {
 		return nil
 	}
-	// With Ahead, the handler runs in a goroutine of its own behind a
-	// queue of one batch; every return below goes through finish, which
-	// waits for it, so l is only used by one goroutine at a time.
-	var (
-		queue   chan []jetstream.Msg
-		hfailed chan struct{}
-		hdone   chan error
-	)
-	if o.Ahead != nil {
-		queue, hfailed, hdone = make(chan []jetstream.Msg, 1), make(chan struct{}), make(chan error, 1)
-		go func() {
-			var err error
-			for b := range queue {
-				if err != nil {
-					continue // a batch after a failure: delivered again later
-				}
-				if err = l.handle(ctx, b); err != nil {
-					close(hfailed)
-				}
+	q := &aheadQueue{queue: make(chan []jetstream.Msg, 1), failed: make(chan struct{}), done: make(chan error, 1)}
+	go func() {
+		var err error
+		for b := range q.queue {
+			if err != nil {
+				continue // a batch after a failure: delivered again later
 			}
-			hdone <- err
-		}()
-	}
-	finish := func(err error) error {
-		if queue == nil {
-			return err
+			if err = l.handle(ctx, b); err != nil {
+				close(q.failed)
+			}
 		}
-		close(queue)
-		if herr := <-hdone; herr != nil {
-			return herr
-		}
+		q.done <- err
+	}()
+	return q
+}
+
+// finish ends q's goroutine and returns its handler's failure, else err.
+// A nil q returns err.
+func (q *aheadQueue) finish(err error) error {
+	if q == nil {
 		return err
 	}
-	cc2 := cc.Closed()
-	linger := time.NewTimer(o.Linger)
-	linger.Stop()
-	defer linger.Stop()
-	batch := make([]jetstream.Msg, 0, o.Max)
-	for {
-		var gap error
-		select {
-		case <-ctx.Done():
-			return finish(nil)
-		case <-cc2:
-			return finish(closed())
-		case <-hfailed:
-			return finish(nil)
-		case <-probe:
-			if gone := l.gone(ctx, c); gone != nil {
-				return finish(gone)
-			}
-			continue
-		case m := <-msgs:
-			if gap = accept(m); gap != nil {
-				return finish(gap)
-			}
-			if queue != nil {
-				batch = make([]jetstream.Msg, 0, o.Max) // the handler may still hold the last one
-			}
-			batch = append(batch[:0], m)
-		}
-		linger.Reset(o.Linger)
-	fill:
-		for len(batch) < o.Max {
-			var m jetstream.Msg
-			select {
-			case m = <-msgs:
-			default:
-				select {
-				case m = <-msgs:
-				case <-linger.C:
-					break fill
-				case <-ctx.Done():
-					return finish(nil)
-				case <-cc2:
-					break fill
-				}
-			}
-			if gap = accept(m); gap != nil {
-				break fill
-			}
-			batch = append(batch, m)
-		}
-		linger.Stop()
-		if queue != nil {
-			o.Ahead(ctx, batch)
-			select {
-			case queue <- batch:
-			case <-hfailed:
-				return finish(nil)
-			}
-			if gap != nil {
-				return finish(gap)
-			}
-			continue
-		}
-		if err := l.handle(ctx, batch); err != nil {
-			return err
-		}
-		if gap != nil {
-			return gap
-		}
+	close(q.queue)
+	if herr := <-q.done; herr != nil {
+		return herr
 	}
+	return err
 }
 
 // absent reports whether a pull error suggests that the consumer no longer

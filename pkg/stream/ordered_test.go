@@ -2,10 +2,8 @@ package stream
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,290 +75,6 @@ func checkOrdered(t *testing.T, ctx context.Context, js jetstream.JetStream, n w
 	}
 }
 
-// TestPublishOrderedDropsDuplicatesInOrder: ids already stored (a
-// redelivered batch after a crash, with a publisher that knows nothing of
-// them), ids repeated within a batch, and more messages than one atomic
-// batch holds; the stream ends with every message once, in order.
-func TestPublishOrderedDropsDuplicatesInOrder(t *testing.T) {
-	ctx, js, n := validOnOneServer(t)
-	all := func(from, to int) []*nats.Msg {
-		var out []*nats.Msg
-		for seq := from; seq <= to; seq++ {
-			out = append(out, orderedMsg(n, 0, seq))
-		}
-		return out
-	}
-	first := NewOrderedPublisher(js)
-	if dups, err := first.PublishOrdered(ctx, all(1, 300)); err != nil || dups != 0 {
-		t.Fatalf("first batch: %d dups, %v", dups, err)
-	}
-	// The same publisher leaves out what it stored (no round trip).
-	if dups, err := first.PublishOrdered(ctx, all(250, 320)); err != nil || dups != 51 {
-		t.Fatalf("overlapping batch: %d dups, %v", dups, err)
-	}
-	// A new publisher (a restarted validator) learns of them from the
-	// server: the batch is refused and split until the stored ids stand
-	// alone, and everything else is stored in order.
-	again := NewOrderedPublisher(js)
-	mixed := all(200, 330)
-	mixed = append(mixed, orderedMsg(n, 0, 331), orderedMsg(n, 0, 331), orderedMsg(n, 0, 5))
-	mixed = append(mixed, all(332, 2600)...) // more than AtomicBatchMax
-	dups, err := again.PublishOrdered(ctx, mixed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := 121 + 1 + 1; dups != want {
-		t.Fatalf("%d duplicates, want %d", dups, want)
-	}
-	checkOrdered(t, ctx, js, n, 1, 2600)
-}
-
-// TestPublishOrderedNeedsEnsure: a VALID stream created
-// before atomic batches were turned on refuses them with a clear error, and
-// Ensure updates it so that they are accepted.
-func TestPublishOrderedNeedsEnsure(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, url := testenv.NATS(t)
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := wire.For("")
-	old := streamConfig(n, wire.Valid, Config{}.withDefaults())
-	old.AllowAtomicPublish = false
-	if _, err := js.CreateStream(ctx, old); err != nil {
-		t.Fatal(err)
-	}
-	pub := NewOrderedPublisher(js)
-	_, err = pub.PublishOrdered(ctx, []*nats.Msg{orderedMsg(n, 0, 1), orderedMsg(n, 0, 2)})
-	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) || apiErr.ErrorCode != ErrCodeBatchDisabled || !strings.Contains(err.Error(), "Ensure") {
-		t.Fatalf("publish to a stream without atomic publish: %v", err)
-	}
-	if err := Ensure(ctx, js, n, Config{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pub.PublishOrdered(ctx, []*nats.Msg{orderedMsg(n, 0, 1), orderedMsg(n, 0, 2)}); err != nil {
-		t.Fatal(err)
-	}
-	checkOrdered(t, ctx, js, n, 1, 2)
-
-	// Copies read back carry the batch headers; published again (a
-	// replay) they are plain messages.
-	var copies []*nats.Msg
-	if err := ReadAll(ctx, js, n.Stream(wire.Valid), func(m jetstream.Msg) error {
-		c := NewMsg(n.Subject(wire.Valid, 1), "copy-"+m.Headers().Get(jetstream.MsgIDHeader), m.Data())
-		for k, v := range m.Headers() {
-			if k != jetstream.MsgIDHeader {
-				c.Header[k] = v
-			}
-		}
-		copies = append(copies, c)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if copies[1].Header.Get(wire.HdrBatchCommit) == "" {
-		t.Fatalf("stored batch message without its headers: %v", copies[1].Header)
-	}
-	if _, err := PublishAll(ctx, js, copies); err != nil {
-		t.Fatalf("publishing copies again: %v", err)
-	}
-	if _, err := NewOrderedPublisher(js).PublishOrdered(ctx, copies[:1]); err != nil {
-		t.Fatalf("publishing a copy again in order: %v", err)
-	}
-}
-
-// orderedCluster is three in-process nats-servers routed to each other.
-type orderedCluster struct{ *testenv.Cluster }
-
-func startOrderedCluster(t *testing.T) *orderedCluster {
-	return &orderedCluster{testenv.NewCluster(t, "ordered", 3, nil)}
-}
-
-// leader is the index of the server leading stream name.
-func (c *orderedCluster) leader(ctx context.Context, js jetstream.JetStream, name string) (int, error) {
-	st, err := js.Stream(ctx, name)
-	if err != nil {
-		return 0, err
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return 0, err
-	}
-	if info.Cluster != nil {
-		if i := c.Index(info.Cluster.Leader); i >= 0 && c.Running(i) {
-			return i, nil
-		}
-	}
-	return 0, errors.New("no stream leader")
-}
-
-// publishFunc stores one batch (it may fail; the caller publishes the batch
-// again, as a validator does after a redelivery).
-type publishFunc func(ctx context.Context, msgs []*nats.Msg) error
-
-// TestPublishOrderedKeepsOrderThroughLeaderLoss: four partitions publish
-// batches to an R3 VALID while its leader is shut down twice (the first
-// node is back before the second goes). Every failed batch is published
-// again, as after a validator restart. Each partition must hold every
-// message once, in order. Publishing with PublishAll instead (the old
-// validator) breaks the order here: nats.go retries a publish answered "no
-// responders" while later ones of its batch are stored.
-func TestPublishOrderedKeepsOrderThroughLeaderLoss(t *testing.T) {
-	testOrderedLeaderLoss(t, func(js jetstream.JetStream) publishFunc {
-		pub := NewOrderedPublisher(js)
-		return func(ctx context.Context, msgs []*nats.Msg) error {
-			_, err := pub.PublishOrdered(ctx, msgs)
-			return err
-		}
-	})
-}
-
-func testOrderedLeaderLoss(t *testing.T, newPublish func(jetstream.JetStream) publishFunc) {
-	const partitions, total, size = 4, 8000, 200
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	c := startOrderedCluster(t)
-	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192), jetstream.WithPublishAsyncTimeout(3*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := wire.For("")
-	cfg := streamConfig(n, wire.Valid, Config{Replicas: 3}.withDefaults())
-	testenv.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
-		_, err := js.CreateStream(ctx, cfg)
-		return err
-	})
-
-	var stored sync.Map // partition -> batches done
-	var failures sync.Map
-	var wg sync.WaitGroup
-	errs := make(chan error, partitions)
-	for p := 0; p < partitions; p++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			publish := newPublish(js)
-			for i, b := range orderedBatches(n, p, total, size) {
-				for attempt := 1; ; attempt++ {
-					err := publish(ctx, b)
-					if err == nil {
-						break
-					}
-					v, _ := failures.LoadOrStore(p, new(int))
-					if *v.(*int)++; *v.(*int) <= 3 {
-						t.Logf("partition %d batch %d attempt %d: %v", p, i, attempt, err)
-					}
-					if ctx.Err() != nil || attempt == 50 {
-						errs <- fmt.Errorf("partition %d batch %d: %w", p, i, err)
-						return
-					}
-					time.Sleep(100 * time.Millisecond)
-				}
-				stored.Store(p, i+1)
-				// Pace the batches so that the leader losses fall in the
-				// middle of the run.
-				time.Sleep(15 * time.Millisecond)
-			}
-		}()
-	}
-	progress := func() int {
-		least := total
-		for p := 0; p < partitions; p++ {
-			v, ok := stored.Load(p)
-			if !ok {
-				return 0
-			}
-			least = min(least, v.(int)*size)
-		}
-		return least
-	}
-	waitProgress := func(at int) {
-		testenv.CheckFor(t, 60*time.Second, 5*time.Millisecond, func() error {
-			if got := progress(); got < at {
-				return fmt.Errorf("%d of %d published", got, at)
-			}
-			return nil
-		})
-	}
-	kill := func() int {
-		var victim int
-		testenv.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
-			var err error
-			victim, err = c.leader(ctx, js, cfg.Name)
-			return err
-		})
-		c.Stop(victim)
-		t.Logf("shut down %s, the leader of %s, at %d of %d per partition", c.Name(victim), cfg.Name, progress(), total)
-		return victim
-	}
-	// Leader changes without a node loss: each leaves the stream without
-	// a leader for a moment, while batches are in flight.
-	waitProgress(total / 10)
-	for i := 0; i < 8; i++ {
-		_, err := js.Conn().Request("$JS.API.STREAM.LEADER.STEPDOWN."+cfg.Name, nil, 2*time.Second)
-		t.Logf("stepdown of the leader of %s at %d of %d per partition (%v)", cfg.Name, progress(), total, err)
-		time.Sleep(300 * time.Millisecond)
-	}
-	waitProgress(total * 2 / 5)
-	first := kill()
-	waitProgress(total / 2)
-	c.Start(first)
-	// A restarted node catches up before the next one goes, so a quorum
-	// stays.
-	current := func(node int) {
-		testenv.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
-			rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
-			defer rcancel()
-			st, err := js.Stream(rctx, cfg.Name)
-			if err != nil {
-				return err
-			}
-			info, err := st.Info(rctx)
-			if err != nil {
-				return err
-			}
-			if info.Cluster == nil {
-				return errors.New("no cluster info")
-			}
-			for _, r := range info.Cluster.Replicas {
-				if r.Name == c.Name(node) && r.Current {
-					return nil
-				}
-			}
-			return fmt.Errorf("%s not current yet", c.Name(node))
-		})
-	}
-	current(first)
-	waitProgress(total * 3 / 5)
-	second := kill()
-	wg.Wait()
-	// Bring the second node back too before reading, so that the read
-	// does not depend on how fast the two left elect a meta leader.
-	c.Start(second)
-	current(second)
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	failed := map[int]int{}
-	failures.Range(func(k, v any) bool { failed[k.(int)] = *v.(*int); return true })
-	t.Logf("failed publishes (published again) by partition: %v", failed)
-	checkOrdered(t, ctx, js, n, partitions, total)
-}
-
 // TestGroupPublisherKeepsEachCallersOrder: eight callers, each publishing
 // its partition's batches one after the other, share atomic batches; every
 // partition ends in order with each message once, in fewer commits than
@@ -368,7 +82,7 @@ func testOrderedLeaderLoss(t *testing.T, newPublish func(jetstream.JetStream) pu
 func TestGroupPublisherKeepsEachCallersOrder(t *testing.T) {
 	ctx, js, n := validOnOneServer(t)
 	const partitions, total, size = 8, 1500, 50
-	g := NewGroupPublisher(js)
+	g := NewGroupPublisher(js, CommitterConfig{})
 	var wg sync.WaitGroup
 	errs := make(chan error, partitions)
 	calls := 0
@@ -403,7 +117,7 @@ func TestGroupPublisherKeepsEachCallersOrder(t *testing.T) {
 // context ends while it waits leaves the queue; the others finish.
 func TestGroupPublisherCallerLeavingKeepsTheOthersGoing(t *testing.T) {
 	ctx, js, n := validOnOneServer(t)
-	g := NewGroupPublisher(js)
+	g := NewGroupPublisher(js, CommitterConfig{})
 	const partitions, total, size = 6, 600, 20
 	var wg sync.WaitGroup
 	for p := 0; p < partitions; p++ {

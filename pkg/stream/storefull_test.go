@@ -104,7 +104,7 @@ func TestStoreFullAnswers(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal(ctx.Err())
 	}
-	_, err = NewOrderedPublisher(js, WithRetryFor(2*time.Second)).PublishOrdered(ctx,
+	_, err = NewCommitter(js, CommitterConfig{RetryFor: 2 * time.Second}).Commit(ctx,
 		[]*nats.Msg{NewMsg("all.batch", "b-1", []byte("1")), NewMsg("all.batch", "b-2", []byte("2"))})
 	t.Logf("atomic batch: %s", code(err))
 	if !StoreFull(err) {

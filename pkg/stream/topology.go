@@ -194,13 +194,13 @@ func streamConfig(n wire.Names, base string, c Config) jetstream.StreamConfig {
 	case wire.Raw:
 		// Ingest writes RAW in atomic batches, so that the file's order
 		// per partition (heartbeats included) is kept across broker
-		// restarts and leader changes (docs/spec.md §4; ingest's
-		// committer). Ensure turns it on for an existing stream too.
+		// restarts and leader changes (docs/spec.md §4; Committer).
+		// Ensure turns it on for an existing stream too.
 		cfg.AllowAtomicPublish = true
 	case wire.Valid:
 		// The validator writes VALID in atomic batches, so that each
 		// partition's messages are stored in RAW order whatever fails
-		// (OrderedPublisher). Ensure turns it on for an existing stream
+		// (Committer). Ensure turns it on for an existing stream
 		// too (CreateOrUpdateStream updates it).
 		cfg.AllowAtomicPublish = true
 	case wire.Changes:

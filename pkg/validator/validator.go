@@ -127,7 +127,7 @@ type Service struct {
 
 // publishValid stores a partition's VALID outputs in order. A replicated
 // VALID can change leader under a publish, and only atomic batches keep a
-// failed message from being overtaken (stream.OrderedPublisher); one
+// failed message from being overtaken (stream.Committer); one
 // server stores one connection's messages as they come, and an atomic
 // batch there is staged in a synced store of its own, which costs tens of
 // milliseconds a batch: PublishInOrder is enough. The replica count is
@@ -143,7 +143,7 @@ func (s *Service) publishValid(ctx context.Context, msgs []*nats.Msg) error {
 			replicas = st.CachedInfo().Config.Replicas
 		}
 		if err != nil || replicas > 1 {
-			s.valid = stream.NewGroupPublisher(s.js)
+			s.valid = stream.NewGroupPublisher(s.js, stream.CommitterConfig{})
 		}
 		s.cfg.Logger.Info("VALID ordering", "stream", name, "replicas", replicas, "atomic_batches", s.valid != nil, "lookup_err", err)
 	})

@@ -1,0 +1,399 @@
+package stream
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/receiptflow/receiptflow/pkg/connect"
+	"github.com/receiptflow/receiptflow/pkg/wire"
+)
+
+// AtomicBatchMax is nats-server's default max_batch_size (1000): the most
+// messages a Committer puts in one atomic batch unless told fewer.
+const AtomicBatchMax = 1000
+
+// JetStream error codes of atomic batch publishes that a Committer acts on
+// (nats-server jetstream_errors_generated.go).
+const (
+	ErrCodeBatchDisabled  jetstream.ErrorCode = 10174 // stream has no AllowAtomicPublish
+	ErrCodeBatchTooLarge  jetstream.ErrorCode = 10199 // more than max_batch_size messages
+	ErrCodeBatchDuplicate jetstream.ErrorCode = 10201 // a message id is already stored
+)
+
+// DefaultRecentDuplicateTrust is CommitterConfig.DuplicateTrust's default,
+// kept below the stream's duplicate window (Config.DupWindow, 2m by default).
+const DefaultRecentDuplicateTrust = 30 * time.Second
+
+// DefaultCommitRetryFor is CommitterConfig.RetryFor's default.
+const DefaultCommitRetryFor = 30 * time.Second
+
+// recentMax bounds the message ids a Committer remembers.
+const recentMax = 1 << 17
+
+// CommitterConfig configures a Committer. The zero value is usable: every
+// field of zero or less takes its default.
+type CommitterConfig struct {
+	// BatchMax bounds the messages of one atomic batch (default
+	// AtomicBatchMax); a server configured lower is detected and followed.
+	BatchMax int
+	// RetryFor bounds how long a batch (or a single message) that failed
+	// for a passing reason is retried before Commit returns the error
+	// (default DefaultCommitRetryFor).
+	RetryFor time.Duration
+	// DuplicateTrust is how long an id the Committer stored is taken to be
+	// inside the stream's duplicate window, and left out of later batches
+	// (default DefaultRecentDuplicateTrust). Keep it below the DupWindow.
+	DuplicateTrust time.Duration
+	// RetryStoreFull retries a full store (StoreFull) for RetryFor, as a
+	// passing failure. Otherwise it is returned at once, for a consume loop
+	// to wait out and report (StoreWatch).
+	RetryStoreFull bool
+	// MoveOn makes the connection leave its server for the next one
+	// (connect.MoveOn) after each third of RetryFor that attempts fail: a
+	// node cut off from its peers answers pings but stores nothing.
+	MoveOn bool
+}
+
+func (c CommitterConfig) withDefaults() CommitterConfig {
+	if c.BatchMax <= 0 {
+		c.BatchMax = AtomicBatchMax
+	}
+	if c.RetryFor <= 0 {
+		c.RetryFor = DefaultCommitRetryFor
+	}
+	if c.DuplicateTrust <= 0 {
+		c.DuplicateTrust = DefaultRecentDuplicateTrust
+	}
+	return c
+}
+
+// Ack is the stream's answer for one message a Committer stored: its
+// sequence, the original's when the message was a duplicate.
+type Ack struct {
+	Seq       uint64
+	Duplicate bool
+}
+
+// Committer stores ordered sequences of messages in a stream in the order
+// given, each once per Nats-Msg-Id, whatever fails in between (doc.go,
+// "Ordered atomic commits"). Safe for concurrent use; calls are serialised.
+type Committer struct {
+	js      jetstream.JetStream
+	cfg     CommitterConfig
+	timeout time.Duration
+
+	mu sync.Mutex
+	// recent are the ids this Committer confirmed, with their sequence and
+	// when the confirmed attempt was sent; fifo holds them oldest first.
+	recent map[string]recentAck
+	fifo   []recentID
+}
+
+type recentAck struct {
+	seq uint64
+	at  time.Time
+}
+
+type recentID struct {
+	id string
+	at time.Time
+}
+
+// NewCommitter returns a Committer writing through js.
+func NewCommitter(js jetstream.JetStream, cfg CommitterConfig) *Committer {
+	timeout := js.Options().DefaultTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	return &Committer{js: js, cfg: cfg.withDefaults(), timeout: timeout, recent: map[string]recentAck{}}
+}
+
+// Commit stores msgs in order and returns the stream's answer for each one
+// confirmed: all of msgs when err is nil, else a prefix (msgs[len(acks)] is
+// the first not confirmed; sent again, the stored ones come back duplicates).
+func (c *Committer) Commit(ctx context.Context, msgs []*nats.Msg) (acks []Ack, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	c.expire(now)
+	acks = make([]Ack, len(msgs))
+	dupOf := make([]int, len(msgs))
+	first := make(map[string]int, len(msgs))
+	send := make([]int, 0, len(msgs))
+	for i, m := range msgs {
+		dupOf[i] = -1
+		id := m.Header.Get(jetstream.MsgIDHeader)
+		if id != "" {
+			if j, ok := first[id]; ok {
+				dupOf[i] = j
+				continue
+			}
+			first[id] = i
+			if r, ok := c.recent[id]; ok && now.Sub(r.at) < c.cfg.DuplicateTrust {
+				acks[i] = Ack{Seq: r.seq, Duplicate: true}
+				continue
+			}
+		}
+		send = append(send, i)
+	}
+	sent, err := c.storeRange(ctx, msgs, send, acks)
+	n := len(msgs)
+	if err != nil {
+		n = send[sent]
+	}
+	for i := 0; i < n; i++ {
+		if j := dupOf[i]; j >= 0 {
+			acks[i] = Ack{Seq: acks[j].Seq, Duplicate: true}
+		}
+	}
+	return acks[:n], err
+}
+
+// duplicates counts the acks that were duplicates.
+func duplicates(acks []Ack) int {
+	n := 0
+	for _, a := range acks {
+		if a.Duplicate {
+			n++
+		}
+	}
+	return n
+}
+
+// storeRange stores msgs[send[0]], msgs[send[1]], ... in order, filling
+// acks, and returns how many of send are confirmed.
+func (c *Committer) storeRange(ctx context.Context, msgs []*nats.Msg, send []int, acks []Ack) (int, error) {
+	size := c.cfg.BatchMax
+	pos := 0
+	for pos < len(send) {
+		n := min(size, len(send)-pos)
+		if n == 1 {
+			if _, err := c.storeOne(ctx, msgs, send[pos], acks); err != nil {
+				return pos, err
+			}
+			pos++
+			size = min(c.cfg.BatchMax, 2*size)
+			continue
+		}
+		part := send[pos : pos+n]
+		sent, last, err := c.commitRetrying(ctx, msgs, part)
+		var apiErr *jetstream.APIError
+		switch {
+		case err == nil:
+			// An atomic batch is stored at consecutive sequences, ending
+			// at the commit's.
+			for k, i := range part {
+				c.confirm(msgs[i], i, acks, Ack{Seq: last - uint64(n-1-k)}, sent)
+			}
+			pos += n
+			size = min(c.cfg.BatchMax, 2*size)
+		case errors.As(err, &apiErr) && apiErr.ErrorCode == ErrCodeBatchTooLarge:
+			// The server's max_batch_size is lower: remember it.
+			c.cfg.BatchMax = max(1, n/2)
+			size = c.cfg.BatchMax
+		case errors.As(err, &apiErr) && apiErr.ErrorCode == ErrCodeBatchDuplicate:
+			walked, err := c.walkDuplicates(ctx, msgs, send[pos:], acks)
+			pos += walked
+			if err != nil {
+				return pos, err
+			}
+			if walked == 1 {
+				size = max(1, n/2)
+			}
+		default:
+			return pos, err
+		}
+	}
+	return pos, nil
+}
+
+// walkDuplicates stores send's head one plain publish at a time while the
+// stream answers "duplicate" (a batch refused for a stored id most often
+// repeats a stored head), up to the first new message; it returns how many.
+func (c *Committer) walkDuplicates(ctx context.Context, msgs []*nats.Msg, send []int, acks []Ack) (int, error) {
+	for k, i := range send {
+		dup, err := c.storeOne(ctx, msgs, i, acks)
+		if err != nil {
+			return k, err
+		}
+		if !dup {
+			return k + 1, nil
+		}
+	}
+	return len(send), nil
+}
+
+// storeOne stores msgs[i] with a plain publish, retried until the answer
+// is definite, and tells whether it was a duplicate. With nothing else in
+// flight a retry cannot reorder anything.
+func (c *Committer) storeOne(ctx context.Context, msgs []*nats.Msg, i int, acks []Ack) (dup bool, err error) {
+	m := msgs[i]
+	var sent time.Time
+	ack, err := RetryOp(ctx, c.backoff(), c.retryable, c.moveOn(), func(ctx context.Context) (*jetstream.PubAck, error) {
+		sent = time.Now()
+		f, err := c.js.PublishMsgAsync(withoutBatchHeaders(m), jetstream.WithRetryAttempts(0))
+		if err != nil {
+			return nil, err
+		}
+		return c.await(ctx, f)
+	})
+	if err != nil {
+		return false, fmt.Errorf("stream: publish %s: %w", m.Subject, err)
+	}
+	c.confirm(m, i, acks, Ack{Seq: ack.Sequence, Duplicate: ack.Duplicate}, sent)
+	return ack.Duplicate, nil
+}
+
+// commitRetrying sends msgs[part[0]], ... as one atomic batch until it is
+// stored, refused for good, or RetryFor passes. It returns when the stored
+// attempt was sent and the commit's sequence (the batch's last).
+func (c *Committer) commitRetrying(ctx context.Context, msgs []*nats.Msg, part []int) (time.Time, uint64, error) {
+	var sent time.Time
+	last, err := RetryOp(ctx, c.backoff(), c.retryable, c.moveOn(), func(ctx context.Context) (uint64, error) {
+		sent = time.Now()
+		return c.commit(ctx, msgs, part)
+	})
+	return sent, last, err
+}
+
+// commit sends one attempt of an atomic batch under a new batch id and
+// returns the commit's sequence. Each message goes through js (a wrapped
+// JetStream, as the replay's, sees it) without the client's retry.
+func (c *Committer) commit(ctx context.Context, msgs []*nats.Msg, part []int) (uint64, error) {
+	var raw [16]byte
+	rand.Read(raw[:])
+	id := hex.EncodeToString(raw[:])
+	last := len(part) - 1
+	var f jetstream.PubAckFuture
+	for k, i := range part {
+		m := msgs[i]
+		b := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: make(nats.Header, len(m.Header)+3)}
+		for key, v := range m.Header {
+			if key != wire.HdrBatchID && key != wire.HdrBatchSeq && key != wire.HdrBatchCommit {
+				b.Header[key] = v
+			}
+		}
+		b.Header.Set(wire.HdrBatchID, id)
+		b.Header.Set(wire.HdrBatchSeq, strconv.Itoa(k+1))
+		if k == last {
+			b.Header.Set(wire.HdrBatchCommit, "1")
+		}
+		// A message lost on the way leaves the batch incomplete, and the
+		// server stores none of it; only the commit's ack counts.
+		var err error
+		if f, err = c.js.PublishMsgAsync(b, jetstream.WithRetryAttempts(0)); err != nil {
+			return 0, fmt.Errorf("stream: atomic batch of %d to %s: %w", len(part), m.Subject, err)
+		}
+	}
+	subject := msgs[part[last]].Subject
+	ack, err := c.await(ctx, f)
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == ErrCodeBatchDisabled:
+		return 0, fmt.Errorf("stream: atomic batch to %s: %w (the stream needs AllowAtomicPublish: run the set-up job, stream.Ensure)", subject, err)
+	case err != nil && ctx.Err() != nil:
+		return 0, err
+	case err != nil:
+		return 0, fmt.Errorf("stream: atomic batch of %d to %s: %w", len(part), subject, err)
+	case ack == nil || ack.Stream == "" || ack.Sequence < uint64(len(part)):
+		return 0, fmt.Errorf("stream: atomic batch of %d to %s: no valid ack", len(part), subject)
+	}
+	return ack.Sequence, nil
+}
+
+// await waits for f's answer, for at most the client's default timeout.
+func (c *Committer) await(ctx context.Context, f jetstream.PubAckFuture) (*jetstream.PubAck, error) {
+	timer := time.NewTimer(c.timeout)
+	defer timer.Stop()
+	select {
+	case ack := <-f.Ok():
+		return ack, nil
+	case err := <-f.Err():
+		return nil, err
+	case <-timer.C:
+		return nil, context.DeadlineExceeded
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// retryable is what the Committer retries itself: Retryable, and a full
+// store only with RetryStoreFull.
+func (c *Committer) retryable(err error) bool {
+	return Retryable(err) && (c.cfg.RetryStoreFull || !StoreFull(err))
+}
+
+// backoff is the schedule of the retries: 50ms doubling to 1s, for at most
+// RetryFor.
+func (c *Committer) backoff() Backoff {
+	return Backoff{Initial: 50 * time.Millisecond, Max: time.Second, For: c.cfg.RetryFor}
+}
+
+// moveOn returns the notify of one retried operation: with MoveOn, once
+// its attempts have failed for a third of RetryFor, and after each further
+// third, the connection leaves its server for the next one.
+func (c *Committer) moveOn() func(error, time.Duration) {
+	if !c.cfg.MoveOn {
+		return nil
+	}
+	since := time.Now()
+	return func(error, time.Duration) {
+		if time.Since(since) < c.cfg.RetryFor/3 {
+			return
+		}
+		since = time.Now()
+		_ = connect.MoveOn(c.js.Conn())
+	}
+}
+
+// Retryable tells a passing failure of a publish (no stream leader yet, a
+// lost connection, a timeout, a batch lost with its server, a full store:
+// StoreFull) from a refusal that another attempt cannot change (false).
+func Retryable(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case ErrCodeBatchDuplicate, ErrCodeBatchTooLarge, ErrCodeBatchDisabled,
+			10175, // missing batch sequence
+			10177, // unsupported header in a batch
+			10179, // invalid batch id
+			10200: // invalid commit
+			return false
+		}
+		return true
+	}
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, nats.ErrConnectionClosed)
+}
+
+// confirm records the stream's answer for msgs[i] (m).
+func (c *Committer) confirm(m *nats.Msg, i int, acks []Ack, a Ack, sent time.Time) {
+	acks[i] = a
+	if id := m.Header.Get(jetstream.MsgIDHeader); id != "" {
+		c.recent[id] = recentAck{seq: a.Seq, at: sent}
+		c.fifo = append(c.fifo, recentID{id, sent})
+	}
+}
+
+// expire forgets ids older than the duplicate trust, and the oldest beyond
+// recentMax.
+func (c *Committer) expire(now time.Time) {
+	drop := 0
+	for drop < len(c.fifo) && (len(c.fifo)-drop > recentMax || now.Sub(c.fifo[drop].at) >= c.cfg.DuplicateTrust) {
+		e := c.fifo[drop]
+		if r, ok := c.recent[e.id]; ok && r.at.Equal(e.at) {
+			delete(c.recent, e.id)
+		}
+		drop++
+	}
+	// Appending past the capacity copies only what is left.
+	c.fifo = c.fifo[drop:]
+}
