@@ -1,8 +1,12 @@
 // Package pipeline runs the whole receiptflow pipeline in one process, as
-// `receiptctl run` and `receiptctl demo` do and as the end-to-end tests
+// `receiptctl run`, `demo` and `rebuild` do and as the end-to-end tests
 // do: it starts the embedded servers when no URLs are given, creates the
-// streams, and supervises one instance of each service, restarting an
-// instance that crashed (a failpoint) with fresh connections.
+// streams, and supervises one instance of each service (wired by
+// service.Build), restarting an instance that stopped (a failpoint crash,
+// a lost connection) with fresh connections after the pause of
+// service.Restarts. It also reads what its services wrote (windows, LATE,
+// REJECTED) and their consumers' backlog. The bounded run with its
+// artifacts is pkg/boundedrun.
 package pipeline
 
 import (
@@ -27,9 +31,8 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/embedded"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
-	"github.com/receiptflow/receiptflow/pkg/publisher"
+	"github.com/receiptflow/receiptflow/pkg/service"
 	"github.com/receiptflow/receiptflow/pkg/stream"
-	"github.com/receiptflow/receiptflow/pkg/validator"
 	"github.com/receiptflow/receiptflow/pkg/window"
 	"github.com/receiptflow/receiptflow/pkg/windower"
 	"github.com/receiptflow/receiptflow/pkg/wire"
@@ -82,19 +85,11 @@ type Config struct {
 	Waits config.Waits
 }
 
-// waits is cfg.Waits or the default budget's.
-func (c *Config) waits() config.Waits {
-	if c.Waits == (config.Waits{}) {
-		return config.WaitsFor(config.DefaultLatencyBudget)
-	}
-	return c.Waits
-}
-
-// Service names.
+// Service names (service.Build's).
 const (
-	Validator = "validator"
-	Windower  = "windower"
-	Publisher = "publisher"
+	Validator = service.Validator
+	Windower  = service.Windower
+	Publisher = service.Publisher
 )
 
 // Pipeline is a running in-process pipeline.
@@ -138,6 +133,9 @@ func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Waits == (config.Waits{}) {
+		cfg.Waits = config.WaitsFor(config.DefaultLatencyBudget)
 	}
 	if cfg.Services == nil {
 		cfg.Services = []string{Validator, Windower, Publisher}
@@ -196,7 +194,7 @@ func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 	if err := stream.Ensure(ctx, p.Admin.JS, p.Names, cfg.Stream); err != nil {
 		return nil, err
 	}
-	p.Store = ledger.NewStore(p.Redis, ledger.Keys{Prefix: p.Names.RedisPrefix()}, cfg.Lateness, cfg.Grace, ledger.WithHorizon(cfg.ReplayHorizon))
+	p.Store = service.NewStore(p.Redis, p.Names, cfg.params())
 	if p.Validator, err = contract.NewValidator(cfg.Contract); err != nil {
 		return nil, err
 	}
@@ -230,14 +228,13 @@ func (p *Pipeline) Crashes() map[string]int {
 
 // supervise runs svc until ctx ends, each instance with its own
 // connections; an instance that returns (crash or error) is torn down
-// without acking anything and replaced.
+// without acking anything and replaced after the pause of
+// service.Restarts.
 func (p *Pipeline) supervise(ctx context.Context, svc string) {
 	defer p.wg.Done()
-	// A planned crash restarts after 20ms; failures in a row wait twice as
-	// long each time, up to 2s.
-	restarts := stream.Backoff{Initial: 20 * time.Millisecond, Max: 2 * time.Second}.BackOff()
-	restarts.NextBackOff() // the first failure waits 40ms, as one after a crash
+	restarts := service.NewRestarts()
 	for ctx.Err() == nil {
+		began := time.Now()
 		err := p.runOnce(ctx, svc)
 		if ctx.Err() != nil {
 			return
@@ -247,16 +244,25 @@ func (p *Pipeline) supervise(ctx context.Context, svc string) {
 		p.mu.Unlock()
 		if errors.Is(err, failpoint.ErrCrash) {
 			p.cfg.Logger.Info("service crashed on purpose; restarting", "service", svc, "err", err)
-			restarts.Reset()
 		} else {
 			p.cfg.Logger.Error("service failed; restarting", "service", svc, "err", err)
 		}
-		if stream.Pause(ctx, restarts.NextBackOff()) != nil {
+		if stream.Pause(ctx, restarts.Next(time.Since(began), err)) != nil {
 			return
 		}
 	}
 }
 
+// params are the parameters the pipeline's services run with.
+func (c *Config) params() service.Params {
+	return service.Params{
+		Partitions: c.Partitions, HotKeys: c.HotKeys, Lateness: c.Lateness, Grace: c.Grace,
+		ReplayHorizon: c.ReplayHorizon, StaleAfter: c.StaleAfter,
+		WindowRetention: c.WindowRetention, DayRetention: c.DayRetention, Waits: c.Waits,
+	}
+}
+
+// runOnce runs one instance of svc with fresh connections until it stops.
 func (p *Pipeline) runOnce(ctx context.Context, svc string) error {
 	conn, err := connect.ConnectNATS(p.NATSURL, "receiptflow-"+svc)
 	if err != nil {
@@ -268,31 +274,15 @@ func (p *Pipeline) runOnce(ctx context.Context, svc string) error {
 		return err
 	}
 	defer rdb.Close()
-	store := ledger.NewStore(rdb, ledger.Keys{Prefix: p.Names.RedisPrefix()}, p.cfg.Lateness, p.cfg.Grace, ledger.WithHorizon(p.cfg.ReplayHorizon))
-	log := p.cfg.Logger.With("service", svc)
-	switch svc {
-	case Validator:
-		return validator.New(conn.JS, store, validator.Config{
-			Names: p.Names, Partitions: p.cfg.Partitions, HotKeys: p.cfg.HotKeys, Validator: p.Validator,
-			Logger: log, Registerer: p.cfg.Registerer, Failpoints: p.cfg.Failpoints,
-			IdleEvery: p.cfg.waits().BarrierIdle, BarrierPoll: p.cfg.waits().BarrierPoll,
-			Linger: p.cfg.waits().ConsumeLinger,
-		}).Run(ctx)
-	case Windower:
-		return windower.New(conn.JS, store, windower.Config{
-			Names: p.Names, Partitions: p.cfg.Partitions, Logger: log,
-			Registerer: p.cfg.Registerer, Failpoints: p.cfg.Failpoints, Trace: p.cfg.Trace,
-			Linger: p.cfg.waits().ConsumeLinger,
-		}).Run(ctx)
-	case Publisher:
-		return publisher.New(conn.JS, store, publisher.Config{
-			Names: p.Names, Partitions: p.cfg.Partitions, Grace: p.cfg.Grace, StaleAfter: p.cfg.StaleAfter,
-			Tick: p.cfg.PublisherTick, Linger: p.cfg.waits().PublishLinger, Logger: log, Registerer: p.cfg.Registerer, Failpoints: p.cfg.Failpoints,
-			WindowRetention: p.cfg.WindowRetention, DayRetention: p.cfg.DayRetention, KeepHistory: p.cfg.KeepHistory,
-			HistoryEvery: p.cfg.HistoryEvery,
-		}).Run(ctx)
+	run, err := service.Build(svc, service.Deps{
+		Params: p.cfg.params(), Names: p.Names, JS: conn.JS, Redis: rdb, Validator: p.Validator,
+		Logger: p.cfg.Logger.With("service", svc), Registerer: p.cfg.Registerer, Failpoints: p.cfg.Failpoints,
+		Trace: p.cfg.Trace, PublisherTick: p.cfg.PublisherTick, HistoryEvery: p.cfg.HistoryEvery, KeepHistory: p.cfg.KeepHistory,
+	})
+	if err != nil {
+		return fmt.Errorf("pipeline: %w", err)
 	}
-	return fmt.Errorf("pipeline: unknown service %q", svc)
+	return run.Run(ctx)
 }
 
 // Backlog returns every consumer's unprocessed messages (pending plus

@@ -1,4 +1,4 @@
-package pipeline
+package boundedrun
 
 import (
 	"context"
@@ -9,10 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
-// DefaultStallTimeout is RunConfig.StallTimeout when it is zero: a stage
+// DefaultStallTimeout is Config.StallTimeout when it is zero: a stage
 // whose consumers acknowledge nothing new for a minute while it has work
 // left cannot drain.
 const DefaultStallTimeout = 60 * time.Second
@@ -76,7 +77,7 @@ type consumerState struct {
 // names of the services' consumers start with the service name).
 func serviceOf(key string) string {
 	_, name, _ := strings.Cut(key, "/")
-	for _, svc := range []string{Validator, Windower, Publisher} {
+	for _, svc := range []string{pipeline.Validator, pipeline.Windower, pipeline.Publisher} {
 		if strings.HasPrefix(name, svc) {
 			return svc
 		}
@@ -85,7 +86,7 @@ func serviceOf(key string) string {
 }
 
 // consumers reads the state of every consumer of the pipeline's services.
-func (p *Pipeline) consumers(ctx context.Context) (map[string]consumerState, error) {
+func consumers(ctx context.Context, p *pipeline.Pipeline) (map[string]consumerState, error) {
 	out := map[string]consumerState{}
 	for _, base := range []string{wire.Raw, wire.Valid, wire.Changes} {
 		st, err := p.Admin.JS.Stream(ctx, p.Names.Stream(base))
@@ -107,28 +108,20 @@ func (p *Pipeline) consumers(ctx context.Context) (map[string]consumerState, err
 }
 
 // drain waits until every consumer has processed everything in its stream
-// (seen three polls in a row), as WaitDrained does, but gives up with a
-// *StuckError when a stage with work left made no progress for stall
-// (DefaultStallTimeout if zero; negative: no bound). A stage progresses
-// when one of its consumers' acknowledged floors moves past the highest it
-// had reached, or an expected consumer of it appears. Progress is the
-// floor, not the backlog: a crash-looping service whose consumer is
-// recreated at its checkpoint shows the same floor again, never a higher.
-// And it is each stage's own: a validator that crashes after every publish
-// and never acknowledges RAW may still publish frames of new RAW ranges
-// (its batches after each restart differ), which the windower acknowledges
-// without applying anything new; the windower moving is no progress of the
-// validator.
-func (p *Pipeline) drain(ctx context.Context, stall time.Duration) error {
+// (seen three polls in a row), as pipeline.WaitDrained does, but gives up
+// with a *StuckError when a stage with work left made no progress for
+// stall (DefaultStallTimeout if zero; negative: no bound; see doc.go).
+func drain(ctx context.Context, p *pipeline.Pipeline, stall time.Duration) error {
+	cfg := p.Config()
 	if stall == 0 {
 		stall = DefaultStallTimeout
 	}
 	want := map[string]int{}
-	for _, svc := range p.cfg.Services {
-		if svc == Publisher {
+	for _, svc := range cfg.Services {
+		if svc == pipeline.Publisher {
 			want[svc] = 1
 		} else {
-			want[svc] = p.cfg.Partitions
+			want[svc] = cfg.Partitions
 		}
 	}
 	floors := map[string]uint64{} // highest ack floor seen, by consumer
@@ -147,7 +140,7 @@ func (p *Pipeline) drain(ctx context.Context, stall time.Duration) error {
 			return ctx.Err()
 		case <-t.C:
 		}
-		cs, err := p.consumers(ctx)
+		cs, err := consumers(ctx, p)
 		if err != nil {
 			quiet = 0
 			continue // e.g. the server restarting; try again
@@ -185,7 +178,7 @@ func (p *Pipeline) drain(ctx context.Context, stall time.Duration) error {
 			continue
 		}
 		var stuck []string
-		for _, svc := range []string{Validator, Windower, Publisher} {
+		for _, svc := range []string{pipeline.Validator, pipeline.Windower, pipeline.Publisher} {
 			if busy[svc] && time.Since(moved[svc]) >= stall {
 				stuck = append(stuck, svc)
 			}
@@ -208,7 +201,7 @@ func (p *Pipeline) drain(ctx context.Context, stall time.Duration) error {
 				e.Crashes[svc] = d
 			}
 		}
-		p.cfg.Logger.Error("run cannot drain", "stages", e.Stages, "backlog", e.Backlog, "crashes", e.Crashes, "stall", stall)
+		cfg.Logger.Error("run cannot drain", "stages", e.Stages, "backlog", e.Backlog, "crashes", e.Crashes, "stall", stall)
 		return e
 	}
 }
