@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
-	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // DefaultStallTimeout is Config.StallTimeout when it is zero: a stage
@@ -65,14 +64,6 @@ func (e *StuckError) Error() string {
 // Is makes errors.Is(err, ErrStuck) true.
 func (e *StuckError) Is(target error) bool { return target == ErrStuck }
 
-// consumerState is what the stall watch reads of one consumer.
-type consumerState struct {
-	// ackFloor is the last stream sequence acknowledged with everything
-	// before it; it only moves when the consumer processed something.
-	ackFloor uint64
-	backlog  uint64
-}
-
 // serviceOf names the service of a "STREAM/consumer" key (the durable
 // names of the services' consumers start with the service name).
 func serviceOf(key string) string {
@@ -85,28 +76,6 @@ func serviceOf(key string) string {
 	return name
 }
 
-// consumers reads the state of every consumer of the pipeline's services.
-func consumers(ctx context.Context, p *pipeline.Pipeline) (map[string]consumerState, error) {
-	out := map[string]consumerState{}
-	for _, base := range []string{wire.Raw, wire.Valid, wire.Changes} {
-		st, err := p.Admin.JS.Stream(ctx, p.Names.Stream(base))
-		if err != nil {
-			return nil, err
-		}
-		l := st.ListConsumers(ctx)
-		for ci := range l.Info() {
-			if !p.Names.OwnsConsumer(ci.Name) {
-				continue
-			}
-			out[ci.Stream+"/"+ci.Name] = consumerState{ackFloor: ci.AckFloor.Stream, backlog: ci.NumPending + uint64(ci.NumAckPending)}
-		}
-		if err := l.Err(); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
 // drain waits until every consumer has processed everything in its stream
 // (seen three polls in a row), as pipeline.WaitDrained does, but gives up
 // with a *StuckError when a stage with work left made no progress for
@@ -116,14 +85,7 @@ func drain(ctx context.Context, p *pipeline.Pipeline, stall time.Duration) error
 	if stall == 0 {
 		stall = DefaultStallTimeout
 	}
-	want := map[string]int{}
-	for _, svc := range cfg.Services {
-		if svc == pipeline.Publisher {
-			want[svc] = 1
-		} else {
-			want[svc] = cfg.Partitions
-		}
-	}
+	want := pipeline.Expected(cfg.Services, cfg.Partitions)
 	floors := map[string]uint64{} // highest ack floor seen, by consumer
 	moved := map[string]time.Time{}
 	crashesAt := map[string]map[string]int{}
@@ -140,7 +102,7 @@ func drain(ctx context.Context, p *pipeline.Pipeline, stall time.Duration) error
 			return ctx.Err()
 		case <-t.C:
 		}
-		cs, err := consumers(ctx, p)
+		cs, err := pipeline.Consumers(ctx, p.Admin.JS, p.Names)
 		if err != nil {
 			quiet = 0
 			continue // e.g. the server restarting; try again
@@ -151,12 +113,12 @@ func drain(ctx context.Context, p *pipeline.Pipeline, stall time.Duration) error
 		for k, c := range cs {
 			svc := serviceOf(k)
 			have[svc]++
-			total += c.backlog
-			if c.backlog > 0 {
+			total += c.Backlog
+			if c.Backlog > 0 {
 				busy[svc] = true
 			}
-			if f, seen := floors[k]; !seen || c.ackFloor > f {
-				floors[k] = c.ackFloor
+			if f, seen := floors[k]; !seen || c.AckFloor > f {
+				floors[k] = c.AckFloor
 				moved[svc], crashesAt[svc] = time.Now(), p.Crashes()
 			}
 		}
@@ -190,8 +152,8 @@ func drain(ctx context.Context, p *pipeline.Pipeline, stall time.Duration) error
 		now := p.Crashes()
 		for _, svc := range stuck {
 			for k, c := range cs {
-				if c.backlog > 0 && serviceOf(k) == svc {
-					e.Backlog[k] = c.backlog
+				if c.Backlog > 0 && serviceOf(k) == svc {
+					e.Backlog[k] = c.Backlog
 				}
 			}
 			if n := want[svc] - have[svc]; n > 0 {

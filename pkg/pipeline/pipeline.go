@@ -292,34 +292,67 @@ func (p *Pipeline) Backlog(ctx context.Context) (map[string]uint64, bool, error)
 	return Backlog(ctx, p.Admin.JS, p.Names, p.cfg.Services, p.cfg.Partitions)
 }
 
-// Backlog returns the unprocessed messages of every consumer that services
-// of generation n run (validator and windower: one per partition;
-// publisher: one), and whether all of them exist yet.
-func Backlog(ctx context.Context, js jetstream.JetStream, n wire.Names, services []string, partitions int) (map[string]uint64, bool, error) {
-	out := map[string]uint64{}
+// Consumer is what one consumer of a generation's services has done.
+type Consumer struct {
+	// AckFloor is the last stream sequence acknowledged with everything
+	// before it; it only moves when the consumer processed something.
+	AckFloor uint64
+	// Backlog is its unprocessed messages: pending plus unacknowledged.
+	Backlog uint64
+}
+
+// Consumers returns every consumer of generation n's services by
+// "STREAM/consumer" (validator and windower: one per partition;
+// publisher: one).
+func Consumers(ctx context.Context, js jetstream.JetStream, n wire.Names) (map[string]Consumer, error) {
+	out := map[string]Consumer{}
 	for _, base := range []string{wire.Raw, wire.Valid, wire.Changes} {
 		st, err := js.Stream(ctx, n.Stream(base))
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		l := st.ListConsumers(ctx)
 		for ci := range l.Info() {
 			if !n.OwnsConsumer(ci.Name) {
 				continue // another generation's consumer of RAW
 			}
-			out[ci.Stream+"/"+ci.Name] = ci.NumPending + uint64(ci.NumAckPending)
+			out[ci.Stream+"/"+ci.Name] = Consumer{AckFloor: ci.AckFloor.Stream, Backlog: ci.NumPending + uint64(ci.NumAckPending)}
 		}
 		if err := l.Err(); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 	}
-	want := 0
+	return out, nil
+}
+
+// Expected returns how many consumers services run: validator and
+// windower one per partition, publisher one.
+func Expected(services []string, partitions int) map[string]int {
+	want := map[string]int{}
 	for _, svc := range services {
 		if svc == Publisher {
-			want++
+			want[svc] = 1
 		} else {
-			want += partitions
+			want[svc] = partitions
 		}
+	}
+	return want
+}
+
+// Backlog returns the unprocessed messages of every consumer that services
+// of generation n run, and whether all of them exist yet.
+func Backlog(ctx context.Context, js jetstream.JetStream, n wire.Names, services []string, partitions int) (map[string]uint64, bool, error) {
+	cs, err := Consumers(ctx, js, n)
+	if err != nil {
+		return nil, false, err
+	}
+	out := map[string]uint64{}
+	for k, c := range cs {
+		out[k] = c.Backlog
+	}
+	want := 0
+	for _, n := range Expected(services, partitions) {
+		want += n
 	}
 	return out, len(out) >= want, nil
 }
@@ -327,38 +360,22 @@ func Backlog(ctx context.Context, js jetstream.JetStream, n wire.Names, services
 // WaitDrained waits until every consumer of generation n's services has
 // processed everything (checked three times in a row).
 func WaitDrained(ctx context.Context, js jetstream.JetStream, n wire.Names, services []string, partitions int) error {
-	quiet := 0
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-		b, complete, err := Backlog(ctx, js, n, services, partitions)
-		if err != nil {
-			quiet = 0
-			continue
-		}
-		var total uint64
-		for _, v := range b {
-			total += v
-		}
-		if complete && total == 0 {
-			if quiet++; quiet >= 3 {
-				return nil
-			}
-		} else {
-			quiet = 0
-		}
-	}
+	return waitDrained(ctx, func(ctx context.Context) (map[string]uint64, bool, error) {
+		return Backlog(ctx, js, n, services, partitions)
+	}, nil)
 }
 
 // WaitDrained waits until every consumer has processed everything in its
-// stream (checked twice in a row), so that KV holds the final state of
-// everything published before the call.
+// stream (checked three times in a row), so that KV holds the final state
+// of everything published before the call. progress, if set, sees every
+// backlog read.
 func (p *Pipeline) WaitDrained(ctx context.Context, progress func(map[string]uint64)) error {
+	return waitDrained(ctx, p.Backlog, progress)
+}
+
+// waitDrained polls backlog every 50ms until it is complete and empty
+// three times in a row, or ctx ends.
+func waitDrained(ctx context.Context, backlog func(context.Context) (map[string]uint64, bool, error), progress func(map[string]uint64)) error {
 	quiet := 0
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
@@ -368,7 +385,7 @@ func (p *Pipeline) WaitDrained(ctx context.Context, progress func(map[string]uin
 			return ctx.Err()
 		case <-t.C:
 		}
-		b, complete, err := p.Backlog(ctx)
+		b, complete, err := backlog(ctx)
 		if err != nil {
 			quiet = 0
 			continue // e.g. the server restarting; try again
@@ -381,8 +398,7 @@ func (p *Pipeline) WaitDrained(ctx context.Context, progress func(map[string]uin
 			total += v
 		}
 		if complete && total == 0 {
-			quiet++
-			if quiet >= 3 {
+			if quiet++; quiet >= 3 {
 				return nil
 			}
 		} else {
