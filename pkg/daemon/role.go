@@ -9,11 +9,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/connect"
+	"github.com/receiptflow/receiptflow/pkg/service"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // consumerRef names one durable consumer a service owns.
-type consumerRef struct{ stream, durable string }
+type consumerRef = service.Consumer
 
 // role is what the daemon knows of a service beyond its Runner: the
 // consumers it owns and the partitions whose state it reads.
@@ -27,26 +28,13 @@ type role struct {
 	bucket       string
 }
 
-// roleOf mirrors the durable names of pkg/validator, pkg/windower and
-// pkg/publisher ("<svc>[-g<gen>]-p<p>", "publisher[-g<gen>]").
+// roleOf returns the role of service name over the partitions owned.
 func roleOf(name string, n wire.Names, owned []int, partitions int) role {
-	base := name
-	if n.Generation != wire.DefaultGeneration {
-		base += "-g" + n.Generation
-	}
-	r := role{name: name}
+	r := role{name: name, consumers: service.Consumers(name, n, owned)}
 	switch name {
-	case "validator", "windower":
-		src := wire.Raw
-		if name == "windower" {
-			src = wire.Valid
-			r.state, r.perPartition = owned, true
-		}
-		for _, p := range owned {
-			r.consumers = append(r.consumers, consumerRef{n.Stream(src), wire.Durable(base, p)})
-		}
-	case "publisher":
-		r.consumers = []consumerRef{{n.Stream(wire.Changes), wire.Durable(base, -1)}}
+	case service.Windower:
+		r.state, r.perPartition = owned, true
+	case service.Publisher:
 		for p := 0; p < partitions; p++ {
 			r.state = append(r.state, p)
 		}
@@ -65,10 +53,10 @@ func (r role) waitTopology(ctx context.Context, js jetstream.JetStream, w waiter
 		return nil
 	}
 	first := r.consumers[0]
-	return w.until(ctx, "the streams and buckets (run the set-up job: --ensure-only)", first.stream+" "+r.bucket, func(ctx context.Context) error {
+	return w.until(ctx, "the streams and buckets (run the set-up job: --ensure-only)", first.Stream+" "+r.bucket, func(ctx context.Context) error {
 		lookCtx, cancel := refused.context(ctx, 10*time.Second)
 		defer cancel()
-		_, err := js.Consumer(lookCtx, first.stream, first.durable)
+		_, err := js.Consumer(lookCtx, first.Stream, first.Durable)
 		if err == nil || errors.Is(err, jetstream.ErrConsumerNotFound) {
 			err = nil
 			if r.bucket != "" {
@@ -81,6 +69,6 @@ func (r role) waitTopology(ctx context.Context, js jetstream.JetStream, w waiter
 		case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrBucketNotFound):
 			return fmt.Errorf("%w: %w", connect.ErrNotYet, err)
 		}
-		return refused.or(fmt.Errorf("look up %s/%s: %w", first.stream, first.durable, err))
+		return refused.or(fmt.Errorf("look up %s/%s: %w", first.Stream, first.Durable, err))
 	})
 }

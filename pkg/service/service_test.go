@@ -83,3 +83,30 @@ func TestRestarts(t *testing.T) {
 		t.Errorf("after a planned crash: pause %v, want the first one (%v ±50%%)", d, RestartInitial)
 	}
 }
+
+// TestConsumers: the consumers a service runs are the ones it creates
+// (wire.Names.ServiceDurable) on the stream it reads, and the generation
+// owns them.
+func TestConsumers(t *testing.T) {
+	n := wire.For("2")
+	for _, c := range []struct {
+		name  string
+		owned []int
+		want  []Consumer
+	}{
+		{Validator, []int{1, 3}, []Consumer{{n.Stream(wire.Raw), "validator-g2-p1"}, {n.Stream(wire.Raw), "validator-g2-p3"}}},
+		{Windower, []int{0}, []Consumer{{n.Stream(wire.Valid), "windower-g2-p0"}}},
+		{Publisher, []int{0, 1}, []Consumer{{n.Stream(wire.Changes), "publisher-g2"}}},
+		{"dashboard", []int{0}, nil},
+	} {
+		got := Consumers(c.name, n, c.owned)
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("Consumers(%s, %v) = %v, want %v", c.name, c.owned, got, c.want)
+		}
+		for _, g := range got {
+			if !n.OwnsConsumer(g.Durable) {
+				t.Errorf("generation 2 does not own %s", g.Durable)
+			}
+		}
+	}
+}
