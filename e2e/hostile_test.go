@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/boundedrun"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
@@ -303,7 +304,7 @@ func hostileFile() *fixture {
 
 // hostileResult is one run of the shared fixture.
 type hostileResult struct {
-	res *pipeline.RunResult
+	res *boundedrun.Result
 	f   *fixture
 	err error
 }
@@ -332,7 +333,7 @@ func hostileRun(t *testing.T, be backend) *hostileResult {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := pipeline.Run(ctx, pipeline.RunConfig{Config: be.cfg(t), Events: path, Now: hostileNow, Out: filepath.Join(dir, "out")})
+	res, err := boundedrun.Run(ctx, boundedrun.Config{Config: be.cfg(t), Events: path, Now: hostileNow, Out: filepath.Join(dir, "out")})
 	r := &hostileResult{res: res, f: f, err: err}
 	hostileRuns[be.name] = r
 	if err != nil {
@@ -349,7 +350,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, r *hostileResult)) {
 }
 
 // traces renders trace rows as decision/id/reason.
-func traces(res *pipeline.RunResult) []string {
+func traces(res *boundedrun.Result) []string {
 	var out []string
 	for _, tr := range res.Trace {
 		d := tr.Decision
@@ -611,7 +612,7 @@ func TestHostileIDsAndPartitionKeys(t *testing.T) {
 
 // runLines runs lines through the embedded pipeline (heartbeat every
 // hbEvery records, 0 for the default).
-func runLines(t *testing.T, lines []string, hbEvery int) *pipeline.RunResult {
+func runLines(t *testing.T, lines []string, hbEvery int) *boundedrun.Result {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "events.ndjson")
@@ -620,7 +621,7 @@ func runLines(t *testing.T, lines []string, hbEvery int) *pipeline.RunResult {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := pipeline.Run(ctx, pipeline.RunConfig{Config: pipeline.Config{DataDir: dir}, Events: path, Now: hostileNow, HeartbeatEvery: hbEvery})
+	res, err := boundedrun.Run(ctx, boundedrun.Config{Config: pipeline.Config{DataDir: dir}, Events: path, Now: hostileNow, HeartbeatEvery: hbEvery})
 	if err != nil {
 		t.Fatal(err)
 	}

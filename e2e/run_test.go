@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/boundedrun"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
 	"github.com/receiptflow/receiptflow/pkg/traffic"
@@ -49,17 +50,17 @@ var backends = []backend{
 	}},
 }
 
-func runFile(t *testing.T, cfg pipeline.Config, path string) *pipeline.RunResult {
+func runFile(t *testing.T, cfg pipeline.Config, path string) *boundedrun.Result {
 	t.Helper()
 	return runFileAt(t, cfg, path, 0)
 }
 
-func runFileAt(t *testing.T, cfg pipeline.Config, path string, rate int) *pipeline.RunResult {
+func runFileAt(t *testing.T, cfg pipeline.Config, path string, rate int) *boundedrun.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	out := filepath.Join(t.TempDir(), "out")
-	res, err := pipeline.Run(ctx, pipeline.RunConfig{Config: cfg, Events: path, Out: out, Rate: rate})
+	res, err := boundedrun.Run(ctx, boundedrun.Config{Config: cfg, Events: path, Out: out, Rate: rate})
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/receiptflow/receiptflow/pkg/boundedrun"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/daemon"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
@@ -316,7 +317,7 @@ func secCleanRun(t testing.TB, path string) []wire.Window {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	res, err := pipeline.Run(ctx, pipeline.RunConfig{
+	res, err := boundedrun.Run(ctx, boundedrun.Config{
 		Config: pipeline.Config{DataDir: t.TempDir(), Partitions: 8, ReplayHorizon: secHorizon},
 		Events: path, Now: secNow,
 	})

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,11 +18,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/contract"
-	"github.com/receiptflow/receiptflow/pkg/ledger"
-	"github.com/receiptflow/receiptflow/pkg/publisher"
-	"github.com/receiptflow/receiptflow/pkg/validator"
-	"github.com/receiptflow/receiptflow/pkg/window"
-	"github.com/receiptflow/receiptflow/pkg/windower"
+	"github.com/receiptflow/receiptflow/pkg/service"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
@@ -84,12 +81,16 @@ func deploy(ctx context.Context, spec deploySpec) (*deployment, error) {
 	insts = append(insts, inst{"publisher", 0, 1})
 	d := &deployment{}
 	if spec.mode == ModeInProcess {
-		rctx, cancel := context.WithCancel(context.Background())
-		d.cancel = cancel
-		v, err := contract.NewValidator(contract.Options{})
+		c, err := spec.common()
 		if err != nil {
 			return nil, err
 		}
+		v, err := contract.NewValidator(c.Contract())
+		if err != nil {
+			return nil, err
+		}
+		rctx, cancel := context.WithCancel(context.Background())
+		d.cancel = cancel
 		for _, in := range insts {
 			owned := config.Split(spec.partitions, in.instance, in.of)
 			reg := prometheus.NewRegistry()
@@ -97,7 +98,7 @@ func deploy(ctx context.Context, spec deploySpec) (*deployment, error) {
 			d.wg.Add(1)
 			go func() {
 				defer d.wg.Done()
-				if err := runInProcess(rctx, spec, in.svc, owned, v, reg); err != nil && rctx.Err() == nil {
+				if err := runInProcess(rctx, spec, &c, in.svc, owned, v, reg); err != nil && rctx.Err() == nil {
 					d.mu.Lock()
 					d.errs = append(d.errs, fmt.Errorf("%s %d: %w", in.svc, in.instance, err))
 					d.mu.Unlock()
@@ -116,11 +117,9 @@ func deploy(ctx context.Context, spec deploySpec) (*deployment, error) {
 			d.stop()
 			return nil, err
 		}
-		cmd := exec.Command(filepath.Join(spec.bin, in.svc),
-			"--nats-url", spec.natsURL, "--redis-url", spec.redisURL,
-			"--partitions", strconv.Itoa(spec.partitions),
+		cmd := exec.Command(filepath.Join(spec.bin, in.svc), append(spec.commonArgs(),
 			"--instance", strconv.Itoa(in.instance), "--instances", strconv.Itoa(in.of),
-			"--http-addr", "127.0.0.1:0", "--hot-keys", spec.hot)
+			"--http-addr", "127.0.0.1:0")...)
 		if spec.profileDir != "" {
 			cmd.Args = append(cmd.Args, "--profile-dir", spec.profileDir)
 		}
@@ -142,8 +141,31 @@ func deploy(ctx context.Context, spec deploySpec) (*deployment, error) {
 	return d, nil
 }
 
-// runInProcess runs one service instance with its own connections.
-func runInProcess(ctx context.Context, spec deploySpec, svc string, owned []int, v *contract.Validator, reg prometheus.Registerer) error {
+// commonArgs are the flags of the shared configuration every service of
+// the deployment is given.
+func (spec deploySpec) commonArgs() []string {
+	return []string{"--nats-url", spec.natsURL, "--redis-url", spec.redisURL,
+		"--partitions", strconv.Itoa(spec.partitions), "--hot-keys", spec.hot}
+}
+
+// common is the shared configuration commonArgs give a service process
+// (the flags' defaults otherwise), for the services run in process.
+func (spec deploySpec) common() (config.Common, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var c config.Common
+	c.Register(fs)
+	if err := fs.Parse(spec.commonArgs()); err != nil {
+		return c, fmt.Errorf("bench: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("bench: %w", err)
+	}
+	return c, nil
+}
+
+// runInProcess runs one service instance with its own connections, wired
+// as the service process is (service.Build).
+func runInProcess(ctx context.Context, spec deploySpec, c *config.Common, svc string, owned []int, v *contract.Validator, reg prometheus.Registerer) error {
 	conn, err := connect.ConnectNATS(spec.natsURL, "bench-"+svc)
 	if err != nil {
 		return err
@@ -154,22 +176,12 @@ func runInProcess(ctx context.Context, spec deploySpec, svc string, owned []int,
 		return err
 	}
 	defer rdb.Close()
-	names := wire.For("")
-	def := config.Defaults() // the services' default parameters
-	store := ledger.NewStore(rdb, ledger.Keys{Prefix: names.RedisPrefix()}, def.Lateness, def.Grace, ledger.WithHorizon(def.ReplayHorizon))
-	waits := config.WaitsFor(config.DefaultLatencyBudget) // the services' default --latency-budget
-	switch svc {
-	case "validator":
-		return validator.New(conn.JS, store, validator.Config{Names: names, Partitions: spec.partitions, HotKeys: hotKeys(spec.hot, spec.partitions), Owned: owned, Validator: v, Registerer: reg,
-			IdleEvery: waits.BarrierIdle, BarrierPoll: waits.BarrierPoll, Linger: waits.ConsumeLinger}).Run(ctx)
-	case "windower":
-		return windower.New(conn.JS, store, windower.Config{Names: names, Partitions: spec.partitions, Owned: owned, Registerer: reg,
-			Linger: waits.ConsumeLinger}).Run(ctx)
-	case "publisher":
-		return publisher.New(conn.JS, store, publisher.Config{Names: names, Partitions: spec.partitions, Grace: def.Grace, Registerer: reg,
-			Linger: waits.PublishLinger}).Run(ctx)
+	run, err := service.Build(svc, service.Deps{Params: service.ParamsOf(c), Names: wire.For(c.Generation), Owned: owned,
+		JS: conn.JS, Redis: rdb, Validator: v, Registerer: reg})
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
 	}
-	return fmt.Errorf("bench: unknown service %q", svc)
+	return run.Run(ctx)
 }
 
 // failed returns an error when a service has died.
@@ -247,13 +259,4 @@ func (d *deployment) stop() {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}
-}
-
-// hotKeys parses a --hot-keys declaration the bench wrote itself.
-func hotKeys(decl string, partitions int) window.HotKeys {
-	h, err := window.ParseHotKeys(decl, partitions)
-	if err != nil {
-		panic(err)
-	}
-	return h
 }

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/boundedrun"
 	"github.com/receiptflow/receiptflow/pkg/connect"
-	"github.com/receiptflow/receiptflow/pkg/pipeline"
 )
 
 // brokerTimeout bounds one broker test from deployment to verdict.
@@ -164,7 +164,7 @@ func TestBrokerAndRedisSIGKILL(t *testing.T) {
 }
 
 // countOf sums the counts of a run's windows.
-func countOf(res *pipeline.RunResult) int64 {
+func countOf(res *boundedrun.Result) int64 {
 	var n int64
 	for _, w := range res.Windows {
 		n += w.Count

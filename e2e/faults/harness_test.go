@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/e2e/faults/natsproc"
+	"github.com/receiptflow/receiptflow/pkg/boundedrun"
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
@@ -109,7 +110,7 @@ type dataset struct {
 	path        string
 	fixtureErr  error
 	cleanOnce   sync.Once
-	clean       *pipeline.RunResult
+	clean       *boundedrun.Result
 	cleanErr    error
 }
 
@@ -134,7 +135,7 @@ func (ds *dataset) fixture(t *testing.T) string {
 
 // cleanRun is the in-process run of the dataset without faults that the
 // faulty runs are compared with.
-func (ds *dataset) cleanRun(t *testing.T) *pipeline.RunResult {
+func (ds *dataset) cleanRun(t *testing.T) *boundedrun.Result {
 	t.Helper()
 	path := ds.fixture(t)
 	ds.cleanOnce.Do(func() {
@@ -142,7 +143,7 @@ func (ds *dataset) cleanRun(t *testing.T) *pipeline.RunResult {
 		defer os.RemoveAll(dir)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		ds.clean, ds.cleanErr = pipeline.Run(ctx, pipeline.RunConfig{Config: pipeline.Config{DataDir: dir}, Events: path, Now: ingestNow})
+		ds.clean, ds.cleanErr = boundedrun.Run(ctx, boundedrun.Config{Config: pipeline.Config{DataDir: dir}, Events: path, Now: ingestNow})
 		if ds.cleanErr == nil && !ds.clean.Report.Holds {
 			ds.cleanErr = fmt.Errorf("clean run: parity does not hold")
 		}

@@ -146,7 +146,7 @@ func (s *stats) sample(ctx context.Context, every time.Duration) {
 			m = &progress{moved: now, answered: now}
 			s.marks[c] = m
 		}
-		cons, err := s.d.NATS.JS.Consumer(ctx, c.stream, c.durable)
+		cons, err := s.d.NATS.JS.Consumer(ctx, c.Stream, c.Durable)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
 			m.moved, m.answered = now, now // not made yet, or being made again
 		}
@@ -164,9 +164,9 @@ func (s *stats) sample(ctx context.Context, every time.Duration) {
 			m.moved = now
 		}
 		m.floor = ci.AckFloor.Stream
-		s.pending.WithLabelValues(c.stream, c.durable).Set(float64(ci.NumPending))
-		s.ackPending.WithLabelValues(c.stream, c.durable).Set(float64(ci.NumAckPending))
-		s.redelivered.WithLabelValues(c.stream, c.durable).Set(float64(ci.NumRedelivered))
+		s.pending.WithLabelValues(c.Stream, c.Durable).Set(float64(ci.NumPending))
+		s.ackPending.WithLabelValues(c.Stream, c.Durable).Set(float64(ci.NumAckPending))
+		s.redelivered.WithLabelValues(c.Stream, c.Durable).Set(float64(ci.NumRedelivered))
 	}
 	s.judgeProgress(now)
 	if len(s.r.state) == 0 {
@@ -221,10 +221,10 @@ func (s *stats) judgeProgress(now time.Time) {
 		}
 		switch {
 		case now.Sub(m.answered) > s.stallAfter:
-			reason = fmt.Sprintf("no answer from the leader of consumer %s on %s for %s", c.durable, c.stream, now.Sub(m.answered).Round(time.Second))
+			reason = fmt.Sprintf("no answer from the leader of consumer %s on %s for %s", c.Durable, c.Stream, now.Sub(m.answered).Round(time.Second))
 			unreachable = true
 		case reason == "" && now.Sub(m.moved) > s.stallAfter:
-			reason = fmt.Sprintf("consumer %s on %s has messages pending and made no progress for %s", c.durable, c.stream, now.Sub(m.moved).Round(time.Second))
+			reason = fmt.Sprintf("consumer %s on %s has messages pending and made no progress for %s", c.Durable, c.Stream, now.Sub(m.moved).Round(time.Second))
 		}
 	}
 	s.h.stalled.Store(&reason)

@@ -32,7 +32,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/receiptflow/receiptflow/pkg/probe"
 )
 
 // Config configures a dashboard.
@@ -162,18 +163,19 @@ func (s *Service) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	var srv *http.Server
+	var port *probe.Port
 	var serveErr error // written before wg.Done, read after wg.Wait
 	if s.cfg.Listener != nil {
-		// No WriteTimeout: event streams are long-lived; each write has
-		// its own deadline instead (see serveEvents).
-		srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+		port = s.Serve(s.cfg.Listener)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := srv.Serve(s.cfg.Listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				serveErr = err
-				cancel()
+			select {
+			case <-port.Done():
+				if serveErr = port.Err(); serveErr != nil {
+					cancel()
+				}
+			case <-ctx.Done():
 			}
 		}()
 		s.cfg.Logger.Info("dashboard listening", "addr", s.cfg.Listener.Addr().String())
@@ -195,12 +197,8 @@ func (s *Service) Run(ctx context.Context) error {
 	// Ordered shutdown: end the event streams (their handlers return),
 	// then let the HTTP server finish what is in flight.
 	s.hub.close()
-	if srv != nil {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := srv.Shutdown(sctx); err != nil {
-			srv.Close()
-		}
-		scancel()
+	if port != nil {
+		port.Shutdown(ShutdownTimeout)
 	}
 	wg.Wait()
 	// Only the HTTP server's failure is an error; ctx ending, also by its
@@ -208,8 +206,30 @@ func (s *Service) Run(ctx context.Context) error {
 	return serveErr
 }
 
-// Handler returns the HTTP handler of the page, the API and the probes.
-// Safe to call more than once.
+// ShutdownTimeout bounds how long Run (and the dashboard process) waits
+// for the HTTP requests in flight when it stops.
+const ShutdownTimeout = 5 * time.Second
+
+// Serve serves the dashboard on ln: the probes (/readyz: NotReady) and
+// /metrics (Config.Gatherer) as every service's port does (pkg/probe),
+// and Handler for the rest. Stop it with the port's Shutdown.
+func (s *Service) Serve(ln net.Listener) *probe.Port {
+	port := probe.Serve(ln, s.NotReady)
+	s.Mount(port)
+	return port
+}
+
+// Mount hands port the dashboard: /metrics (Config.Gatherer, if set), the
+// readiness check and every path but the probes.
+func (s *Service) Mount(port *probe.Port) {
+	if s.cfg.Gatherer != nil {
+		port.Metrics(s.cfg.Gatherer)
+	}
+	port.Mount(s.Handler())
+}
+
+// Handler returns the HTTP handler of the page and the API; the probes and
+// /metrics are the port's (Serve, Mount). Safe to call more than once.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", http.HandlerFunc(s.serveIndex))
@@ -218,10 +238,5 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /api/windows", s.serveWindows)
 	mux.HandleFunc("GET /api/health", s.serveHealth)
 	mux.HandleFunc("GET /api/events", s.serveEvents)
-	mux.HandleFunc("GET /healthz", s.serveHealthz)
-	mux.HandleFunc("GET /readyz", s.serveReadyz)
-	if s.cfg.Gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}))
-	}
 	return mux
 }

@@ -119,27 +119,20 @@ func (s *Service) serveHealth(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// serveHealthz is the liveness probe: the process serves HTTP.
-func (s *Service) serveHealthz(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Write([]byte("ok\n"))
-}
-
-// serveReadyz is the readiness probe: connected and the bucket loaded;
-// when not ready it says which of the two it waits for.
-func (s *Service) serveReadyz(w http.ResponseWriter, r *http.Request) {
+// NotReady is the readiness check of the dashboard's port (probe.Port's
+// /readyz): "" once connected and the bucket is loaded, else which of the
+// two it waits for. Safe for concurrent use.
+func (s *Service) NotReady() string {
 	s.st.mu.Lock()
 	connected, loaded := s.st.connected, s.st.loaded
 	s.st.mu.Unlock()
 	switch {
 	case !connected:
-		http.Error(w, "not ready: waiting for nats (disconnected, reconnecting)", http.StatusServiceUnavailable)
-		return
+		return "waiting for nats (disconnected, reconnecting)"
 	case !loaded:
-		http.Error(w, "not ready: waiting for the window bucket to be created and loaded", http.StatusServiceUnavailable)
-		return
+		return "waiting for the window bucket to be created and loaded"
 	}
-	w.Write([]byte("ready\n"))
+	return ""
 }
 
 // serveEvents is GET /api/events, a Server-Sent Events stream of "view"

@@ -1,8 +1,12 @@
 // Package pipeline runs the whole receiptflow pipeline in one process, as
-// `receiptctl run` and `receiptctl demo` do and as the end-to-end tests
+// `receiptctl run`, `demo` and `rebuild` do and as the end-to-end tests
 // do: it starts the embedded servers when no URLs are given, creates the
-// streams, and supervises one instance of each service, restarting an
-// instance that crashed (a failpoint) with fresh connections.
+// streams, and supervises one instance of each service (wired by
+// service.Build), restarting an instance that stopped (a failpoint crash,
+// a lost connection) with fresh connections after the pause of
+// service.Restarts. It also reads what its services wrote (windows, LATE,
+// REJECTED) and their consumers' backlog. The bounded run with its
+// artifacts is pkg/boundedrun.
 package pipeline
 
 import (
@@ -27,9 +31,8 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/embedded"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
-	"github.com/receiptflow/receiptflow/pkg/publisher"
+	"github.com/receiptflow/receiptflow/pkg/service"
 	"github.com/receiptflow/receiptflow/pkg/stream"
-	"github.com/receiptflow/receiptflow/pkg/validator"
 	"github.com/receiptflow/receiptflow/pkg/window"
 	"github.com/receiptflow/receiptflow/pkg/windower"
 	"github.com/receiptflow/receiptflow/pkg/wire"
@@ -82,19 +85,11 @@ type Config struct {
 	Waits config.Waits
 }
 
-// waits is cfg.Waits or the default budget's.
-func (c *Config) waits() config.Waits {
-	if c.Waits == (config.Waits{}) {
-		return config.WaitsFor(config.DefaultLatencyBudget)
-	}
-	return c.Waits
-}
-
-// Service names.
+// Service names (service.Build's).
 const (
-	Validator = "validator"
-	Windower  = "windower"
-	Publisher = "publisher"
+	Validator = service.Validator
+	Windower  = service.Windower
+	Publisher = service.Publisher
 )
 
 // Pipeline is a running in-process pipeline.
@@ -136,6 +131,9 @@ func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Waits == (config.Waits{}) {
+		cfg.Waits = config.WaitsFor(config.DefaultLatencyBudget)
 	}
 	if cfg.Services == nil {
 		cfg.Services = []string{Validator, Windower, Publisher}
@@ -194,7 +192,7 @@ func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 	if err := stream.Ensure(ctx, p.Admin.JS, p.Names, cfg.Stream); err != nil {
 		return nil, err
 	}
-	p.Store = ledger.NewStore(p.Redis, ledger.Keys{Prefix: p.Names.RedisPrefix()}, cfg.Lateness, cfg.Grace, ledger.WithHorizon(cfg.ReplayHorizon))
+	p.Store = service.NewStore(p.Redis, p.Names, cfg.params())
 	if p.Validator, err = contract.NewValidator(cfg.Contract); err != nil {
 		return nil, err
 	}
@@ -228,14 +226,13 @@ func (p *Pipeline) Crashes() map[string]int {
 
 // supervise runs svc until ctx ends, each instance with its own
 // connections; an instance that returns (crash or error) is torn down
-// without acking anything and replaced.
+// without acking anything and replaced after the pause of
+// service.Restarts.
 func (p *Pipeline) supervise(ctx context.Context, svc string) {
 	defer p.wg.Done()
-	// A planned crash restarts after 20ms; failures in a row wait twice as
-	// long each time, up to 2s.
-	restarts := stream.Backoff{Initial: 20 * time.Millisecond, Max: 2 * time.Second}.BackOff()
-	restarts.NextBackOff() // the first failure waits 40ms, as one after a crash
+	restarts := service.NewRestarts()
 	for ctx.Err() == nil {
+		began := time.Now()
 		err := p.runOnce(ctx, svc)
 		if ctx.Err() != nil {
 			return
@@ -245,16 +242,25 @@ func (p *Pipeline) supervise(ctx context.Context, svc string) {
 		p.mu.Unlock()
 		if errors.Is(err, failpoint.ErrCrash) {
 			p.cfg.Logger.Info("service crashed on purpose; restarting", "service", svc, "err", err)
-			restarts.Reset()
 		} else {
 			p.cfg.Logger.Error("service failed; restarting", "service", svc, "err", err)
 		}
-		if stream.Pause(ctx, restarts.NextBackOff()) != nil {
+		if stream.Pause(ctx, restarts.Next(time.Since(began), err)) != nil {
 			return
 		}
 	}
 }
 
+// params are the parameters the pipeline's services run with.
+func (c *Config) params() service.Params {
+	return service.Params{
+		Partitions: c.Partitions, HotKeys: c.HotKeys, Lateness: c.Lateness, Grace: c.Grace,
+		ReplayHorizon: c.ReplayHorizon, StaleAfter: c.StaleAfter,
+		WindowRetention: c.WindowRetention, DayRetention: c.DayRetention, Waits: c.Waits,
+	}
+}
+
+// runOnce runs one instance of svc with fresh connections until it stops.
 func (p *Pipeline) runOnce(ctx context.Context, svc string) error {
 	conn, err := connect.ConnectNATS(p.NATSURL, "receiptflow-"+svc)
 	if err != nil {
@@ -266,31 +272,15 @@ func (p *Pipeline) runOnce(ctx context.Context, svc string) error {
 		return err
 	}
 	defer rdb.Close()
-	store := ledger.NewStore(rdb, ledger.Keys{Prefix: p.Names.RedisPrefix()}, p.cfg.Lateness, p.cfg.Grace, ledger.WithHorizon(p.cfg.ReplayHorizon))
-	log := p.cfg.Logger.With("service", svc)
-	switch svc {
-	case Validator:
-		return validator.New(conn.JS, store, validator.Config{
-			Names: p.Names, Partitions: p.cfg.Partitions, HotKeys: p.cfg.HotKeys, Validator: p.Validator,
-			Logger: log, Registerer: p.cfg.Registerer, Failpoints: p.cfg.Failpoints,
-			IdleEvery: p.cfg.waits().BarrierIdle, BarrierPoll: p.cfg.waits().BarrierPoll,
-			Linger: p.cfg.waits().ConsumeLinger,
-		}).Run(ctx)
-	case Windower:
-		return windower.New(conn.JS, store, windower.Config{
-			Names: p.Names, Partitions: p.cfg.Partitions, Logger: log,
-			Registerer: p.cfg.Registerer, Failpoints: p.cfg.Failpoints, Trace: p.cfg.Trace,
-			Linger: p.cfg.waits().ConsumeLinger,
-		}).Run(ctx)
-	case Publisher:
-		return publisher.New(conn.JS, store, publisher.Config{
-			Names: p.Names, Partitions: p.cfg.Partitions, Grace: p.cfg.Grace, StaleAfter: p.cfg.StaleAfter,
-			Tick: p.cfg.PublisherTick, Linger: p.cfg.waits().PublishLinger, Logger: log, Registerer: p.cfg.Registerer, Failpoints: p.cfg.Failpoints,
-			WindowRetention: p.cfg.WindowRetention, DayRetention: p.cfg.DayRetention, KeepHistory: p.cfg.KeepHistory,
-			HistoryEvery: p.cfg.HistoryEvery,
-		}).Run(ctx)
+	run, err := service.Build(svc, service.Deps{
+		Params: p.cfg.params(), Names: p.Names, JS: conn.JS, Redis: rdb, Validator: p.Validator,
+		Logger: p.cfg.Logger.With("service", svc), Registerer: p.cfg.Registerer, Failpoints: p.cfg.Failpoints,
+		Trace: p.cfg.Trace, PublisherTick: p.cfg.PublisherTick, HistoryEvery: p.cfg.HistoryEvery, KeepHistory: p.cfg.KeepHistory,
+	})
+	if err != nil {
+		return fmt.Errorf("pipeline: %w", err)
 	}
-	return fmt.Errorf("pipeline: unknown service %q", svc)
+	return run.Run(ctx)
 }
 
 // Backlog returns every consumer's unprocessed messages (pending plus
@@ -300,34 +290,67 @@ func (p *Pipeline) Backlog(ctx context.Context) (map[string]uint64, bool, error)
 	return Backlog(ctx, p.Admin.JS, p.Names, p.cfg.Services, p.cfg.Partitions)
 }
 
-// Backlog returns the unprocessed messages of every consumer that services
-// of generation n run (validator and windower: one per partition;
-// publisher: one), and whether all of them exist yet.
-func Backlog(ctx context.Context, js jetstream.JetStream, n wire.Names, services []string, partitions int) (map[string]uint64, bool, error) {
-	out := map[string]uint64{}
+// Consumer is what one consumer of a generation's services has done.
+type Consumer struct {
+	// AckFloor is the last stream sequence acknowledged with everything
+	// before it; it only moves when the consumer processed something.
+	AckFloor uint64
+	// Backlog is its unprocessed messages: pending plus unacknowledged.
+	Backlog uint64
+}
+
+// Consumers returns every consumer of generation n's services by
+// "STREAM/consumer" (validator and windower: one per partition;
+// publisher: one).
+func Consumers(ctx context.Context, js jetstream.JetStream, n wire.Names) (map[string]Consumer, error) {
+	out := map[string]Consumer{}
 	for _, base := range []string{wire.Raw, wire.Valid, wire.Changes} {
 		st, err := js.Stream(ctx, n.Stream(base))
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		l := st.ListConsumers(ctx)
 		for ci := range l.Info() {
 			if !n.OwnsConsumer(ci.Name) {
 				continue // another generation's consumer of RAW
 			}
-			out[ci.Stream+"/"+ci.Name] = ci.NumPending + uint64(ci.NumAckPending)
+			out[ci.Stream+"/"+ci.Name] = Consumer{AckFloor: ci.AckFloor.Stream, Backlog: ci.NumPending + uint64(ci.NumAckPending)}
 		}
 		if err := l.Err(); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 	}
-	want := 0
+	return out, nil
+}
+
+// Expected returns how many consumers services run: validator and
+// windower one per partition, publisher one.
+func Expected(services []string, partitions int) map[string]int {
+	want := map[string]int{}
 	for _, svc := range services {
 		if svc == Publisher {
-			want++
+			want[svc] = 1
 		} else {
-			want += partitions
+			want[svc] = partitions
 		}
+	}
+	return want
+}
+
+// Backlog returns the unprocessed messages of every consumer that services
+// of generation n run, and whether all of them exist yet.
+func Backlog(ctx context.Context, js jetstream.JetStream, n wire.Names, services []string, partitions int) (map[string]uint64, bool, error) {
+	cs, err := Consumers(ctx, js, n)
+	if err != nil {
+		return nil, false, err
+	}
+	out := map[string]uint64{}
+	for k, c := range cs {
+		out[k] = c.Backlog
+	}
+	want := 0
+	for _, n := range Expected(services, partitions) {
+		want += n
 	}
 	return out, len(out) >= want, nil
 }
@@ -335,38 +358,22 @@ func Backlog(ctx context.Context, js jetstream.JetStream, n wire.Names, services
 // WaitDrained waits until every consumer of generation n's services has
 // processed everything (checked three times in a row).
 func WaitDrained(ctx context.Context, js jetstream.JetStream, n wire.Names, services []string, partitions int) error {
-	quiet := 0
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-		b, complete, err := Backlog(ctx, js, n, services, partitions)
-		if err != nil {
-			quiet = 0
-			continue
-		}
-		var total uint64
-		for _, v := range b {
-			total += v
-		}
-		if complete && total == 0 {
-			if quiet++; quiet >= 3 {
-				return nil
-			}
-		} else {
-			quiet = 0
-		}
-	}
+	return waitDrained(ctx, func(ctx context.Context) (map[string]uint64, bool, error) {
+		return Backlog(ctx, js, n, services, partitions)
+	}, nil)
 }
 
 // WaitDrained waits until every consumer has processed everything in its
-// stream (checked twice in a row), so that KV holds the final state of
-// everything published before the call.
+// stream (checked three times in a row), so that KV holds the final state
+// of everything published before the call. progress, if set, sees every
+// backlog read.
 func (p *Pipeline) WaitDrained(ctx context.Context, progress func(map[string]uint64)) error {
+	return waitDrained(ctx, p.Backlog, progress)
+}
+
+// waitDrained polls backlog every 50ms until it is complete and empty
+// three times in a row, or ctx ends.
+func waitDrained(ctx context.Context, backlog func(context.Context) (map[string]uint64, bool, error), progress func(map[string]uint64)) error {
 	quiet := 0
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
@@ -376,7 +383,7 @@ func (p *Pipeline) WaitDrained(ctx context.Context, progress func(map[string]uin
 			return ctx.Err()
 		case <-t.C:
 		}
-		b, complete, err := p.Backlog(ctx)
+		b, complete, err := backlog(ctx)
 		if err != nil {
 			quiet = 0
 			continue // e.g. the server restarting; try again
@@ -389,8 +396,7 @@ func (p *Pipeline) WaitDrained(ctx context.Context, progress func(map[string]uin
 			total += v
 		}
 		if complete && total == 0 {
-			quiet++
-			if quiet >= 3 {
+			if quiet++; quiet >= 3 {
 				return nil
 			}
 		} else {

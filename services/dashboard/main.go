@@ -12,8 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"sync/atomic"
@@ -25,6 +23,7 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/dashboard"
+	"github.com/receiptflow/receiptflow/pkg/probe"
 )
 
 func main() {
@@ -72,21 +71,17 @@ func serve(ctx context.Context, log *slog.Logger, natsURL string, sec connect.NA
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", listen, err)
-	}
 	// The probes answer from the start: alive, and not ready while NATS is
 	// waited for (docs/spec.md §4); the page and the API come once connected.
 	at := connect.RedactURL(natsURL)
-	g := &gate{}
-	g.wait("nats at " + at)
-	// No WriteTimeout: event streams are long-lived; each write has its
-	// own deadline (dashboard.Service.Handler).
-	srv := &http.Server{Handler: g, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
-	go srv.Serve(ln)
-	defer srv.Close()
-	log.Info("dashboard listening", "url", "http://"+ln.Addr().String())
+	r := &readiness{}
+	r.wait("nats at " + at)
+	port, err := probe.Listen(listen, r.notReady)
+	if err != nil {
+		return err
+	}
+	defer port.Close()
+	log.Info("dashboard listening", "url", "http://"+port.Addr())
 
 	var conn *connect.Conn
 	err = connect.WaitFor(ctx, func(context.Context) error {
@@ -94,7 +89,7 @@ func serve(ctx context.Context, log *slog.Logger, natsURL string, sec connect.NA
 		conn, err = connect.ConnectNATS(natsURL, "receiptflow-dashboard", opts...)
 		return err
 	}, func(attempt int, err error, next time.Duration) {
-		g.wait("nats at " + at + ": " + err.Error())
+		r.wait("nats at " + at + ": " + err.Error())
 		log.Warn("waiting for nats", "at", at, "attempt", attempt, "retry_in", next.Round(time.Millisecond).String(), "err", err)
 	})
 	if err != nil {
@@ -116,44 +111,36 @@ func serve(ctx context.Context, log *slog.Logger, natsURL string, sec connect.NA
 	if err != nil {
 		return err
 	}
-	g.serve(svc.Handler())
-	log.Info("dashboard started", "url", "http://"+ln.Addr().String(), "nats", at, "auth", sec)
+	svc.Mount(port)
+	r.ready(svc)
+	log.Info("dashboard started", "url", "http://"+port.Addr(), "nats", at, "auth", sec)
 	err = svc.Run(ctx)
 	// Run has ended the event streams; let the server finish what is in
 	// flight.
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if serr := srv.Shutdown(sctx); serr != nil {
-		srv.Close()
-	}
+	port.Shutdown(dashboard.ShutdownTimeout)
 	log.Info("dashboard stopped cleanly")
 	return err
 }
 
-// gate is the HTTP handler of the dashboard's port: the probes only, until
-// serve hands it the dashboard's handler. Safe for concurrent use.
-type gate struct {
-	h       atomic.Pointer[http.Handler]
+// readiness is the dashboard port's readiness check: what the process
+// waits for until the dashboard runs, then the dashboard's own. Safe for
+// concurrent use.
+type readiness struct {
 	waiting atomic.Pointer[string]
+	svc     atomic.Pointer[dashboard.Service]
 }
 
-func (g *gate) wait(what string) { g.waiting.Store(&what) }
+func (r *readiness) wait(what string) { r.waiting.Store(&what) }
 
-func (g *gate) serve(h http.Handler) { g.h.Store(&h) }
+func (r *readiness) ready(svc *dashboard.Service) { r.svc.Store(svc) }
 
-func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h := g.h.Load(); h != nil {
-		(*h).ServeHTTP(w, r)
-		return
+func (r *readiness) notReady() string {
+	if svc := r.svc.Load(); svc != nil {
+		return svc.NotReady()
 	}
 	what := "nats"
-	if p := g.waiting.Load(); p != nil {
+	if p := r.waiting.Load(); p != nil {
 		what = *p
 	}
-	switch r.URL.Path {
-	case "/healthz":
-		io.WriteString(w, "ok\n")
-	default:
-		http.Error(w, "not ready: waiting for "+what, http.StatusServiceUnavailable)
-	}
+	return "waiting for " + what
 }

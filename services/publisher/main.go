@@ -9,18 +9,11 @@ import (
 	"syscall"
 
 	"github.com/receiptflow/receiptflow/pkg/daemon"
-	"github.com/receiptflow/receiptflow/pkg/publisher"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := daemon.Main(ctx, "publisher", os.Args[1:], os.Stderr, func(d *daemon.Deps) (daemon.Runner, error) {
-		return publisher.New(d.NATS.JS, d.Store, publisher.Config{
-			Names: d.Names, Partitions: d.Common.Partitions, Grace: d.Common.Grace, StaleAfter: d.Common.StaleAfter,
-			Linger: d.Common.Waits().PublishLinger, Logger: d.Logger, Registerer: d.Registerer, Failpoints: d.Failpoints,
-			WindowRetention: d.Common.WindowRetention, DayRetention: d.Common.DayRetention,
-		}), nil
-	})
+	code := daemon.Main(ctx, "publisher", os.Args[1:], os.Stderr, daemon.Build)
 	stop()
 	os.Exit(code)
 }

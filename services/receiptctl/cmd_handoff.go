@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/receiptflow/receiptflow/pkg/boundedrun"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/wire"
@@ -41,7 +42,7 @@ func cmdHandoff(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	var dump map[string]any
-	res, err := pipeline.Run(ctx, pipeline.RunConfig{
+	res, err := boundedrun.Run(ctx, boundedrun.Config{
 		Config: pipeline.Config{PublisherTick: 200 * time.Millisecond},
 		Events: *events, Out: filepath.Join(*out, "run"),
 		AfterDrain: func(ctx context.Context, p *pipeline.Pipeline) error {

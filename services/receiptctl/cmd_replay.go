@@ -10,8 +10,8 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/contract"
-	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/replay"
+	"github.com/receiptflow/receiptflow/pkg/service"
 	"github.com/receiptflow/receiptflow/pkg/validator"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
@@ -73,7 +73,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err2 != nil {
 			return err2
 		}
-		store := ledger.NewStore(rdb, ledger.Keys{Prefix: names.RedisPrefix()}, c.Lateness, c.Grace, ledger.WithHorizon(c.ReplayHorizon))
+		store := service.NewStore(rdb, names, service.ParamsOf(&c))
 		st, err = replay.Raw(ctx, conn.JS, store, validator.Config{Names: names, Partitions: c.Partitions, HotKeys: c.Hot(), Validator: v}, r)
 	}
 	if err != nil {

@@ -9,9 +9,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/boundedrun"
 	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
-	"github.com/receiptflow/receiptflow/pkg/pipeline"
 )
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -26,7 +26,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	syncAlways := fs.Bool("sync-always", false, "embedded nats-server fsyncs every write (sync_interval: always)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up if the pipeline has not drained by then")
 	verbose := fs.Bool("v", false, "log service events to stderr")
-	stall := fs.Duration("stall-timeout", pipeline.DefaultStallTimeout, "stop, naming the stuck stage, when a stage with work left makes no progress for this long (exit 1)")
+	stall := fs.Duration("stall-timeout", boundedrun.DefaultStallTimeout, "stop, naming the stuck stage, when a stage with work left makes no progress for this long (exit 1)")
 	maxReject := fs.Float64("max-reject-ratio", 0.5, "fail (exit 1) when more than this share of the records were rejected: parity over nothing is not parity")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -60,7 +60,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer cancel()
 	pc := pipelineConfig(&c)
 	pc.DataDir, pc.SyncAlways, pc.Failpoints, pc.Logger = *dataDir, *syncAlways, fps, log
-	res, err := pipeline.Run(ctx, pipeline.RunConfig{
+	res, err := boundedrun.Run(ctx, boundedrun.Config{
 		Config: pc,
 		Events: *events, Out: *out, Progress: stderr, HeartbeatEvery: c.HeartbeatEvery, StallTimeout: *stall,
 	})

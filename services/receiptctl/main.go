@@ -82,7 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		code = ee.code
 	}
 	// Errors of the packages a command calls may begin with the command's
-	// own name (pipeline.Run's "run: ..."): say it once.
+	// own name (boundedrun.Run's "run: ..."): say it once.
 	msg := strings.TrimPrefix(err.Error(), args[0]+": ")
 	fmt.Fprintf(stderr, "receiptctl %s: %s\n", args[0], msg)
 	return code

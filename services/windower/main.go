@@ -9,18 +9,11 @@ import (
 	"syscall"
 
 	"github.com/receiptflow/receiptflow/pkg/daemon"
-	"github.com/receiptflow/receiptflow/pkg/windower"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := daemon.Main(ctx, "windower", os.Args[1:], os.Stderr, func(d *daemon.Deps) (daemon.Runner, error) {
-		return windower.New(d.NATS.JS, d.Store, windower.Config{
-			Names: d.Names, Partitions: d.Common.Partitions, Owned: d.Owned,
-			Logger: d.Logger, Registerer: d.Registerer, Failpoints: d.Failpoints,
-			Linger: d.Common.Waits().ConsumeLinger,
-		}), nil
-	})
+	code := daemon.Main(ctx, "windower", os.Args[1:], os.Stderr, daemon.Build)
 	stop()
 	os.Exit(code)
 }

@@ -1,4 +1,4 @@
-package pipeline
+package boundedrun
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/traffic"
 )
 
@@ -26,7 +27,7 @@ func TestRunGeneratedEmbedded(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := Run(ctx, RunConfig{Config: Config{DataDir: dir, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}, Events: path, Out: filepath.Join(dir, "out"), Progress: os.Stderr})
+	res, err := Run(ctx, Config{Config: pipeline.Config{DataDir: dir, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}, Events: path, Out: filepath.Join(dir, "out"), Progress: os.Stderr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestRunRefereeReadsRAW(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	res, err := Run(ctx, RunConfig{Config: Config{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+	res, err := Run(ctx, Config{Config: pipeline.Config{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 		Events: path, Out: filepath.Join(dir, "out"), HeartbeatEvery: 7})
 	if err != nil {
 		t.Fatal(err)

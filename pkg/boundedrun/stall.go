@@ -1,4 +1,4 @@
-package pipeline
+package boundedrun
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/receiptflow/receiptflow/pkg/wire"
+	"github.com/receiptflow/receiptflow/pkg/pipeline"
 )
 
-// DefaultStallTimeout is RunConfig.StallTimeout when it is zero: a stage
+// DefaultStallTimeout is Config.StallTimeout when it is zero: a stage
 // whose consumers acknowledge nothing new for a minute while it has work
 // left cannot drain.
 const DefaultStallTimeout = 60 * time.Second
@@ -64,19 +64,11 @@ func (e *StuckError) Error() string {
 // Is makes errors.Is(err, ErrStuck) true.
 func (e *StuckError) Is(target error) bool { return target == ErrStuck }
 
-// consumerState is what the stall watch reads of one consumer.
-type consumerState struct {
-	// ackFloor is the last stream sequence acknowledged with everything
-	// before it; it only moves when the consumer processed something.
-	ackFloor uint64
-	backlog  uint64
-}
-
 // serviceOf names the service of a "STREAM/consumer" key (the durable
 // names of the services' consumers start with the service name).
 func serviceOf(key string) string {
 	_, name, _ := strings.Cut(key, "/")
-	for _, svc := range []string{Validator, Windower, Publisher} {
+	for _, svc := range []string{pipeline.Validator, pipeline.Windower, pipeline.Publisher} {
 		if strings.HasPrefix(name, svc) {
 			return svc
 		}
@@ -84,53 +76,16 @@ func serviceOf(key string) string {
 	return name
 }
 
-// consumers reads the state of every consumer of the pipeline's services.
-func (p *Pipeline) consumers(ctx context.Context) (map[string]consumerState, error) {
-	out := map[string]consumerState{}
-	for _, base := range []string{wire.Raw, wire.Valid, wire.Changes} {
-		st, err := p.Admin.JS.Stream(ctx, p.Names.Stream(base))
-		if err != nil {
-			return nil, err
-		}
-		l := st.ListConsumers(ctx)
-		for ci := range l.Info() {
-			if !p.Names.OwnsConsumer(ci.Name) {
-				continue
-			}
-			out[ci.Stream+"/"+ci.Name] = consumerState{ackFloor: ci.AckFloor.Stream, backlog: ci.NumPending + uint64(ci.NumAckPending)}
-		}
-		if err := l.Err(); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
 // drain waits until every consumer has processed everything in its stream
-// (seen three polls in a row), as WaitDrained does, but gives up with a
-// *StuckError when a stage with work left made no progress for stall
-// (DefaultStallTimeout if zero; negative: no bound). A stage progresses
-// when one of its consumers' acknowledged floors moves past the highest it
-// had reached, or an expected consumer of it appears. Progress is the
-// floor, not the backlog: a crash-looping service whose consumer is
-// recreated at its checkpoint shows the same floor again, never a higher.
-// And it is each stage's own: a validator that crashes after every publish
-// and never acknowledges RAW may still publish frames of new RAW ranges
-// (its batches after each restart differ), which the windower acknowledges
-// without applying anything new; the windower moving is no progress of the
-// validator.
-func (p *Pipeline) drain(ctx context.Context, stall time.Duration) error {
+// (seen three polls in a row), as pipeline.WaitDrained does, but gives up
+// with a *StuckError when a stage with work left made no progress for
+// stall (DefaultStallTimeout if zero; negative: no bound; see doc.go).
+func drain(ctx context.Context, p *pipeline.Pipeline, stall time.Duration) error {
+	cfg := p.Config()
 	if stall == 0 {
 		stall = DefaultStallTimeout
 	}
-	want := map[string]int{}
-	for _, svc := range p.cfg.Services {
-		if svc == Publisher {
-			want[svc] = 1
-		} else {
-			want[svc] = p.cfg.Partitions
-		}
-	}
+	want := pipeline.Expected(cfg.Services, cfg.Partitions)
 	floors := map[string]uint64{} // highest ack floor seen, by consumer
 	moved := map[string]time.Time{}
 	crashesAt := map[string]map[string]int{}
@@ -147,7 +102,7 @@ func (p *Pipeline) drain(ctx context.Context, stall time.Duration) error {
 			return ctx.Err()
 		case <-t.C:
 		}
-		cs, err := p.consumers(ctx)
+		cs, err := pipeline.Consumers(ctx, p.Admin.JS, p.Names)
 		if err != nil {
 			quiet = 0
 			continue // e.g. the server restarting; try again
@@ -158,12 +113,12 @@ func (p *Pipeline) drain(ctx context.Context, stall time.Duration) error {
 		for k, c := range cs {
 			svc := serviceOf(k)
 			have[svc]++
-			total += c.backlog
-			if c.backlog > 0 {
+			total += c.Backlog
+			if c.Backlog > 0 {
 				busy[svc] = true
 			}
-			if f, seen := floors[k]; !seen || c.ackFloor > f {
-				floors[k] = c.ackFloor
+			if f, seen := floors[k]; !seen || c.AckFloor > f {
+				floors[k] = c.AckFloor
 				moved[svc], crashesAt[svc] = time.Now(), p.Crashes()
 			}
 		}
@@ -185,7 +140,7 @@ func (p *Pipeline) drain(ctx context.Context, stall time.Duration) error {
 			continue
 		}
 		var stuck []string
-		for _, svc := range []string{Validator, Windower, Publisher} {
+		for _, svc := range []string{pipeline.Validator, pipeline.Windower, pipeline.Publisher} {
 			if busy[svc] && time.Since(moved[svc]) >= stall {
 				stuck = append(stuck, svc)
 			}
@@ -197,8 +152,8 @@ func (p *Pipeline) drain(ctx context.Context, stall time.Duration) error {
 		now := p.Crashes()
 		for _, svc := range stuck {
 			for k, c := range cs {
-				if c.backlog > 0 && serviceOf(k) == svc {
-					e.Backlog[k] = c.backlog
+				if c.Backlog > 0 && serviceOf(k) == svc {
+					e.Backlog[k] = c.Backlog
 				}
 			}
 			if n := want[svc] - have[svc]; n > 0 {
@@ -208,7 +163,7 @@ func (p *Pipeline) drain(ctx context.Context, stall time.Duration) error {
 				e.Crashes[svc] = d
 			}
 		}
-		p.cfg.Logger.Error("run cannot drain", "stages", e.Stages, "backlog", e.Backlog, "crashes", e.Crashes, "stall", stall)
+		cfg.Logger.Error("run cannot drain", "stages", e.Stages, "backlog", e.Backlog, "crashes", e.Crashes, "stall", stall)
 		return e
 	}
 }

@@ -1,4 +1,4 @@
-package pipeline
+package boundedrun
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
+	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
@@ -82,7 +83,7 @@ func TestRunFarFutureEvent(t *testing.T) {
 
 // runFile runs data through a fresh embedded pipeline and returns the
 // result; a run that does not drain fails t.
-func runFile(t *testing.T, name string, data []byte) *RunResult {
+func runFile(t *testing.T, name string, data []byte) *Result {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "events.ndjson")
@@ -91,7 +92,7 @@ func runFile(t *testing.T, name string, data []byte) *RunResult {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	res, err := Run(ctx, RunConfig{Config: Config{DataDir: dir}, Events: path})
+	res, err := Run(ctx, Config{Config: pipeline.Config{DataDir: dir}, Events: path})
 	if err != nil {
 		t.Fatalf("%s run: %v", name, err)
 	}
@@ -139,8 +140,8 @@ func TestRunStopsWhenStuck(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ failpoint, stage string }{
-		{"publisher.after-put=crash@every:1", Publisher},
-		{"validator.after-publish=crash@every:1", Validator},
+		{"publisher.after-put=crash@every:1", pipeline.Publisher},
+		{"validator.after-publish=crash@every:1", pipeline.Validator},
 	} {
 		t.Run(tc.stage, func(t *testing.T) {
 			dir := t.TempDir()
@@ -156,7 +157,7 @@ func TestRunStopsWhenStuck(t *testing.T) {
 			// run long before it.
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			_, err = Run(ctx, RunConfig{Config: Config{DataDir: dir, Failpoints: fps}, Events: path, StallTimeout: 5 * time.Second})
+			_, err = Run(ctx, Config{Config: pipeline.Config{DataDir: dir, Failpoints: fps}, Events: path, StallTimeout: 5 * time.Second})
 			var stuck *StuckError
 			if !errors.As(err, &stuck) || !errors.Is(err, ErrStuck) {
 				t.Fatalf("Run = %v, want a *StuckError", err)

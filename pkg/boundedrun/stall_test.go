@@ -1,4 +1,4 @@
-package pipeline
+package boundedrun
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
+	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/wire"
@@ -31,7 +32,7 @@ func TestDrainProgressIsEachStagesOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Start(ctx, Config{DataDir: t.TempDir(), Failpoints: fps})
+	p, err := pipeline.Start(ctx, pipeline.Config{DataDir: t.TempDir(), Failpoints: fps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func TestDrainProgressIsEachStagesOwn(t *testing.T) {
 	if _, err := traffic.Write(&buf, traffic.Config{Seed: 5, Events: 40, Start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Hours: 1}); err != nil {
 		t.Fatal(err)
 	}
-	in := ingest.New(p.Admin.JS, ingest.Config{Partitions: p.cfg.Partitions, Validator: p.Validator, EndOfStream: true})
+	in := ingest.New(p.Admin.JS, ingest.Config{Partitions: p.Config().Partitions, Validator: p.Validator, EndOfStream: true})
 	if _, err := ingest.File(ctx, in, &buf, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -68,17 +69,17 @@ func TestDrainProgressIsEachStagesOwn(t *testing.T) {
 		}
 	}()
 
-	err = p.drain(ctx, 2*time.Second)
+	err = drain(ctx, p, 2*time.Second)
 	stopFeed()
 	n := <-fed
 	var stuck *StuckError
 	if !errors.As(err, &stuck) {
 		t.Fatalf("drain = %v, want a *StuckError (fed %d frames to VALID)", err, n)
 	}
-	if !slices.Equal(stuck.Stages, []string{Validator}) {
-		t.Errorf("stuck stages %v, want [%s]: %v", stuck.Stages, Validator, err)
+	if !slices.Equal(stuck.Stages, []string{pipeline.Validator}) {
+		t.Errorf("stuck stages %v, want [%s]: %v", stuck.Stages, pipeline.Validator, err)
 	}
-	if stuck.Crashes[Validator] == 0 {
+	if stuck.Crashes[pipeline.Validator] == 0 {
 		t.Errorf("stuck %v: the validator's crashes are not counted", err)
 	}
 	if n < 10 {
