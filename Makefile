@@ -31,7 +31,7 @@ PROMTOOL         ?= $(or $(shell command -v promtool 2>/dev/null),$(TOOLBIN)/pro
 # that -race over everything took on the 2-core CI machine; they run in rest
 # too, the rest of pkg/ingest under -race.
 PURE_PKGS = ./schemas/... ./pkg/config ./pkg/contract ./pkg/reconcile ./pkg/traffic ./pkg/window ./pkg/wire
-RACE_PKGS = $(shell $(GO) list ./pkg/... ./services/... | grep -v -E '/pkg/(ingest|config|contract|reconcile|gen|window|wire)$$')
+RACE_PKGS = $(shell $(GO) list ./pkg/... ./services/... | grep -v -E '/pkg/(ingest|config|contract|reconcile|traffic|window|wire)$$')
 INGEST_SLOW = ^(TestOrderThroughLeaderLoss|TestTwoNodesLostNamesFirstUnconfirmed|TestOrderAcrossRestarts)$$
 # Everything but the process-level fault tests, which have their own target.
 UNIT_PKGS = ./schemas/... ./pkg/... ./services/... $(shell $(GO) list ./e2e/... | grep -v '/e2e/faults$$')
