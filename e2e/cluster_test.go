@@ -247,7 +247,7 @@ func TestClusterRedisScriptsStayInOneSlot(t *testing.T) {
 	}
 
 	// Every script, on every partition, through the ClusterClient.
-	store := ledger.NewStore(rdb, keys, 5*time.Minute, time.Hour, ledger.WithHorizon(time.Hour))
+	store := ledger.NewStore(rdb, ledger.Config{Keys: keys, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: time.Hour})
 	minute := int64(60_000)
 	for p := 0; p < partitions; p++ {
 		recs := []ledger.Record{

@@ -62,7 +62,7 @@ func TestRebuildRepairsACorruptGenerationAndSwitchesOnlyAfterParity(t *testing.T
 		t.Fatal(err)
 	}
 	corruptWindow(t, ctx, admin, "1", victim)
-	rep, _, err := generation.Reconcile(ctx, admin.JS, wire.For("1"), reconcile.Options{Validator: v, Partitions: 8})
+	rep, _, err := generation.Reconcile(ctx, admin.JS, wire.For("1"), reconcile.Config{Validator: v, Partitions: 8})
 	if err != nil {
 		t.Fatal(err)
 	}

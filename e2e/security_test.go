@@ -434,7 +434,7 @@ func TestSecurityRedisRefusesOutsideRights(t *testing.T) {
 	defer val.Close()
 	// With a replay horizon the claims are filed by ingest day (without
 	// one they are kept for ever, under day 0).
-	store := ledger.NewStore(val, ledger.Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, ledger.WithHorizon(24*time.Hour))
+	store := ledger.NewStore(val, ledger.Config{Keys: ledger.Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
 	if _, err := store.Claims(ctx, []ledger.Claim{{EventID: "e1", Fingerprint: 1, Day: today}}); err != nil {
 		t.Fatalf("validator claims an event id: %v", err)
 	}
@@ -456,7 +456,7 @@ func TestSecurityRedisRefusesOutsideRights(t *testing.T) {
 			{"read a checkpoint", redisDo("HGET", ckpt, "seq")},
 			{"run a script of its own", redisDo("EVAL", "return 1", 0)},
 			{"apply a batch", func(ctx context.Context, c *redis.Client) error {
-				_, err := ledger.NewStore(c, ledger.Keys{Prefix: "rf:1:"}, time.Minute, time.Hour).Apply(ctx, 0, []ledger.Record{{Seq: 9, Kind: ledger.Submission, EventID: "x", Time: 1764669600000}}, 0, 0)
+				_, err := ledger.NewStore(c, ledger.Config{Keys: ledger.Keys{Prefix: "rf:1:"}, Lateness: time.Minute, Grace: time.Hour}).Apply(ctx, 0, []ledger.Record{{Seq: 9, Kind: ledger.Submission, EventID: "x", Time: 1764669600000}}, 0, 0)
 				return err
 			}},
 			{"list keys", redisDo("KEYS", "*")},
@@ -482,7 +482,7 @@ func TestSecurityRedisRefusesOutsideRights(t *testing.T) {
 			{"delete state", redisDo("DEL", ckpt)},
 			{"write from a script", redisDo("EVAL", "return redis.call('HSET', KEYS[1], 'seq', 999)", 1, ckpt)},
 			{"apply a batch (apply.lua)", func(ctx context.Context, c *redis.Client) error {
-				_, err := ledger.NewStore(c, ledger.Keys{Prefix: "rf:1:"}, time.Minute, time.Hour).Apply(ctx, 0, []ledger.Record{{Seq: 9, Kind: ledger.Submission, EventID: "x", Time: 1764669600000}}, 0, 0)
+				_, err := ledger.NewStore(c, ledger.Config{Keys: ledger.Keys{Prefix: "rf:1:"}, Lateness: time.Minute, Grace: time.Hour}).Apply(ctx, 0, []ledger.Record{{Seq: 9, Kind: ledger.Submission, EventID: "x", Time: 1764669600000}}, 0, 0)
 				return err
 			}},
 			{"read claims", redisDo("HGET", claims, e1)},

@@ -89,7 +89,7 @@ func (b *bencher) runBatch(ctx context.Context, ds *dataset) (*batchResult, erro
 			return nil, err
 		}
 		began := time.Now()
-		bt, err := reconcile.Count(f, reconcile.Options{Validator: v, DefaultIngestedAt: at, Partitions: b.o.Partitions})
+		bt, err := reconcile.Count(f, reconcile.Config{Validator: v, DefaultIngestedAt: at, Partitions: b.o.Partitions})
 		f.Close()
 		if err != nil {
 			return nil, err

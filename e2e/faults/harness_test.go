@@ -469,7 +469,7 @@ func (d *deployment) outcome(ctx context.Context, admin *connect.Conn, ds *datas
 		t.Fatal(err)
 	}
 	defer f.Close()
-	batch, err := reconcile.Count(f, reconcile.Options{Validator: v, DefaultIngestedAt: ingestNow, Partitions: 8,
+	batch, err := reconcile.Count(f, reconcile.Config{Validator: v, DefaultIngestedAt: ingestNow, Partitions: 8,
 		Horizon: 24 * time.Hour, EndOfStream: true}) // the services' replay horizon; ingest closes with end-of-stream
 	if err != nil {
 		t.Fatal(err)

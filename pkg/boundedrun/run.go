@@ -130,7 +130,7 @@ func Run(ctx context.Context, rc Config) (*Result, error) {
 	// The referee (docs/spec.md §8) reads the fixed raw snapshot the stream
 	// read: RAW as stored, in order, heartbeats and broker timestamps
 	// included, and judges every event itself.
-	batch, _, err := reconcile.CountRaw(ctx, p.Admin.JS, wire.Raw, reconcile.Options{
+	batch, _, err := reconcile.CountRaw(ctx, p.Admin.JS, wire.Raw, reconcile.Config{
 		Validator: p.Validator, DefaultIngestedAt: rc.Now, Partitions: cfg.Partitions, HotKeys: cfg.HotKeys,
 		Lateness: cfg.Lateness, Grace: cfg.Grace, Horizon: cfg.ReplayHorizon,
 	})

@@ -70,7 +70,7 @@ type Waits struct {
 	BarrierIdle, BarrierPoll time.Duration
 	// ConsumeLinger: how long a validator or windower batch waits for
 	// more messages after its first when none are buffered
-	// (stream.BatchOptions.Linger).
+	// (stream.BatchConfig.Linger).
 	ConsumeLinger time.Duration
 }
 

@@ -85,7 +85,7 @@ func Rebuild(ctx context.Context, rc RebuildConfig) (*RebuildResult, error) {
 		}
 	}
 	cfg := p.Config()
-	rep, last, err := Reconcile(ctx, p.Admin.JS, p.Names, reconcile.Options{
+	rep, last, err := Reconcile(ctx, p.Admin.JS, p.Names, reconcile.Config{
 		Validator: p.Validator, Partitions: cfg.Partitions, HotKeys: cfg.HotKeys,
 		Lateness: cfg.Lateness, Grace: cfg.Grace, Horizon: cfg.ReplayHorizon,
 	})
@@ -115,7 +115,7 @@ func Rebuild(ctx context.Context, rc RebuildConfig) (*RebuildResult, error) {
 // and late rows. It returns the report and the last RAW sequence the pass
 // read. opts must carry the pipeline's partitioning, lateness, grace and
 // replay horizon.
-func Reconcile(ctx context.Context, js jetstream.JetStream, n wire.Names, opts reconcile.Options) (*reconcile.Report, uint64, error) {
+func Reconcile(ctx context.Context, js jetstream.JetStream, n wire.Names, opts reconcile.Config) (*reconcile.Report, uint64, error) {
 	b, last, err := reconcile.CountRaw(ctx, js, wire.Raw, opts)
 	if err != nil {
 		return nil, 0, err

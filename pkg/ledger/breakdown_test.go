@@ -19,7 +19,7 @@ import (
 func TestApplyBreakdownCountsOnceWithTheCount(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
-		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour)
+		s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour})
 		sub := func(seq, raw uint64, id string, at int64, store string, amount int64, priced bool) Record {
 			return Record{Seq: seq, RawSeq: raw, Kind: Submission, EventID: id, Time: at, Store: store, AmountCents: amount, Priced: priced}
 		}

@@ -47,7 +47,7 @@ func (h *scriptCounter) count(cmd redis.Cmder) {
 func TestClaimsOneScriptCallPerBatch(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
-		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
+		s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
 		day := time.Now().Unix() / 86400
 		// Load the scripts first: a NOSCRIPT answer is followed by a retry.
 		if _, _, err := s.ClaimThrough(ctx, 1, []Claim{{EventID: "warm", Fingerprint: 1, Seq: 1, Day: day}}, 1, 0); err != nil {
@@ -134,8 +134,8 @@ func TestClaimsBatchIsClaimsOneByOne(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		day := time.Now().Unix() / 86400
-		batched := NewStore(rdb, Keys{Prefix: "rf:b:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
-		single := NewStore(rdb, Keys{Prefix: "rf:s:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
+		batched := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:b:"}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
+		single := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:s:"}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
 		ids := collidingIDs(6, 20)
 		rng := rand.New(rand.NewPCG(1, 2))
 		for round := range 6 {
@@ -204,7 +204,7 @@ func claimsState(t *testing.T, rdb *redis.Client, prefix string) map[string]stri
 // master (or per hash slot), every call's keys on its master (in its
 // slot), every id sent once; elsewhere in one call per claimsPerCall ids.
 func TestClaimsGroupBySlot(t *testing.T) {
-	s := NewStore(nil, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
+	s := NewStore(nil, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
 	day := int64(20000)
 	var claims []Claim
 	for i := range 2000 {

@@ -27,7 +27,7 @@ func BenchmarkClaimThrough(b *testing.B) {
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
 	b.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
-	s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
+	s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
 	day := time.Now().Unix() / 86400
 	for _, bench := range []struct {
 		name string

@@ -27,7 +27,7 @@ func TestClusterClaimLossOnAnyNodeIsSeen(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	keys := Keys{Prefix: "rf:1:"}
-	s := NewStore(rdb, keys, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
+	s := NewStore(rdb, Config{Keys: keys, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
 	today := time.Now().Unix() / 86400
 
 	const n = 300
@@ -117,7 +117,7 @@ func TestClusterClaimsOneCallPerMaster(t *testing.T) {
 	rdb := rc.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
+	s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
 	today := time.Now().Unix() / 86400
 	calls := func() int64 {
 		var n int64

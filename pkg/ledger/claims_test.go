@@ -38,7 +38,7 @@ func runClaimSteps(t *testing.T, s *Store, id string, steps []claimStep) {
 // conflict.
 func TestClaimLowestSequenceTakesOver(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
-		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
+		s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
 		day := time.Now().Unix() / 86400
 		runClaimSteps(t, s, "ev-1", []claimStep{
 			{seq: 10, fp: 1, day: day},                 // first seen: holds
@@ -63,7 +63,7 @@ func TestClaimOrderDoesNotDecide(t *testing.T) {
 		copies := []Claim{{Seq: 4, Fingerprint: 7}, {Seq: 9, Fingerprint: 8}, {Seq: 20, Fingerprint: 7}, {Seq: 31, Fingerprint: 9}}
 		want := []bool{false, true, false, true}
 		for _, order := range [][]int{{0, 1, 2, 3}, {3, 2, 1, 0}, {1, 3, 0, 2}, {2, 0, 3, 1}} {
-			s := NewStore(rdb, Keys{Prefix: fmt.Sprintf("rf:o%v:", order)}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
+			s := NewStore(rdb, Config{Keys: Keys{Prefix: fmt.Sprintf("rf:o%v:", order)}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
 			for _, i := range order {
 				c := copies[i]
 				c.EventID, c.Day = "ev", day
@@ -105,7 +105,7 @@ func TestClaimOrderDoesNotDecide(t *testing.T) {
 func TestClaimTwiceSameState(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
-		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
+		s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
 		day := time.Now().Unix() / 86400
 		batch := []Claim{
 			{EventID: "a", Fingerprint: 1, Seq: 3, Day: day},
@@ -142,12 +142,12 @@ func TestClaimTwiceSameState(t *testing.T) {
 func TestClaimsKeptForTheHorizon(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
 		day := time.Now().Unix() / 86400
-		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
+		s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
 		runClaimSteps(t, s, "ev-h", []claimStep{
 			{seq: 1, fp: 1, day: day},
 			{seq: 2, fp: 2, day: day + 2, conflict: true},
 		})
-		forever := NewStore(rdb, Keys{Prefix: "rf:2:"}, 5*time.Minute, time.Hour)
+		forever := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:2:"}, Lateness: 5 * time.Minute, Grace: time.Hour})
 		runClaimSteps(t, forever, "ev-h", []claimStep{
 			{seq: 1, fp: 1, day: day},
 			{seq: 2, fp: 2, day: day + 40, conflict: true},
@@ -160,7 +160,7 @@ func TestClaimsKeptForTheHorizon(t *testing.T) {
 // known sequence.
 func TestClaimWithoutSequenceHolds(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
-		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
+		s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
 		day := time.Now().Unix() / 86400
 		runClaimSteps(t, s, "ev-0", []claimStep{
 			{seq: 0, fp: 1, day: day},

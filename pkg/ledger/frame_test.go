@@ -19,7 +19,7 @@ import (
 func TestApplyFramesWholeAndSkipsRepublishedRecords(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
-		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour)
+		s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour})
 		frame1 := []Record{ // VALID seq 1, RAW 10..13
 			{Seq: 1, Kind: Submission, EventID: "a", Time: h10 + 10*minute, RawSeq: 10},
 			{Seq: 1, Kind: Other, EventID: "v", Time: h10 + 130*minute, RawSeq: 11}, // W = 12:05

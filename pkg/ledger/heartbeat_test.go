@@ -53,7 +53,7 @@ func TestHeartbeatFrequencyDoesNotChangeResults(t *testing.T) {
 		ctx := context.Background()
 		var want map[string]Code
 		for _, every := range []int{0, 1, 2, 7, 50} {
-			s := NewStore(rdb, Keys{Prefix: fmt.Sprintf("rf:hb%d:", every)}, 5*time.Minute, time.Hour)
+			s := NewStore(rdb, Config{Keys: Keys{Prefix: fmt.Sprintf("rf:hb%d:", every)}, Lateness: 5 * time.Minute, Grace: time.Hour})
 			recs := busyPartition(every)
 			res, err := s.Apply(ctx, 0, recs, 0, 0)
 			if err != nil {
@@ -104,7 +104,7 @@ func TestHeartbeatAdvancesIdlePartitionOnly(t *testing.T) {
 		want := []Code{Progress, Counted, Progress, Duplicate, Progress, Ignored, Progress, Late, Progress}
 		wms := []int64{h10 - 5*minute, h10 + 5*minute, h10 + 5*minute, h10 + 5*minute, h10 + 195*minute, h10 + 195*minute, h10 + 195*minute, h10 + 195*minute, h10 + 195*minute}
 		for half := range 2 {
-			s := NewStore(rdb, Keys{Prefix: fmt.Sprintf("rf:idle%d:", half)}, 5*time.Minute, time.Hour)
+			s := NewStore(rdb, Config{Keys: Keys{Prefix: fmt.Sprintf("rf:idle%d:", half)}, Lateness: 5 * time.Minute, Grace: time.Hour})
 			var res *Result
 			var err error
 			if half == 0 {

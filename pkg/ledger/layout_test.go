@@ -48,7 +48,7 @@ func TestStateStaysInListpackHashes(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	keys := Keys{Prefix: "rf:1:"}
-	s := NewStore(rdb, keys, 0, time.Minute, WithHorizon(time.Hour))
+	s := NewStore(rdb, Config{Keys: keys, Grace: time.Minute, Horizon: time.Hour})
 
 	const n = 5000
 	recs := make([]Record, 0, 500)
@@ -145,7 +145,7 @@ func TestRetireClaimsSendsADayOnce(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		keys := Keys{Prefix: "rf:1:"}
-		s := NewStore(rdb, keys, 0, time.Minute, WithHorizon(24*time.Hour))
+		s := NewStore(rdb, Config{Keys: keys, Grace: time.Minute, Horizon: 24 * time.Hour})
 		day := time.Now().Unix() / 86400
 		old := day - s.ClaimDays()
 		// A claims bucket of a day that long passed (written without an

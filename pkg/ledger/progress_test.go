@@ -15,7 +15,7 @@ import (
 func TestClaimProgressNeverGoesBack(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
-		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
+		s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
 		if pr, err := s.ClaimProgress(ctx); err != nil || len(pr) != 0 {
 			t.Fatalf("fresh progress %v, %v; want none", pr, err)
 		}
@@ -51,7 +51,7 @@ func TestClaimProgressNeverGoesBack(t *testing.T) {
 func TestClaimThroughReadsProgressBeforeClaiming(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
-		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
+		s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
 		day := time.Now().Unix() / 86400
 		if _, err := s.MarkClaimed(ctx, 1, 3, 0); err != nil {
 			t.Fatal(err)
@@ -99,7 +99,7 @@ func TestClaimThroughReadsProgressBeforeClaiming(t *testing.T) {
 func TestClaimScriptsAfterScriptFlush(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
-		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
+		s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
 		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +122,7 @@ func TestClaimScriptsAfterScriptFlush(t *testing.T) {
 func TestClaimProgressBelowTheFloorIsARegression(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
-		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour, WithHorizon(24*time.Hour))
+		s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
 		if _, err := s.MarkClaimed(ctx, 0, 10, 0); err != nil {
 			t.Fatal(err)
 		}

@@ -52,23 +52,23 @@ type Store struct {
 	copies   progressCopies
 }
 
-// Option configures a Store.
-type Option func(*Store)
+// Config configures a Store.
+type Config struct {
+	// Keys names the generation's keys (its Prefix, e.g. "rf:1:").
+	Keys Keys
+	// Lateness and Grace are the watermark lateness and the grace period.
+	Lateness, Grace time.Duration
+	// Horizon is the replay horizon: a submission whose window ended at
+	// least Grace + Horizon before its partition watermark is dropped as
+	// Retired without touching any state, and Retire may delete such
+	// windows' state. Zero keeps every window's state.
+	Horizon time.Duration
+}
 
-// WithHorizon sets the replay horizon: a submission whose window ended at
-// least grace + h before its partition watermark is dropped as Retired
-// without touching any state, and Retire may delete such windows' state.
-// Zero (the default) keeps every window's state.
-func WithHorizon(h time.Duration) Option { return func(s *Store) { s.horizon = h.Milliseconds() } }
-
-// NewStore returns a Store for the generation whose key prefix is
-// keys.Prefix, with the watermark lateness and the grace period.
-func NewStore(rdb Client, keys Keys, lateness, grace time.Duration, opts ...Option) *Store {
-	s := &Store{rdb: rdb, keys: keys, lateness: lateness.Milliseconds(), grace: grace.Milliseconds()}
-	for _, o := range opts {
-		o(s)
-	}
-	return s
+// NewStore returns a Store over rdb configured by c.
+func NewStore(rdb Client, c Config) *Store {
+	return &Store{rdb: rdb, keys: c.Keys, lateness: c.Lateness.Milliseconds(), grace: c.Grace.Milliseconds(),
+		horizon: c.Horizon.Milliseconds()}
 }
 
 // Horizon returns the replay horizon in ms (0: never retire).

@@ -81,7 +81,7 @@ func codes(res *Result) []Code {
 func TestApplyClassifiesAndIsIdempotent(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
-		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour)
+		s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour})
 		batch := []Record{
 			{Seq: 1, Kind: Submission, EventID: "a", Time: h10 + 10*minute},
 			{Seq: 2, Kind: Submission, EventID: "a", Time: h10 + 10*minute},  // retry
@@ -169,7 +169,7 @@ func TestApplyClassifiesAndIsIdempotent(t *testing.T) {
 func TestApplyOverlappingBatchAppliesOnlyNewRecords(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
-		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour)
+		s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour})
 		var recs []Record
 		for i := 1; i <= 200; i++ {
 			recs = append(recs, Record{Seq: uint64(i), Kind: Submission, EventID: fmt.Sprintf("e%d", i%150), Time: h10 + int64(i)*1000})
@@ -218,7 +218,7 @@ func TestApplyOverlappingBatchAppliesOnlyNewRecords(t *testing.T) {
 func TestApplyRefusesARegressedCheckpoint(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
-		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour)
+		s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour})
 		res, err := s.Apply(ctx, 1, []Record{{Seq: 5, Kind: Submission, EventID: "a", Time: h10}}, 0, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -240,7 +240,7 @@ func TestApplyRefusesARegressedCheckpoint(t *testing.T) {
 func TestApplyAfterALostReplyChangesNothing(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
-		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour)
+		s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour})
 		first := []Record{{Seq: 1, Kind: Submission, EventID: "a", Time: h10}}
 		if _, err := s.Apply(ctx, 2, first, 0, 0); err != nil {
 			t.Fatal(err)
@@ -274,7 +274,7 @@ func TestApplyAfterALostReplyChangesNothing(t *testing.T) {
 func TestPublishedMarkTracksWhatWasPublished(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
-		s := NewStore(rdb, Keys{Prefix: "rf:1:"}, 5*time.Minute, time.Hour)
+		s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour})
 		b1 := []Record{{Seq: 10, Kind: Submission, EventID: "a", Time: h10}}
 		b2 := []Record{{Seq: 20, Kind: Submission, EventID: "b", Time: h10}}
 		if _, err := s.Apply(ctx, 4, b1, 0, 0); err != nil {

@@ -59,7 +59,7 @@ func newHistoryRig(t *testing.T, retention time.Duration) *historyRig {
 	mr := testenv.Miniredis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	store := ledger.NewStore(rdb, ledger.Keys{Prefix: names.RedisPrefix()}, 0, rigGrace, ledger.WithHorizon(rigHorizon))
+	store := ledger.NewStore(rdb, ledger.Config{Keys: ledger.Keys{Prefix: names.RedisPrefix()}, Grace: rigGrace, Horizon: rigHorizon})
 	r := &historyRig{t: t, ctx: ctx, js: js, kv: kv, store: store, seq: make([]uint64, 2)}
 	r.svc = r.publisher(retention)
 	r.reg = prometheus.NewRegistry()
@@ -394,7 +394,7 @@ func TestRetentionTooShortRefused(t *testing.T) {
 	if err := valid(25*time.Hour, 25*time.Hour); err != nil {
 		t.Errorf("grace + horizon exactly refused: %v", err)
 	}
-	store := ledger.NewStore(nil, ledger.Keys{}, 0, time.Hour, ledger.WithHorizon(24*time.Hour))
+	store := ledger.NewStore(nil, ledger.Config{Keys: ledger.Keys{}, Grace: time.Hour, Horizon: 24 * time.Hour})
 	win, day := retentions(Config{Grace: time.Hour, WindowRetention: time.Hour, DayRetention: time.Hour}, store)
 	if win != 25*time.Hour || day != 25*time.Hour {
 		t.Errorf("retentions raised to %s, %s; want 25h, 25h", win, day)

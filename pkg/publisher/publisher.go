@@ -227,7 +227,7 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}
 	}()
-	err = stream.Consume(ctx, s.js, spec, stream.BatchOptions{Max: 2000, Linger: s.cfg.Linger, Logger: s.cfg.Logger}, s.handle)
+	err = stream.Consume(ctx, s.js, spec, stream.BatchConfig{Max: 2000, Linger: s.cfg.Linger, Logger: s.cfg.Logger}, s.handle)
 	cancel(err)
 	wg.Wait()
 	return err

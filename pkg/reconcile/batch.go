@@ -90,7 +90,7 @@ type Batch struct {
 	// was past the replay horizon: the stream may drop such a retry as
 	// retired when it no longer holds the id.
 	retiredRetries map[string]bool
-	// The heartbeats of a file (Options.HeartbeatEvery, EndOfStream), as
+	// The heartbeats of a file (Config.HeartbeatEvery, EndOfStream), as
 	// ingest places them: records since the last heartbeat, the largest
 	// valid event time so far, and whether a valid record came since.
 	every     int
@@ -179,7 +179,7 @@ type Duplicate struct {
 // Count runs the batch pass over r, one NDJSON record per line, as ingest
 // would publish it (see the package doc). It errors only when r fails or the
 // validator returns a non-rejection error; it reads r to the end, never closes it.
-func Count(r io.Reader, opts Options) (*Batch, error) {
+func Count(r io.Reader, opts Config) (*Batch, error) {
 	b, err := NewBatch(opts)
 	if err != nil {
 		return nil, err
@@ -193,13 +193,13 @@ func Count(r io.Reader, opts Options) (*Batch, error) {
 	return b, nil
 }
 
-// maxRecordsHint caps Options.RecordsHint, so that a wild estimate cannot
+// maxRecordsHint caps Config.RecordsHint, so that a wild estimate cannot
 // reserve gigabytes up front.
 const maxRecordsHint = 50_000_000
 
 // NewBatch starts an empty batch pass, to be fed record by record with Add
 // (for a raw snapshot that is not a file, such as a RAW stream range).
-func NewBatch(opts Options) (*Batch, error) {
+func NewBatch(opts Config) (*Batch, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -235,7 +235,7 @@ func (b *Batch) Add(n int, raw []byte, receivedAt time.Time) error {
 }
 
 // AddRecord applies the next record of a RAW snapshot, in RAW order, its
-// heartbeats included (Options.HeartbeatEvery and EndOfStream do not apply).
+// heartbeats included (Config.HeartbeatEvery and EndOfStream do not apply).
 // It errors only for a validator error that is not a contract rejection.
 func (b *Batch) AddRecord(r Record) error {
 	if b.judge == nil {

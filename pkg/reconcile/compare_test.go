@@ -238,7 +238,7 @@ func TestCompare(t *testing.T) {
 			if tc.input != "" {
 				input = []byte(tc.input)
 			}
-			b, err := reconcile.Count(bytes.NewReader(input), reconcile.Options{})
+			b, err := reconcile.Count(bytes.NewReader(input), reconcile.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -308,7 +308,7 @@ func checkRenders(t *testing.T, rep *reconcile.Report) {
 // line.
 func TestCompareLateDetails(t *testing.T) {
 	seed, _ := readSeed(t)
-	b, err := reconcile.Count(bytes.NewReader(seed), reconcile.Options{})
+	b, err := reconcile.Count(bytes.NewReader(seed), reconcile.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func TestCompareLateDetails(t *testing.T) {
 // TestCompareEmpty: nothing on either side holds; Compare never returns nil
 // slices in JSON.
 func TestCompareEmpty(t *testing.T) {
-	b, err := reconcile.Count(strings.NewReader(""), reconcile.Options{})
+	b, err := reconcile.Count(strings.NewReader(""), reconcile.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

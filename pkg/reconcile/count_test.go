@@ -36,7 +36,7 @@ func big(id string, size int) string {
 
 func count(t *testing.T, input string) *reconcile.Batch {
 	t.Helper()
-	b, err := reconcile.Count(strings.NewReader(input), reconcile.Options{})
+	b, err := reconcile.Count(strings.NewReader(input), reconcile.Config{})
 	if err != nil {
 		t.Fatalf("Count: %v", err)
 	}
@@ -257,7 +257,7 @@ func TestCountRejectedWindow(t *testing.T) {
 }
 
 // TestCountDefaultIngestedAt: a record without ingested_at is judged
-// against Options.DefaultIngestedAt.
+// against Config.DefaultIngestedAt.
 func TestCountDefaultIngestedAt(t *testing.T) {
 	rec := strings.Replace(v2("a", "r", "submitted", "10:00", "s"), `"ingested_at":"2026-12-02T23:00:00Z",`, ``, 1)
 	for _, tc := range []struct {
@@ -267,7 +267,7 @@ func TestCountDefaultIngestedAt(t *testing.T) {
 		{time.Date(2026, 12, 2, 10, 1, 0, 0, time.UTC), 1},
 		{time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC), 0},
 	} {
-		b, err := reconcile.Count(strings.NewReader(rec), reconcile.Options{DefaultIngestedAt: tc.at})
+		b, err := reconcile.Count(strings.NewReader(rec), reconcile.Config{DefaultIngestedAt: tc.at})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -288,11 +288,11 @@ func (r *failingReader) Read(p []byte) (int, error) {
 }
 
 func TestCountReadError(t *testing.T) {
-	_, err := reconcile.Count(&failingReader{n: 2}, reconcile.Options{})
+	_, err := reconcile.Count(&failingReader{n: 2}, reconcile.Config{})
 	if err == nil || !strings.Contains(err.Error(), "disk on fire") {
 		t.Fatalf("err = %v", err)
 	}
-	if _, err := reconcile.Count(strings.NewReader(""), reconcile.Options{Partitions: -1}); err == nil {
+	if _, err := reconcile.Count(strings.NewReader(""), reconcile.Config{Partitions: -1}); err == nil {
 		t.Fatal("negative partitions accepted")
 	}
 }
@@ -312,7 +312,7 @@ func TestCountShuffled(t *testing.T) {
 	if len(want) < 20 {
 		t.Fatalf("only %d windows", len(want))
 	}
-	b, err := reconcile.Count(strings.NewReader(buf.String()), reconcile.Options{Grace: noLateness})
+	b, err := reconcile.Count(strings.NewReader(buf.String()), reconcile.Config{Grace: noLateness})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ const noLateness = 100000 * time.Hour
 // independent of the order of the lines.
 func summaryWindows(t *testing.T, data []byte) []string {
 	t.Helper()
-	b, err := reconcile.Count(bytes.NewReader(data), reconcile.Options{Grace: noLateness})
+	b, err := reconcile.Count(bytes.NewReader(data), reconcile.Config{Grace: noLateness})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +368,7 @@ func TestCountHeartbeatsAdvanceIdlePartitionsOnly(t *testing.T) {
 	}
 	in.WriteString(v2("c-2", "r", "submitted", "10:05", "store-c") + "\n")
 	for _, every := range []int{2, 4, 1000} {
-		b, err := reconcile.Count(strings.NewReader(in.String()), reconcile.Options{HeartbeatEvery: every, EndOfStream: true})
+		b, err := reconcile.Count(strings.NewReader(in.String()), reconcile.Config{HeartbeatEvery: every, EndOfStream: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -42,7 +42,7 @@ var diffAt = time.Date(2026, 12, 31, 0, 0, 0, 0, time.UTC)
 type diffInput struct {
 	name string
 	data []byte
-	opts reconcile.Options
+	opts reconcile.Config
 	raw  bool
 }
 
@@ -81,7 +81,7 @@ func diffInputs(t *testing.T) []diffInput {
 	hot.Seed, hot.Events, hot.Hours = 7, 40000, 30
 	hot.HotShare, hot.DupRate, hot.LateRate, hot.InvalidRate = 0.4, 0.08, 0.04, 0.03
 	hotData := generate(hot)
-	hotOpts := reconcile.Options{
+	hotOpts := reconcile.Config{
 		DefaultIngestedAt: diffAt, HotKeys: window.HotKeys{"store-0": 4}, Horizon: 30 * time.Minute,
 		EndOfStream: true, HeartbeatEvery: 250,
 	}
@@ -90,13 +90,13 @@ func diffInputs(t *testing.T) []diffInput {
 		t.Fatal(err)
 	}
 	return []diffInput{
-		{name: "boundaries", data: []byte(boundaries), opts: reconcile.Options{
+		{name: "boundaries", data: []byte(boundaries), opts: reconcile.Config{
 			DefaultIngestedAt: diffAt, Horizon: 30 * time.Minute, EndOfStream: true,
 		}},
-		{name: "seed", data: seed, opts: reconcile.Options{DefaultIngestedAt: diffAt, EndOfStream: true}},
-		{name: "seed-no-eos", data: seed, opts: reconcile.Options{DefaultIngestedAt: diffAt}},
-		{name: "referee", data: generate(ref), opts: reconcile.Options{DefaultIngestedAt: diffAt}},
-		{name: "hostile", data: reconcile.HostileStream(t, 30000), opts: reconcile.Options{
+		{name: "seed", data: seed, opts: reconcile.Config{DefaultIngestedAt: diffAt, EndOfStream: true}},
+		{name: "seed-no-eos", data: seed, opts: reconcile.Config{DefaultIngestedAt: diffAt}},
+		{name: "referee", data: generate(ref), opts: reconcile.Config{DefaultIngestedAt: diffAt}},
+		{name: "hostile", data: reconcile.HostileStream(t, 30000), opts: reconcile.Config{
 			Validator: v, DefaultIngestedAt: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC), Partitions: 5,
 		}},
 		{name: "hot", data: hotData, opts: hotOpts},
@@ -108,7 +108,7 @@ func diffInputs(t *testing.T) []diffInput {
 // holds it: every record with its sequence, a heartbeat to each partition
 // with the largest event time so far after every 300 records, every 97th
 // record cut short as ingest cuts an oversized one.
-func addRaw(t *testing.T, data []byte, opts reconcile.Options) *reconcile.Batch {
+func addRaw(t *testing.T, data []byte, opts reconcile.Config) *reconcile.Batch {
 	t.Helper()
 	b, err := reconcile.NewBatch(opts)
 	if err != nil {

@@ -22,8 +22,8 @@
 // # The batch pass
 //
 // Count takes a file as ingest would publish it (docs/spec.md §8): in file
-// order, each record received at Options.DefaultIngestedAt, on its
-// partition, with ingest's heartbeats (Options.HeartbeatEvery, EndOfStream)
+// order, each record received at Config.DefaultIngestedAt, on its
+// partition, with ingest's heartbeats (Config.HeartbeatEvery, EndOfStream)
 // between the records. Blank lines are skipped; records of any length are
 // handled, oversized ones rejected too_large. The first valid record of an
 // event_id claims it; a later valid record with the same id and content is

@@ -25,7 +25,7 @@ func TestGeneratedParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := reconcile.Count(bytes.NewReader(buf.Bytes()), reconcile.Options{})
+	b, err := reconcile.Count(bytes.NewReader(buf.Bytes()), reconcile.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestGeneratedParity(t *testing.T) {
 			t.Errorf("P=%d: stream rejected %d conflicts, generated %d", partitions, conflicts, st.Invalid[contract.ReasonConflictingDuplicate])
 		}
 
-		pb, err := reconcile.Count(bytes.NewReader(buf.Bytes()), reconcile.Options{Partitions: partitions})
+		pb, err := reconcile.Count(bytes.NewReader(buf.Bytes()), reconcile.Config{Partitions: partitions})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,7 @@ import (
 // countSequential is the batch pass as one loop, the way Count worked
 // before it went parallel: each line read, validated and applied with Add
 // before the next. It is the reference the parallel pass is held to.
-func countSequential(r io.Reader, opts Options) (*Batch, error) {
+func countSequential(r io.Reader, opts Config) (*Batch, error) {
 	b, err := NewBatch(opts)
 	if err != nil {
 		return nil, err
@@ -56,7 +56,7 @@ func countSequential(r io.Reader, opts Options) (*Batch, error) {
 }
 
 // countWith is Count with a given number of workers.
-func countWith(r io.Reader, opts Options, workers int) (*Batch, error) {
+func countWith(r io.Reader, opts Config, workers int) (*Batch, error) {
 	b, err := NewBatch(opts)
 	if err != nil {
 		return nil, err
@@ -172,7 +172,7 @@ func TestCountParallelIsSequential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := Options{Validator: v, DefaultIngestedAt: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC), Partitions: 5}
+	opts := Config{Validator: v, DefaultIngestedAt: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC), Partitions: 5}
 	want, err := countSequential(bytes.NewReader(data), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -238,8 +238,8 @@ func TestCountReadError(t *testing.T) {
 	data := hostileStream(t, 3000)
 	cut := bytes.LastIndexByte(data[:len(data)/2], '\n') + 5
 	boom := errors.New("disk on fire")
-	_, want := countSequential(&dribble{data: bytes.Clone(data[:cut]), err: boom}, Options{})
-	_, got := countWith(&dribble{data: bytes.Clone(data[:cut]), err: boom}, Options{}, 3)
+	_, want := countSequential(&dribble{data: bytes.Clone(data[:cut]), err: boom}, Config{})
+	_, got := countWith(&dribble{data: bytes.Clone(data[:cut]), err: boom}, Config{}, 3)
 	if want == nil || got == nil || got.Error() != want.Error() || !errors.Is(got, boom) {
 		t.Fatalf("read error: parallel %v, sequential %v", got, want)
 	}
@@ -255,11 +255,11 @@ func TestAddMatchesCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Now().UTC()
-	want, err := Count(bytes.NewReader(buf.Bytes()), Options{HeartbeatEvery: -1, DefaultIngestedAt: at})
+	want, err := Count(bytes.NewReader(buf.Bytes()), Config{HeartbeatEvery: -1, DefaultIngestedAt: at})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewBatch(Options{HeartbeatEvery: -1, DefaultIngestedAt: at})
+	b, err := NewBatch(Config{HeartbeatEvery: -1, DefaultIngestedAt: at})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func BenchmarkCount(b *testing.B) {
 	b.ReportAllocs()
 	cpu0 := processCPU(b)
 	for b.Loop() {
-		bt, err := Count(bytes.NewReader(buf.Bytes()), Options{Validator: v, DefaultIngestedAt: at})
+		bt, err := Count(bytes.NewReader(buf.Bytes()), Config{Validator: v, DefaultIngestedAt: at})
 		if err != nil || bt.Counted != st.Submissions {
 			b.Fatalf("counted %d of %d: %v", bt.Counted, st.Submissions, err)
 		}

@@ -84,7 +84,7 @@ func TestCountRawEqualsCountOfTheFile(t *testing.T) {
 		t.Fatalf("only %d heartbeats", st.Heartbeats)
 	}
 
-	fromRaw, last, err := reconcile.CountRaw(ctx, js, wire.Raw, reconcile.Options{Validator: v, DefaultIngestedAt: now, Partitions: partitions})
+	fromRaw, last, err := reconcile.CountRaw(ctx, js, wire.Raw, reconcile.Config{Validator: v, DefaultIngestedAt: now, Partitions: partitions})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestCountRawEqualsCountOfTheFile(t *testing.T) {
 		t.Fatalf("read RAW to %d, %d heartbeats replayed, ingest sent %d to %d partitions", last, fromRaw.Heartbeats, st.Heartbeats, partitions)
 	}
 	file := func(every int) *reconcile.Batch {
-		b, err := reconcile.Count(bytes.NewReader(data), reconcile.Options{Validator: v, DefaultIngestedAt: now,
+		b, err := reconcile.Count(bytes.NewReader(data), reconcile.Config{Validator: v, DefaultIngestedAt: now,
 			Partitions: partitions, HeartbeatEvery: every, EndOfStream: true})
 		if err != nil {
 			t.Fatal(err)

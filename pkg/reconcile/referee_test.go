@@ -124,7 +124,7 @@ func mustFailNaming(t *testing.T, rep *reconcile.Report, id string, wm *time.Tim
 func TestParityFailsOnACorruptStream(t *testing.T) {
 	for _, in := range refereeInputs(t) {
 		t.Run(in.name, func(t *testing.T) {
-			b, err := reconcile.Count(bytes.NewReader(in.data), reconcile.Options{})
+			b, err := reconcile.Count(bytes.NewReader(in.data), reconcile.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -221,7 +221,7 @@ func TestParityHoldsForAnyHeartbeatPeriod(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, every := range []int{1, 3, 100, 1000} {
-		b, err := reconcile.Count(bytes.NewReader(buf.Bytes()), reconcile.Options{HeartbeatEvery: every})
+		b, err := reconcile.Count(bytes.NewReader(buf.Bytes()), reconcile.Config{HeartbeatEvery: every})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +241,7 @@ func TestRefereeJudgesRetiredItself(t *testing.T) {
 	const input = `{"schema_version":2,"event_id":"x1","receipt_id":"r","type":"submitted","occurred_at":"2026-12-02T15:00:00Z","ingested_at":"2026-12-02T15:00:05Z","partition_key":"store-a","producer_version":"t"}
 {"schema_version":2,"event_id":"x2","receipt_id":"r","type":"submitted","occurred_at":"2026-12-02T10:30:00Z","ingested_at":"2026-12-02T15:00:06Z","partition_key":"store-a","producer_version":"t"}
 `
-	b, err := reconcile.Count(bytes.NewReader([]byte(input)), reconcile.Options{Horizon: time.Hour})
+	b, err := reconcile.Count(bytes.NewReader([]byte(input)), reconcile.Config{Horizon: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func readSeed(t *testing.T) ([]byte, seedExpectation) {
 // the same rejections in the same order.
 func TestSeedBatch(t *testing.T) {
 	data, exp := readSeed(t)
-	b, err := reconcile.Count(bytes.NewReader(data), reconcile.Options{EndOfStream: true})
+	b, err := reconcile.Count(bytes.NewReader(data), reconcile.Config{EndOfStream: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestSeedStreamModel(t *testing.T) {
 // for one that lost an event in the stream.
 func TestSeedParityGolden(t *testing.T) {
 	data, _ := readSeed(t)
-	b, err := reconcile.Count(bytes.NewReader(data), reconcile.Options{})
+	b, err := reconcile.Count(bytes.NewReader(data), reconcile.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func RecordOf(m jetstream.Msg) (Record, error) {
 // CountRaw runs the batch pass over RAW stream name as stored now, read in
 // order with its heartbeats; it returns the batch and the last RAW sequence
 // read (0 for an empty stream).
-func CountRaw(ctx context.Context, js jetstream.JetStream, name string, opts Options) (*Batch, uint64, error) {
+func CountRaw(ctx context.Context, js jetstream.JetStream, name string, opts Config) (*Batch, uint64, error) {
 	b, err := NewBatch(opts)
 	if err != nil {
 		return nil, 0, err

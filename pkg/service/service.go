@@ -87,7 +87,7 @@ type Deps struct {
 // NewStore returns the ledger store of generation n with the deployment's
 // lateness, grace and replay horizon. It does no I/O.
 func NewStore(rdb ledger.Client, n wire.Names, p Params) *ledger.Store {
-	return ledger.NewStore(rdb, ledger.Keys{Prefix: n.RedisPrefix()}, p.Lateness, p.Grace, ledger.WithHorizon(p.ReplayHorizon))
+	return ledger.NewStore(rdb, ledger.Config{Keys: ledger.Keys{Prefix: n.RedisPrefix()}, Lateness: p.Lateness, Grace: p.Grace, Horizon: p.ReplayHorizon})
 }
 
 // Build returns the service called name wired from d. It does no I/O; an

@@ -31,7 +31,7 @@ func TestConsumeAheadRunsBeforeTheHandlerInOrder(t *testing.T) {
 	)
 	key := func(b []jetstream.Msg) string { return string(b[0].Data()) + "-" + strconv.Itoa(len(b)) }
 	next := 0
-	err := Consume(ctx, js, c, BatchOptions{Max: 100,
+	err := Consume(ctx, js, c, BatchConfig{Max: 100,
 		Ahead: func(_ context.Context, b []jetstream.Msg) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -93,7 +93,7 @@ func TestConsumeAheadHandlerFailureStopsEverything(t *testing.T) {
 	defer cancel()
 	boom := errors.New("boom")
 	handled := 0
-	err := Consume(ctx, js, c, BatchOptions{Max: 100, Ahead: func(context.Context, []jetstream.Msg) {}},
+	err := Consume(ctx, js, c, BatchConfig{Max: 100, Ahead: func(context.Context, []jetstream.Msg) {}},
 		func(ctx context.Context, b []jetstream.Msg) (Outcome, error) {
 			handled += len(b)
 			if handled > 300 {
@@ -117,7 +117,7 @@ func TestConsumeAheadHandlerFailureStopsEverything(t *testing.T) {
 func TestConsumeAheadNeedsAckAll(t *testing.T) {
 	js, c := consumeEnv(t, 1)
 	c.AckAll = false
-	err := Consume(context.Background(), js, c, BatchOptions{Ahead: func(context.Context, []jetstream.Msg) {}},
+	err := Consume(context.Background(), js, c, BatchConfig{Ahead: func(context.Context, []jetstream.Msg) {}},
 		func(context.Context, []jetstream.Msg) (Outcome, error) { return Outcome{}, nil })
 	if err == nil {
 		t.Fatal("Ahead with an explicit-ack consumer was accepted")

@@ -47,8 +47,8 @@ func Retry(err error) error {
 	return fmt.Errorf("%w: %w", ErrRetry, err)
 }
 
-// BatchOptions tune Consume.
-type BatchOptions struct {
+// BatchConfig tune Consume.
+type BatchConfig struct {
 	// Max is the largest batch (default 500).
 	Max int
 	// Linger is the longest a batch waits for more messages after its
@@ -74,7 +74,7 @@ type BatchOptions struct {
 	RetryInitial, RetryMax time.Duration
 }
 
-func (o BatchOptions) withDefaults() BatchOptions {
+func (o BatchConfig) withDefaults() BatchConfig {
 	if o.Max <= 0 {
 		o.Max = 500
 	}
@@ -93,7 +93,7 @@ func (o BatchOptions) withDefaults() BatchOptions {
 	return o
 }
 
-func (o BatchOptions) backoff() *backoff.ExponentialBackOff {
+func (o BatchConfig) backoff() *backoff.ExponentialBackOff {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = o.RetryInitial
 	b.MaxInterval = o.RetryMax
@@ -114,10 +114,10 @@ func (e *errReset) Error() string { return "stream: reset: " + e.why }
 // Consume runs the consume loop (doc.go) on spec's durable consumer: it
 // hands batches to h in order and acknowledges each once h returned nil. It
 // returns nil when ctx ends, h's lasting error, or one wrapping ErrConsumeStopped.
-func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, o BatchOptions, h Handler) error {
+func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, o BatchConfig, h Handler) error {
 	o = o.withDefaults()
 	if o.Ahead != nil && !spec.AckAll {
-		return errors.New("stream: BatchOptions.Ahead needs an AckAll consumer")
+		return errors.New("stream: BatchConfig.Ahead needs an AckAll consumer")
 	}
 	l := &loop{js: js, spec: spec, o: o, h: h, retry: o.backoff(), watch: storeWatchOf(ctx)}
 	defer func() {
@@ -152,7 +152,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, o B
 type loop struct {
 	js    jetstream.JetStream
 	spec  ConsumerSpec
-	o     BatchOptions
+	o     BatchConfig
 	h     Handler
 	retry *backoff.ExponentialBackOff
 	// processed is the stream sequence of the last message h processed
@@ -381,7 +381,7 @@ func (d *delivery) closed() error {
 }
 
 // aheadQueue runs the handler in a goroutine of its own behind a queue of
-// one batch, while Ahead sees the next batch (BatchOptions.Ahead).
+// one batch, while Ahead sees the next batch (BatchConfig.Ahead).
 type aheadQueue struct {
 	queue  chan []jetstream.Msg
 	failed chan struct{} // closed when the handler failed

@@ -58,7 +58,7 @@ func TestConsumeDeliversEverythingInOrderInBoundedBatches(t *testing.T) {
 	defer cancel()
 	var got []int
 	batches := 0
-	err := Consume(ctx, js, c, BatchOptions{Max: 100}, func(ctx context.Context, batch []jetstream.Msg) (Outcome, error) {
+	err := Consume(ctx, js, c, BatchConfig{Max: 100}, func(ctx context.Context, batch []jetstream.Msg) (Outcome, error) {
 		if len(batch) == 0 || len(batch) > 100 {
 			return Outcome{}, fmt.Errorf("batch of %d", len(batch))
 		}
@@ -102,7 +102,7 @@ func TestConsumeLingerBoundsTheWait(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	err := Consume(ctx, js, c, BatchOptions{Max: 100, Linger: 20 * time.Millisecond}, func(ctx context.Context, batch []jetstream.Msg) (Outcome, error) {
+	err := Consume(ctx, js, c, BatchConfig{Max: 100, Linger: 20 * time.Millisecond}, func(ctx context.Context, batch []jetstream.Msg) (Outcome, error) {
 		mu.Lock()
 		waited = append(waited, time.Since(<-sent))
 		mu.Unlock()
@@ -124,7 +124,7 @@ func TestConsumeReturnsHandlerErrorAndRecreatesADeletedConsumer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	boom := errors.New("boom")
-	if err := Consume(ctx, js, c, BatchOptions{}, func(context.Context, []jetstream.Msg) (Outcome, error) { return Outcome{}, boom }); !errors.Is(err, boom) {
+	if err := Consume(ctx, js, c, BatchConfig{}, func(context.Context, []jetstream.Msg) (Outcome, error) { return Outcome{}, boom }); !errors.Is(err, boom) {
 		t.Fatalf("Consume = %v, want the handler's error", err)
 	}
 	// Deleted under the loop, the consumer is opened again at the
@@ -133,7 +133,7 @@ func TestConsumeReturnsHandlerErrorAndRecreatesADeletedConsumer(t *testing.T) {
 	got := map[int]int{}
 	done := make(chan error, 1)
 	go func() {
-		done <- Consume(ctx, js, c, BatchOptions{RetryInitial: 10 * time.Millisecond}, func(_ context.Context, b []jetstream.Msg) (Outcome, error) {
+		done <- Consume(ctx, js, c, BatchConfig{RetryInitial: 10 * time.Millisecond}, func(_ context.Context, b []jetstream.Msg) (Outcome, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, m := range b {
@@ -186,7 +186,7 @@ func BenchmarkConsume(b *testing.B) {
 	got := 0
 	cpu0 := cpuNow()
 	b.ResetTimer()
-	err := Consume(ctx, js, c, BatchOptions{}, func(ctx context.Context, batch []jetstream.Msg) (Outcome, error) {
+	err := Consume(ctx, js, c, BatchConfig{}, func(ctx context.Context, batch []jetstream.Msg) (Outcome, error) {
 		got += len(batch)
 		if got >= n {
 			cancel()

@@ -194,7 +194,7 @@ func TestConsumeNeverAcksPastAGap(t *testing.T) {
 	done := make(chan error, 1)
 	first := true
 	go func() {
-		done <- Consume(ctx, r.js, spec, BatchOptions{Max: 10, RetryInitial: 10 * time.Millisecond}, func(ctx context.Context, b []jetstream.Msg) (Outcome, error) {
+		done <- Consume(ctx, r.js, spec, BatchConfig{Max: 10, RetryInitial: 10 * time.Millisecond}, func(ctx context.Context, b []jetstream.Msg) (Outcome, error) {
 			if first {
 				first = false
 				<-release
@@ -248,7 +248,7 @@ func TestConsumeAcksOnlyProcessedAcrossServerRestarts(t *testing.T) {
 	batches, crashes := 0, 0
 	resets := &resetCounter{}
 	go func() {
-		done <- Consume(ctx, r.js, spec, BatchOptions{Max: 50, RetryInitial: 10 * time.Millisecond, Logger: resets.logger()}, func(ctx context.Context, b []jetstream.Msg) (Outcome, error) {
+		done <- Consume(ctx, r.js, spec, BatchConfig{Max: 50, RetryInitial: 10 * time.Millisecond, Logger: resets.logger()}, func(ctx context.Context, b []jetstream.Msg) (Outcome, error) {
 			batches++
 			r.record(b)
 			if batches%7 == 3 && crashes < 9 {
@@ -308,7 +308,7 @@ func TestConsumeRecreatesAConsumerTheBrokerLost(t *testing.T) {
 	done := make(chan error, 1)
 	resets := &resetCounter{}
 	go func() {
-		done <- Consume(ctx, r.js, spec, BatchOptions{Max: 50, RetryInitial: 10 * time.Millisecond, Logger: resets.logger()}, func(ctx context.Context, b []jetstream.Msg) (Outcome, error) {
+		done <- Consume(ctx, r.js, spec, BatchConfig{Max: 50, RetryInitial: 10 * time.Millisecond, Logger: resets.logger()}, func(ctx context.Context, b []jetstream.Msg) (Outcome, error) {
 			r.record(b)
 			return Outcome{}, nil
 		})

@@ -168,7 +168,7 @@ func TestConsumeWaitsWhileTheStoreIsFull(t *testing.T) {
 			var w StoreWatch
 			done := make(chan error, 1)
 			go func() {
-				done <- Consume(WithStoreWatch(ctx, &w), js, spec, BatchOptions{Max: 5, RetryInitial: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond},
+				done <- Consume(WithStoreWatch(ctx, &w), js, spec, BatchConfig{Max: 5, RetryInitial: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond},
 					func(ctx context.Context, batch []jetstream.Msg) (Outcome, error) {
 						for _, m := range batch {
 							if _, err := js.PublishMsg(ctx, NewMsg("out", "o-"+string(m.Data()), m.Data())); err != nil {

@@ -7,7 +7,7 @@ package validator
 // acknowledged, every partition would wait about a whole cycle of the
 // others (claim, wait, publish, acknowledge, fetch), in lockstep. So the
 // consume loop hands each batch to claimAhead as soon as it is formed
-// (stream.BatchOptions.Ahead), while the handler still works on the one
+// (stream.BatchConfig.Ahead), while the handler still works on the one
 // before: the batch is validated and claimed there, its progress marked,
 // and handle later starts from those claims at the barrier. Claims do not
 // depend on order, and the progress says only what was claimed, so this

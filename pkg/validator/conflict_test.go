@@ -101,7 +101,7 @@ func (e *conflictEnv) start(owned ...int) {
 // startWith is start with the instance's metrics on reg.
 func (e *conflictEnv) startWith(reg prometheus.Registerer, owned ...int) {
 	e.t.Helper()
-	store := ledger.NewStore(e.rdb, ledger.Keys{Prefix: e.names.RedisPrefix()}, 5*time.Minute, time.Hour, ledger.WithHorizon(24*time.Hour))
+	store := ledger.NewStore(e.rdb, ledger.Config{Keys: ledger.Keys{Prefix: e.names.RedisPrefix()}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
 	s := New(e.js, store, Config{Names: e.names, Partitions: conflictParts, Owned: owned, Validator: e.v, Registerer: reg,
 		Logger: slog.New(slog.NewTextHandler(testLog{e.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	ctx, cancel := context.WithCancel(e.ctx)

@@ -51,7 +51,7 @@ func newRig(t *testing.T, maxDeliveries int) *rig {
 	mr := testenv.Miniredis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	store := ledger.NewStore(rdb, ledger.Keys{Prefix: names.RedisPrefix()}, 5*time.Minute, time.Hour)
+	store := ledger.NewStore(rdb, ledger.Config{Keys: ledger.Keys{Prefix: names.RedisPrefix()}, Lateness: 5 * time.Minute, Grace: time.Hour})
 	v, err := contract.NewValidator(contract.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -208,7 +208,7 @@ func (s *Service) runPartition(ctx context.Context, p int) error {
 		return fmt.Errorf("validator: partition %d: claim progress check: %w", p, err)
 	}
 	s.cfg.Logger.Info("validator partition started", "partition", p)
-	opts := stream.BatchOptions{Max: s.cfg.Batch, Linger: s.cfg.Linger, Logger: s.cfg.Logger.With("partition", p),
+	opts := stream.BatchConfig{Max: s.cfg.Batch, Linger: s.cfg.Linger, Logger: s.cfg.Logger.With("partition", p),
 		Ahead: func(ctx context.Context, batch []jetstream.Msg) { s.claimAhead(ctx, p, batch) }}
 	return stream.Consume(ctx, s.js, spec, opts, func(ctx context.Context, batch []jetstream.Msg) (stream.Outcome, error) {
 		err := s.handle(ctx, p, batch)

@@ -24,7 +24,7 @@ func TestFullRedisWaitsAndResumes(t *testing.T) {
 	r := testenv.RedisServer(t, testenv.WithArgs("--maxmemory-policy", "noeviction"))
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	f.store = ledger.NewStore(rdb, ledger.Keys{Prefix: f.names.RedisPrefix()}, 0, time.Minute)
+	f.store = ledger.NewStore(rdb, ledger.Config{Keys: ledger.Keys{Prefix: f.names.RedisPrefix()}, Grace: time.Minute})
 	base := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	const n = 20
 	for i := 1; i <= n; i++ {

@@ -79,7 +79,7 @@ func TestServerRestartsMidDeliveryLoseNoEvent(t *testing.T) {
 	mr := testenv.Miniredis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	store := ledger.NewStore(rdb, ledger.Keys{Prefix: names.RedisPrefix()}, 0, time.Minute)
+	store := ledger.NewStore(rdb, ledger.Config{Keys: ledger.Keys{Prefix: names.RedisPrefix()}, Grace: time.Minute})
 
 	// crash runs inside Trace, right after a batch's script: between
 	// fetches, with the batch not yet acknowledged.

@@ -50,7 +50,7 @@ type Config struct {
 	// RetireEvery throttles retirement checks per partition (default 1s).
 	RetireEvery time.Duration
 	// Linger is how long a batch waits to fill after its first message
-	// (stream.BatchOptions; default 1ms).
+	// (stream.BatchConfig; default 1ms).
 	Linger time.Duration
 }
 
@@ -82,7 +82,7 @@ type Trace struct {
 const retireEventStep = 10 * 60 * 1000
 
 // Service is one windower instance. Its store's replay horizon
-// (ledger.WithHorizon) decides retirement: a window's state (ledger,
+// (ledger.Config.Horizon) decides retirement: a window's state (ledger,
 // partial) is deleted once the global watermark has passed its end + grace
 // + horizon and its final snapshot is in the KV bucket.
 type Service struct {
@@ -214,7 +214,7 @@ func (s *Service) runPartitionFrom(ctx context.Context, p int, ps *partState, ca
 	s.cfg.Logger.Info("windower partition started", "partition", p, "checkpoint", ck.Seq, "watermark", ck.Watermark, "start", start)
 	lastWM, lastSeq, published := ck.Watermark, ck.Seq, min(ck.Published, ck.Seq)
 	lastRetireWM := ck.Watermark
-	opts := stream.BatchOptions{Max: s.cfg.Batch, Linger: s.cfg.Linger, Logger: s.cfg.Logger.With("partition", p)}
+	opts := stream.BatchConfig{Max: s.cfg.Batch, Linger: s.cfg.Linger, Logger: s.cfg.Logger.With("partition", p)}
 	return stream.Consume(ctx, s.js, spec, opts, func(ctx context.Context, batch []jetstream.Msg) (stream.Outcome, error) {
 		res, done, err := s.handle(ctx, p, ps, batch, lastWM, lastSeq, published)
 		if connect.RedisFull(err) {

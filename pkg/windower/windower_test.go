@@ -41,7 +41,7 @@ func newFixture(t *testing.T) *fixture {
 	mr := testenv.Miniredis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	store := ledger.NewStore(rdb, ledger.Keys{Prefix: names.RedisPrefix()}, 0, time.Minute)
+	store := ledger.NewStore(rdb, ledger.Config{Keys: ledger.Keys{Prefix: names.RedisPrefix()}, Grace: time.Minute})
 	return &fixture{t: t, ctx: ctx, js: js, store: store, rdb: rdb, names: names}
 }
 

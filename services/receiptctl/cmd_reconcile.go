@@ -48,38 +48,38 @@ func (f *reconcileFlags) register(fs *flag.FlagSet, p *config.Params) {
 
 // options checks the flags and returns the batch pass's options, with
 // the parameters of the run or deployment (reconcileParams).
-func (f *reconcileFlags) options(ctx context.Context, fs *flag.FlagSet, p *config.Params) (reconcile.Options, error) {
+func (f *reconcileFlags) options(ctx context.Context, fs *flag.FlagSet, p *config.Params) (reconcile.Config, error) {
 	switch {
 	case fs.NArg() > 0:
-		return reconcile.Options{}, usageError("unexpected arguments %q", fs.Args())
+		return reconcile.Config{}, usageError("unexpected arguments %q", fs.Args())
 	case *f.events == "":
-		return reconcile.Options{}, usageError("--events is required")
+		return reconcile.Config{}, usageError("--events is required")
 	case *f.late != "" && *f.windows == "":
-		return reconcile.Options{}, usageError("--late needs --windows")
+		return reconcile.Config{}, usageError("--late needs --windows")
 	}
 	if err := reconcileParams(ctx, p, fs, *f.windows, *f.natsURL, *f.gen, f.sec); err != nil {
-		return reconcile.Options{}, err
+		return reconcile.Config{}, err
 	}
 	defIngested := time.Now().UTC()
 	if *f.ingestedAt != "" {
 		t, err := time.Parse(time.RFC3339Nano, *f.ingestedAt)
 		if err != nil {
-			return reconcile.Options{}, usageError("--ingested-at: %v", err)
+			return reconcile.Config{}, usageError("--ingested-at: %v", err)
 		}
 		defIngested = t
 	}
 	v, err := contract.NewValidator(contract.Options{MaxFutureSkew: p.MaxFutureSkew, MaxSize: *f.maxSize})
 	if err != nil {
-		return reconcile.Options{}, usageError("%v", err)
+		return reconcile.Config{}, usageError("%v", err)
 	}
 	every := p.HeartbeatEvery
 	if every < 0 {
-		return reconcile.Options{}, usageError("--heartbeat-every must not be negative, got %d", every)
+		return reconcile.Config{}, usageError("--heartbeat-every must not be negative, got %d", every)
 	}
 	if every == 0 {
-		every = -1 // reconcile.Options: negative places none
+		every = -1 // reconcile.Config: negative places none
 	}
-	return reconcile.Options{
+	return reconcile.Config{
 		Validator: v, DefaultIngestedAt: defIngested, Partitions: p.Partitions, HotKeys: p.Hot(),
 		Lateness: p.Lateness, Grace: p.Grace, Horizon: p.ReplayHorizon, HeartbeatEvery: every, EndOfStream: *f.eos,
 	}, nil
@@ -186,7 +186,7 @@ func fileExists(path string) bool {
 }
 
 // estimateRecords guesses how many lines the regular file f holds from its
-// size and the lines of its first MiB, for reconcile.Options.RecordsHint;
+// size and the lines of its first MiB, for reconcile.Config.RecordsHint;
 // 0 when it cannot tell. It reads with ReadAt, so f's offset is unchanged.
 func estimateRecords(f *os.File) int {
 	st, err := f.Stat()

@@ -121,7 +121,7 @@ func TestReconcileJudgesWithTheDeploymentsSkew(t *testing.T) {
 
 // reconcileOptions parses reconcile's flags (NATS_URL from the
 // environment) and returns the batch pass's options and the parameters.
-func reconcileOptions(t *testing.T, args ...string) (reconcile.Options, config.Params, error) {
+func reconcileOptions(t *testing.T, args ...string) (reconcile.Config, config.Params, error) {
 	t.Helper()
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
 	var p config.Params
@@ -161,7 +161,7 @@ func setUp(t *testing.T, p *config.Params) string {
 // parameter flag judges with every parameter the deployment recorded, or
 // a run recorded beside its windows.json.
 func TestReconcileUsesEveryRecordedParameter(t *testing.T) {
-	check := func(what string, opts reconcile.Options, p config.Params, err error) {
+	check := func(what string, opts reconcile.Config, p config.Params, err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)

@@ -14,8 +14,8 @@ import (
 // too_large by the pass itself, which keeps only that much of them.
 const maxLineBytes = 8 << 20
 
-// Options configures Count.
-type Options struct {
+// Config configures Count.
+type Config struct {
 	// Validator checks each record. Nil means a validator with the
 	// contract defaults.
 	Validator *contract.Validator
@@ -62,7 +62,7 @@ type Options struct {
 	EndOfStream    bool
 }
 
-func (o Options) withDefaults() (Options, error) {
+func (o Config) withDefaults() (Config, error) {
 	d := config.Defaults()
 	if o.RecordsHint < 0 {
 		o.RecordsHint = 0
