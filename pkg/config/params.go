@@ -44,7 +44,7 @@ type Params struct {
 // record sets: the defaults of docs/spec.md.
 func Defaults() Params {
 	return Params{
-		Partitions: 8, Lateness: 5 * time.Minute, Grace: time.Hour, HeartbeatEvery: 1000,
+		Partitions: 8, Lateness: window.DefaultLateness, Grace: window.DefaultGrace, HeartbeatEvery: 1000,
 		MaxFutureSkew: contract.DefaultMaxFutureSkew, ReplayHorizon: 24 * time.Hour,
 	}
 }

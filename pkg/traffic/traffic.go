@@ -15,8 +15,8 @@ import (
 
 // Timing rules the generator aims at (docs/spec.md §3 defaults).
 const (
-	lateness = 5 * time.Minute
-	grace    = time.Hour
+	lateness = window.DefaultLateness
+	grace    = window.DefaultGrace
 	minuteMs = int64(time.Minute / time.Millisecond)
 	hourMs   = int64(time.Hour / time.Millisecond)
 )

@@ -18,6 +18,13 @@ const Width = time.Hour
 // WidthMs is Width in milliseconds.
 const WidthMs = int64(Width / time.Millisecond)
 
+// DefaultLateness and DefaultGrace are docs/spec.md §3's watermark lateness
+// and grace period when a deployment sets neither (config.Defaults).
+const (
+	DefaultLateness = 5 * time.Minute
+	DefaultGrace    = time.Hour
+)
+
 // IDLayout formats a window id from its start.
 const IDLayout = "2006-01-02T15"
 
