@@ -2,19 +2,19 @@ package contract
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"slices"
 	"strconv"
 	"sync"
 )
 
-// This file is the one canonical form of a payload and the one walk that
-// writes it. The fingerprint hashes its text (fingerprint.go), and the
-// walk that writes it checks the value strictly (the reader's string,
-// number and literal rules, repeated keys, depth) and picks the amount out
-// of the object's top level (amount.go) on the way: the fast path, the
-// schema path, Fingerprint and AmountCents all read a payload through
-// canon.walk.
+// This file is the one canonical form of a payload and the one writer of
+// it, driven by the scanner (scan.go). The fingerprint hashes its text
+// (fingerprint.go), and the walk that writes it checks the value strictly
+// (the scanner's rules, repeated keys, depth) and picks the amount out of
+// the object's top level (amount.go) on the way: the fast path, the schema
+// path, Fingerprint and AmountCents all read a payload through canon.read.
 //
 // The canonical form: object members sorted by their decoded keys (as
 // slices.Sort sorts strings), no insignificant whitespace, strings with
@@ -22,20 +22,17 @@ import (
 // canonicalNumber, true, false and null as they are.
 
 // canon writes a JSON value in canonical form, straight from its text and
-// in one pass. Its buffers are reused through canonPool.
+// in one pass of the scanner. Its buffers are reused through canonPool.
 type canon struct {
 	out  []byte // the canonical text
 	ents []canonEntry
 	keys []byte // decoded keys that held escapes
 	tmp  []byte // a decoded string value
 
-	// maxDepth bounds the nesting (the record is depth 1); a deeper
-	// object or array fails the walk.
-	maxDepth int
 	// keepFirst keeps the first of repeated keys (as the reader's decoded
 	// map does); otherwise a repeated key fails the walk.
 	keepFirst bool
-	// top is the depth of the walked value; amount and priced are
+	// top is the depth of the read value; amount and priced are
 	// AmountCents of its AmountKey member, hasAmount whether it has one.
 	top       int
 	amount    int64
@@ -64,12 +61,15 @@ func (c *canon) key(data []byte, e *canonEntry) []byte {
 
 var canonPool = sync.Pool{New: func() any { return new(canon) }}
 
-// getCanon returns an empty canon from the pool with the given depth
-// bound and repeated-key rule.
-func getCanon(maxDepth int, keepFirst bool) *canon {
+// errRepeatedKey fails a canonical walk without keepFirst.
+var errRepeatedKey = errors.New("repeated key")
+
+// getCanon returns an empty canon from the pool with the given
+// repeated-key rule.
+func getCanon(keepFirst bool) *canon {
 	c := canonPool.Get().(*canon)
 	c.out, c.ents, c.keys, c.tmp = c.out[:0], c.ents[:0], c.keys[:0], c.tmp[:0]
-	c.maxDepth, c.keepFirst = maxDepth, keepFirst
+	c.keepFirst = keepFirst
 	return c
 }
 
@@ -81,133 +81,36 @@ func (c *canon) release() {
 	canonPool.Put(c)
 }
 
-// walk writes the canonical text of the value at data[pos:] (after
-// optional whitespace) to c.out and reads its amount; depth is its nesting
-// depth if it is an object or array. It returns the offset after the
-// value, and false for a syntax error, a repeated key (unless keepFirst)
-// or nesting beyond maxDepth.
-func (c *canon) walk(data []byte, pos, depth int) (int, bool) {
-	c.top, c.amount, c.priced, c.hasAmount = depth, 0, false, false
-	return c.value(data, pos, depth)
+// read writes the canonical text of the value at r's position (after
+// optional whitespace) to c.out and reads its amount, leaving r after the
+// value. The error is the scanner's (syntax, depth beyond r's limit) or
+// errRepeatedKey.
+func (c *canon) read(r *reader) error {
+	c.top, c.amount, c.priced, c.hasAmount = r.depth+1, 0, false, false
+	return c.value(r)
 }
 
-// whole walks data as one value with only whitespace around it (depth 1).
+// whole reads data as one value with only whitespace around it, nested at
+// most maxDepth levels.
 func (c *canon) whole(data []byte) bool {
-	end, ok := c.walk(data, 0, 1)
-	if !ok {
-		return false
-	}
-	r := reader{data: data, pos: end}
-	return r.end() == nil
+	r := reader{data: data}
+	return c.read(&r) == nil && r.end() == nil
 }
 
-// value is walk below the top.
-func (c *canon) value(data []byte, pos, depth int) (int, bool) {
-	r := reader{data: data, pos: pos}
-	switch r.peek() {
-	case '{':
-		if depth > c.maxDepth {
-			return 0, false
-		}
-		r.pos++
-		if r.peek() == '}' {
-			c.out = append(c.out, '{', '}')
-			return r.pos + 1, true
-		}
-		at, base := len(c.out), len(c.ents)
-		for {
-			if r.peek() != '"' {
-				return 0, false
-			}
-			s, e, esc, err := r.scanString()
-			if err != nil {
-				return 0, false
-			}
-			ent := canonEntry{keyStart: int32(s), keyEnd: int32(e), escaped: esc}
-			if esc {
-				ent.keyStart = int32(len(c.keys))
-				c.keys = appendUnescaped(c.keys, data[s:e])
-				ent.keyEnd = int32(len(c.keys))
-			}
-			if r.peek() != ':' {
-				return 0, false
-			}
-			ent.start = int32(len(c.out))
-			end, ok := c.value(data, r.pos+1, depth+1)
-			if !ok {
-				return 0, false
-			}
-			r.pos = end
-			ent.end = int32(len(c.out))
-			if depth == c.top && !c.hasAmount && string(c.key(data, &ent)) == AmountKey {
-				c.hasAmount = true
-				c.amount, c.priced = amountOf(c.out[ent.start:ent.end])
-			}
-			c.ents = append(c.ents, ent)
-			if b := r.peek(); b == ',' {
-				r.pos++
-				continue
-			} else if b != '}' {
-				return 0, false
-			}
-			r.pos++
-			break
-		}
-		ents := c.sortEntries(data, c.ents[base:])
-		if ents == nil {
-			return 0, false
-		}
-		// Write the members in key order after the values, then move the
-		// object down over them.
-		from := len(c.out)
-		c.out = append(c.out, '{')
-		for i, ent := range ents {
-			if i > 0 {
-				c.out = append(c.out, ',')
-			}
-			c.out = appendQuoted(c.out, c.key(data, &ent))
-			c.out = append(c.out, ':')
-			c.out = append(c.out, c.out[ent.start:ent.end]...)
-		}
-		c.out = append(c.out, '}')
-		c.out = c.out[:at+copy(c.out[at:], c.out[from:])]
-		c.ents = c.ents[:base]
-		return r.pos, true
-	case '[':
-		if depth > c.maxDepth {
-			return 0, false
-		}
-		r.pos++
-		c.out = append(c.out, '[')
-		if r.peek() == ']' {
-			c.out = append(c.out, ']')
-			return r.pos + 1, true
-		}
-		for i := 0; ; i++ {
-			if i > 0 {
-				c.out = append(c.out, ',')
-			}
-			end, ok := c.value(data, r.pos, depth+1)
-			if !ok {
-				return 0, false
-			}
-			r.pos = end
-			switch r.peek() {
-			case ',':
-				r.pos++
-			case ']':
-				c.out = append(c.out, ']')
-				return r.pos + 1, true
-			default:
-				return 0, false
-			}
-		}
-	case '"':
-		s, e, esc, err := r.scanString()
-		if err != nil {
-			return 0, false
-		}
-		if esc {
+// value is read below the top.
+func (c *canon) value(r *reader) error {
+	k, s, e, flag, err := r.token()
+	if err != nil {
+		return err
+	}
+	data := r.data
+	switch k {
+	case kindObject:
+		return c.object(r)
+	case kindArray:
+		return c.array(r)
+	case kindString:
+		if flag {
 			c.tmp = appendUnescaped(c.tmp[:0], data[s:e])
 			c.out = appendQuoted(c.out, c.tmp)
 		} else {
@@ -215,45 +118,95 @@ func (c *canon) value(data []byte, pos, depth int) (int, bool) {
 			// character: it is its own canonical form.
 			c.out = append(c.out, data[s-1:e+1]...)
 		}
-		return r.pos, true
-	case 't':
-		if r.literal("true") != nil {
-			return 0, false
-		}
-		c.out = append(c.out, "true"...)
-		return r.pos, true
-	case 'f':
-		if r.literal("false") != nil {
-			return 0, false
-		}
-		c.out = append(c.out, "false"...)
-		return r.pos, true
-	case 'n':
-		if r.literal("null") != nil {
-			return 0, false
-		}
-		c.out = append(c.out, "null"...)
-		return r.pos, true
-	default:
-		b := r.peek()
-		if b != '-' && (b < '0' || b > '9') {
-			return 0, false
-		}
-		s, plain, err := r.scanNumber()
-		if err != nil {
-			return 0, false
-		}
-		num := data[s:r.pos]
-		switch {
-		case !plain:
+	case kindNumber:
+		switch num := data[s:e]; {
+		case !flag:
 			c.out = append(c.out, canonicalNumber(string(num))...)
 		case len(num) == 2 && num[0] == '-' && num[1] == '0':
 			c.out = append(c.out, '0')
 		default:
 			c.out = append(c.out, num...)
 		}
-		return r.pos, true
+	default: // true, false, null
+		c.out = append(c.out, data[s:e]...)
 	}
+	return nil
+}
+
+// object writes the object at r's position, its members sorted by key.
+func (c *canon) object(r *reader) error {
+	more, err := r.open()
+	if err != nil || !more {
+		c.out = append(c.out, '{', '}')
+		return err
+	}
+	data := r.data
+	at, base := len(c.out), len(c.ents)
+	for ; more; more, err = r.next('}') {
+		s, e, esc, err := r.key()
+		if err != nil {
+			return err
+		}
+		ent := canonEntry{keyStart: int32(s), keyEnd: int32(e), escaped: esc}
+		if esc {
+			ent.keyStart = int32(len(c.keys))
+			c.keys = appendUnescaped(c.keys, data[s:e])
+			ent.keyEnd = int32(len(c.keys))
+		}
+		ent.start = int32(len(c.out))
+		if err := c.value(r); err != nil {
+			return err
+		}
+		ent.end = int32(len(c.out))
+		if r.depth == c.top && !c.hasAmount && string(c.key(data, &ent)) == AmountKey {
+			c.hasAmount = true
+			c.amount, c.priced = amountOf(c.out[ent.start:ent.end])
+		}
+		c.ents = append(c.ents, ent)
+	}
+	if err != nil {
+		return err
+	}
+	ents := c.sortEntries(data, c.ents[base:])
+	if ents == nil {
+		return errRepeatedKey
+	}
+	// Write the members in key order after the values, then move the
+	// object down over them.
+	from := len(c.out)
+	c.out = append(c.out, '{')
+	for i, ent := range ents {
+		if i > 0 {
+			c.out = append(c.out, ',')
+		}
+		c.out = appendQuoted(c.out, c.key(data, &ent))
+		c.out = append(c.out, ':')
+		c.out = append(c.out, c.out[ent.start:ent.end]...)
+	}
+	c.out = append(c.out, '}')
+	c.out = c.out[:at+copy(c.out[at:], c.out[from:])]
+	c.ents = c.ents[:base]
+	return nil
+}
+
+// array writes the array at r's position.
+func (c *canon) array(r *reader) error {
+	c.out = append(c.out, '[')
+	more, err := r.open()
+	for n := 0; more; more, err = r.next(']') {
+		if n > 0 {
+			c.out = append(c.out, ',')
+		}
+		n++
+		if err := c.value(r); err != nil {
+			return err
+		}
+	}
+	if err != nil {
+		return err
+	}
+	c.out = append(c.out, ']')
+	return nil
 }
 
 // appendQuoted appends s as a canonical JSON string: quote, backslash and

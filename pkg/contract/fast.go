@@ -225,75 +225,56 @@ func (v *Validator) fast(raw []byte, receivedAt time.Time, fr *fastRecord) bool 
 // does not take: a syntax error, an escaped or unknown key, a repeated key,
 // or a value of a type the schemas do not allow for its field.
 func (fr *fastRecord) scan(raw []byte) bool {
-	r := reader{data: raw}
+	r := reader{data: raw, limit: fastMaxDepth}
 	if r.peek() != '{' {
 		return false
 	}
-	r.pos++
-	r.depth = 1
-	if r.peek() == '}' {
+	more, err := r.open()
+	if !more {
 		return false // no fields: schema_version is missing
 	}
-	for {
-		if r.peek() != '"' {
-			return false
-		}
-		ks, ke, esc, err := r.scanString()
+	for ; more; more, err = r.next('}') {
+		ks, ke, esc, err := r.key()
 		if err != nil || esc {
 			return false
 		}
 		i := fastField(raw[ks:ke])
-		if i < 0 || fr.has(i) {
+		if i < 0 || fr.has(i) || !fr.field(&r, i) {
 			return false
 		}
 		fr.seen |= 1 << i
-		if r.peek() != ':' {
-			return false
-		}
-		r.pos++
-		c := r.peek()
-		switch i {
-		case fxSchemaVersion, fxOccurredMinute:
-			if c != '-' && (c < '0' || c > '9') {
-				return false
-			}
-			s, plain, err := r.scanNumber()
-			if err != nil || !plain {
-				return false
-			}
-			fr.vals[i] = span{s, r.pos}
-		case fxPayload:
-			if c != '{' {
-				return false
-			}
-			fr.canon = getCanon(fastMaxDepth, false)
-			end, ok := fr.canon.walk(raw, r.pos, 2)
-			if !ok {
-				return false
-			}
-			fr.vals[i] = span{r.pos, end}
-			r.pos = end
-		default: // the string fields
-			if c != '"' {
-				return false
-			}
-			s, e, esc, err := r.scanString()
-			if err != nil || esc {
-				return false
-			}
-			fr.vals[i] = span{s, e}
-		}
-		switch r.peek() {
-		case ',':
-			r.pos++
-		case '}':
-			r.pos++
-			r.ws()
-			return r.pos == len(raw)
-		default:
-			return false
-		}
 	}
+	return err == nil && skipSpace(raw, r.pos) == len(raw)
+}
+
+// field reads the value of the top-level field i at r's position into fr,
+// or returns false for a value of a type its schema does not allow.
+func (fr *fastRecord) field(r *reader, i int) bool {
+	if i == fxPayload {
+		if r.peek() != '{' {
+			return false
+		}
+		start := r.pos
+		fr.canon = getCanon(false)
+		if fr.canon.read(r) != nil {
+			return false
+		}
+		fr.vals[i] = span{start, r.pos}
+		return true
+	}
+	k, s, e, flag, err := r.token()
+	switch {
+	case err != nil:
+		return false
+	case i == fxSchemaVersion || i == fxOccurredMinute:
+		if k != kindNumber || !flag {
+			return false
+		}
+	case k != kindString || flag: // the string fields, without escapes
+		return false
+	}
+	fr.vals[i] = span{s, e}
+	return true
 }
 
 // plainInt reads an integer literal of at most 16 digits (more is beyond
