@@ -14,8 +14,10 @@ import (
 // reads it through a reader's token, open, key and next. The scanner is
 // strict: besides RFC 8259 syntax it refuses invalid UTF-8 and lone UTF-16
 // surrogates in strings (RFC 8259 section 8, I-JSON) and nesting deeper
-// than its limit. What a walker does with a repeated key is its own rule
-// (the first member counts; see decode.go and canon.go).
+// than its limit. Of a repeated key the first member counts for every
+// walker: the value builder keeps it and notes the repeat (reader.put),
+// the canonical writer keeps it or refuses the text (canon.sortEntries),
+// the fast path refuses the record.
 
 // maxDepth bounds the nesting of objects and arrays in one record. A
 // 64 KiB record could otherwise nest tens of thousands of levels.
