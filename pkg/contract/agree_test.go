@@ -10,11 +10,8 @@ package contract
 
 import (
 	"bytes"
-	"compress/gzip"
-	"encoding/json"
 	"fmt"
 	"io/fs"
-	"os"
 	"testing"
 	"time"
 
@@ -86,29 +83,6 @@ func TestEntryPointsAgree(t *testing.T) {
 	if kinds["payload"] < 1500 || kinds["accepted"] < 500 || kinds["rejected"] < 1000 || kinds["example"] < 40 {
 		t.Errorf("the corpus is too thin: %v", kinds)
 	}
-}
-
-// readGolden returns the rows of the golden file.
-func readGolden(t *testing.T) []goldenRow {
-	t.Helper()
-	f, err := os.Open(goldenFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows []goldenRow
-	for dec := json.NewDecoder(zr); dec.More(); {
-		var row goldenRow
-		if err := dec.Decode(&row); err != nil {
-			t.Fatal(err)
-		}
-		rows = append(rows, row)
-	}
-	return rows
 }
 
 // agreeText describes any disagreement of the walks on whether text is

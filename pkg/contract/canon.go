@@ -99,58 +99,51 @@ func (c *canon) whole(data []byte) bool {
 
 // value is read below the top.
 func (c *canon) value(r *reader) error {
-	k, s, e, flag, err := r.token()
-	if err != nil {
-		return err
-	}
-	data := r.data
-	switch k {
-	case kindObject:
+	switch r.peek() {
+	case '{':
 		return c.object(r)
-	case kindArray:
+	case '[':
 		return c.array(r)
-	case kindString:
-		if flag {
-			c.tmp = appendUnescaped(c.tmp[:0], data[s:e])
+	case '"':
+		s, e, esc, err := r.scanString()
+		if err != nil {
+			return err
+		}
+		if esc {
+			c.tmp = appendUnescaped(c.tmp[:0], r.data[s:e])
 			c.out = appendQuoted(c.out, c.tmp)
 		} else {
 			// Without escapes the text holds no quote, backslash or control
 			// character: it is its own canonical form.
-			c.out = append(c.out, data[s-1:e+1]...)
+			c.out = append(c.out, r.data[s-1:e+1]...)
 		}
-	case kindNumber:
-		switch num := data[s:e]; {
-		case !flag:
-			c.out = append(c.out, canonicalNumber(string(num))...)
-		case len(num) == 2 && num[0] == '-' && num[1] == '0':
-			c.out = append(c.out, '0')
-		default:
-			c.out = append(c.out, num...)
-		}
-	default: // true, false, null
-		c.out = append(c.out, data[s:e]...)
+		return nil
+	}
+	k, s, e, plain, err := r.token() // a number or a literal
+	if err != nil {
+		return err
+	}
+	switch num := r.data[s:e]; {
+	case k != kindNumber || plain && !(len(num) == 2 && num[0] == '-' && num[1] == '0'):
+		c.out = append(c.out, num...) // true, false, null, an integer literal
+	case plain: // -0
+		c.out = append(c.out, '0')
+	default:
+		c.out = append(c.out, canonicalNumber(string(num))...)
 	}
 	return nil
 }
 
 // object writes the object at r's position, its members sorted by key.
 func (c *canon) object(r *reader) error {
-	more, err := r.open()
-	if err != nil || !more {
-		c.out = append(c.out, '{', '}')
-		return err
-	}
 	data := r.data
 	at, base := len(c.out), len(c.ents)
-	for ; more; more, err = r.next('}') {
-		s, e, esc, err := r.key()
-		if err != nil {
-			return err
-		}
-		ent := canonEntry{keyStart: int32(s), keyEnd: int32(e), escaped: esc}
+	k, esc, more, err := r.member(true)
+	for ; more; k, esc, more, err = r.member(false) {
+		ent := canonEntry{keyStart: int32(k.start), keyEnd: int32(k.end), escaped: esc}
 		if esc {
 			ent.keyStart = int32(len(c.keys))
-			c.keys = appendUnescaped(c.keys, data[s:e])
+			c.keys = appendUnescaped(c.keys, data[k.start:k.end])
 			ent.keyEnd = int32(len(c.keys))
 		}
 		ent.start = int32(len(c.out))
@@ -167,8 +160,8 @@ func (c *canon) object(r *reader) error {
 	if err != nil {
 		return err
 	}
-	ents := c.sortEntries(data, c.ents[base:])
-	if ents == nil {
+	ents, ok := c.sortEntries(data, c.ents[base:])
+	if !ok {
 		return errRepeatedKey
 	}
 	// Write the members in key order after the values, then move the
@@ -192,8 +185,8 @@ func (c *canon) object(r *reader) error {
 // array writes the array at r's position.
 func (c *canon) array(r *reader) error {
 	c.out = append(c.out, '[')
-	more, err := r.open()
-	for n := 0; more; more, err = r.next(']') {
+	more, err := r.element(true)
+	for n := 0; more; more, err = r.element(false) {
 		if n > 0 {
 			c.out = append(c.out, ',')
 		}
@@ -230,8 +223,8 @@ func appendQuoted(out, s []byte) []byte {
 // sortEntries sorts the members of an object of data by key, as
 // slices.Sort sorts strings, keeping members of one key in text order. It
 // returns the members to write: all of them, or with keepFirst the first
-// of each key; nil for a repeated key without keepFirst.
-func (c *canon) sortEntries(data []byte, ents []canonEntry) []canonEntry {
+// of each key; false for a repeated key without keepFirst.
+func (c *canon) sortEntries(data []byte, ents []canonEntry) ([]canonEntry, bool) {
 	less := func(a, b *canonEntry) int { return bytes.Compare(c.key(data, a), c.key(data, b)) }
 	if len(ents) > 12 {
 		slices.SortStableFunc(ents, func(a, b canonEntry) int { return less(&a, &b) })
@@ -246,13 +239,13 @@ func (c *canon) sortEntries(data []byte, ents []canonEntry) []canonEntry {
 	for i := 1; i < len(ents); i++ {
 		if bytes.Equal(c.key(data, &kept[len(kept)-1]), c.key(data, &ents[i])) {
 			if !c.keepFirst {
-				return nil
+				return nil, false
 			}
 			continue
 		}
 		kept = append(kept, ents[i])
 	}
-	return kept
+	return kept, true
 }
 
 // canonicalNumber is the canonical text of a JSON number literal: integer

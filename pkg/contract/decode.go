@@ -50,18 +50,14 @@ func (r *reader) text(s, e int, escaped bool) string {
 // not nil, is called after each member with its key, where its value
 // starts and whether the key is a repeat.
 func (r *reader) object(m map[string]any, each func(key string, start int, repeat bool)) (map[string]any, error) {
-	more, err := r.open()
-	for ; more; more, err = r.next('}') {
-		s, e, esc, err := r.key()
-		if err != nil {
-			return nil, err
-		}
-		key, start := r.text(s, e, esc), r.pos
+	k, esc, more, err := r.member(true)
+	for ; more; k, esc, more, err = r.member(false) {
+		key, start := r.text(k.start, k.end, esc), r.pos
 		v, err := r.value()
 		if err != nil {
 			return nil, err
 		}
-		repeat := r.put(m, key, v, s)
+		repeat := r.put(m, key, v, k.start)
 		if each != nil {
 			each(key, start, repeat)
 		}
@@ -89,8 +85,8 @@ func (r *reader) put(m map[string]any, key string, v any, at int) bool {
 // array reads an array (pos at '[').
 func (r *reader) array() (any, error) {
 	a := []any{}
-	more, err := r.open()
-	for ; more; more, err = r.next(']') {
+	more, err := r.element(true)
+	for ; more; more, err = r.element(false) {
 		v, err := r.value()
 		if err != nil {
 			return nil, err

@@ -108,10 +108,6 @@ func fastField(k []byte) int {
 	return -1
 }
 
-// span is a range of the raw record: a string's contents without its
-// quotes, a number's literal, or the payload object's text.
-type span struct{ start, end int }
-
 // fastRecord is what the fast path read of a record it proved valid. Its
 // spans index the raw record.
 type fastRecord struct {
@@ -229,16 +225,15 @@ func (fr *fastRecord) scan(raw []byte) bool {
 	if r.peek() != '{' {
 		return false
 	}
-	more, err := r.open()
+	k, esc, more, err := r.member(true)
 	if !more {
 		return false // no fields: schema_version is missing
 	}
-	for ; more; more, err = r.next('}') {
-		ks, ke, esc, err := r.key()
-		if err != nil || esc {
+	for ; more; k, esc, more, err = r.member(false) {
+		if esc {
 			return false
 		}
-		i := fastField(raw[ks:ke])
+		i := fastField(raw[k.start:k.end])
 		if i < 0 || fr.has(i) || !fr.field(&r, i) {
 			return false
 		}
@@ -250,7 +245,8 @@ func (fr *fastRecord) scan(raw []byte) bool {
 // field reads the value of the top-level field i at r's position into fr,
 // or returns false for a value of a type its schema does not allow.
 func (fr *fastRecord) field(r *reader, i int) bool {
-	if i == fxPayload {
+	switch i {
+	case fxPayload:
 		if r.peek() != '{' {
 			return false
 		}
@@ -260,20 +256,22 @@ func (fr *fastRecord) field(r *reader, i int) bool {
 			return false
 		}
 		fr.vals[i] = span{start, r.pos}
-		return true
-	}
-	k, s, e, flag, err := r.token()
-	switch {
-	case err != nil:
-		return false
-	case i == fxSchemaVersion || i == fxOccurredMinute:
-		if k != kindNumber || !flag {
+	case fxSchemaVersion, fxOccurredMinute:
+		s, plain, err := r.scanNumber()
+		if err != nil || !plain {
 			return false
 		}
-	case k != kindString || flag: // the string fields, without escapes
-		return false
+		fr.vals[i] = span{s, r.pos}
+	default: // the string fields, without escapes
+		if r.peek() != '"' {
+			return false
+		}
+		s, e, esc, err := r.scanString()
+		if err != nil || esc {
+			return false
+		}
+		fr.vals[i] = span{s, e}
 	}
-	fr.vals[i] = span{s, e}
 	return true
 }
 

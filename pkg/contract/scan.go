@@ -11,7 +11,7 @@ import (
 // This file is the one scanner of JSON text in the package: every walk of
 // a record or a payload (the strict reader of decode.go, the fast path's
 // scan, the canonical writer of canon.go, StampIngestedAt and PeekEventID)
-// reads it through a reader's token, open, key and next. The scanner is
+// reads it through a reader's token, member and element. The scanner is
 // strict: besides RFC 8259 syntax it refuses invalid UTF-8 and lone UTF-16
 // surrogates in strings (RFC 8259 section 8, I-JSON) and nesting deeper
 // than its limit. Of a repeated key the first member counts for every
@@ -67,6 +67,10 @@ const (
 	kindArray
 )
 
+// fail returns a *syntaxError at pos. It is kept out of line: errors are
+// the cold path, and its callers stay small enough to inline.
+//
+//go:noinline
 func (r *reader) fail(format string, args ...any) error {
 	return &syntaxError{off: r.pos, msg: fmt.Sprintf(format, args...)}
 }
@@ -108,7 +112,7 @@ func (r *reader) expect(c byte, what string) error {
 // raw contents, flag tells it holds escapes), a number (the span of its
 // literal, flag tells an integer literal: no fraction, no exponent) or a
 // literal (its span), consumed; or an object or an array, left at its
-// opening byte for open.
+// opening byte for member or element.
 func (r *reader) token() (k tokenKind, start, end int, flag bool, err error) {
 	switch c := r.peek(); c {
 	case '{':
@@ -149,58 +153,93 @@ func (r *reader) notValue() error {
 	}
 }
 
-// open enters the object or array whose opening byte is at pos. more
-// reports that a member or element follows; when not, the closing byte is
-// consumed and the level left.
-func (r *reader) open() (more bool, err error) {
+// span is a range of the text: a key's or a string's raw contents, a
+// number's literal, or a value's text.
+type span struct{ start, end int }
+
+// enter enters the object or array whose opening byte is at pos.
+func (r *reader) enter() error {
 	r.depth++
-	if limit := cmp.Or(r.limit, maxDepth); r.depth > limit {
-		return false, &depthError{off: r.pos, limit: limit}
+	if r.depth > maxDepth || r.limit > 0 && r.depth > r.limit {
+		return r.tooDeep()
 	}
-	closing := r.data[r.pos] + 2 // '{'+2 is '}', '['+2 is ']'
 	r.pos++
-	if r.peek() == closing {
+	return nil
+}
+
+// tooDeep is enter's error.
+//
+//go:noinline
+func (r *reader) tooDeep() error {
+	return &depthError{off: r.pos, limit: cmp.Or(r.limit, maxDepth)}
+}
+
+// member reads up to the value of an object's next member: with first the
+// object's '{' at pos (entering it), else the ',' after the previous
+// member; then the key and its ':'. It returns the span of the key's raw
+// contents and whether it holds escapes; more is false, with the object
+// left, after its closing '}'.
+func (r *reader) member(first bool) (key span, escaped, more bool, err error) {
+	if first {
+		if err = r.enter(); err != nil {
+			return key, false, false, err
+		}
+	}
+	switch c := r.peek(); {
+	case c == '}':
+		r.pos++
+		r.depth--
+		return key, false, false, nil
+	case first:
+	case c == ',':
+		r.pos++
+	default:
+		return key, false, false, r.notNext('}')
+	}
+	if r.peek() != '"' {
+		return key, false, false, r.fail("want a string key")
+	}
+	if key.start, key.end, escaped, err = r.scanString(); err != nil {
+		return key, false, false, err
+	}
+	if r.peek() != ':' {
+		return key, false, false, r.expect(':', "':' after key")
+	}
+	r.pos++
+	r.ws()
+	return key, escaped, true, nil
+}
+
+// element reads up to an array's next element: with first the array's '['
+// at pos (entering it), else the ',' after the previous element. more is
+// false, with the array left, after its closing ']'.
+func (r *reader) element(first bool) (more bool, err error) {
+	if first {
+		if err = r.enter(); err != nil {
+			return false, err
+		}
+	}
+	switch c := r.peek(); {
+	case c == ']':
 		r.pos++
 		r.depth--
 		return false, nil
-	}
-	return true, nil
-}
-
-// key reads the key of an object's next member and the ':' after it,
-// leaving pos at the value: the span of the key's raw contents and whether
-// it holds escapes.
-func (r *reader) key() (start, end int, escaped bool, err error) {
-	if r.peek() != '"' {
-		return 0, 0, false, r.fail("want a string key")
-	}
-	if start, end, escaped, err = r.scanString(); err != nil {
-		return 0, 0, false, err
-	}
-	if err = r.expect(':', "':' after key"); err != nil {
-		return 0, 0, false, err
-	}
-	r.ws()
-	return start, end, escaped, nil
-}
-
-// next reads what follows a member of an object (closing '}') or an
-// element of an array (closing ']'): true after a ',', false after the
-// closing byte, when the level is left.
-func (r *reader) next(closing byte) (bool, error) {
-	switch r.peek() {
-	case ',':
+	case first:
+		return true, nil
+	case c == ',':
 		r.pos++
 		return true, nil
-	case closing:
-		r.pos++
-		r.depth--
-		return false, nil
 	}
+	return false, r.notNext(']')
+}
+
+// notNext is the error for a byte after a member (closing '}') or an
+// element (closing ']') that neither separates nor closes.
+func (r *reader) notNext(closing byte) error {
 	if closing == '}' {
-		return false, r.fail("want ',' or '}' in object")
+		return r.fail("want ',' or '}' in object")
 	}
-	return false, r.fail("want ',' or ']' in array")
+	return r.fail("want ',' or ']' in array")
 }
 
 // end checks that only whitespace follows the value.
@@ -215,22 +254,27 @@ func (r *reader) end() error {
 // looking for repeated keys.
 func (r *reader) skip() error {
 	k, _, _, _, err := r.token()
-	if err != nil || k < kindObject {
+	switch {
+	case err != nil:
 		return err
-	}
-	closing := r.data[r.pos] + 2
-	more, err := r.open()
-	for ; more; more, err = r.next(closing) {
-		if k == kindObject {
-			if _, _, _, err := r.key(); err != nil {
+	case k == kindObject:
+		_, _, more, err := r.member(true)
+		for ; more; _, _, more, err = r.member(false) {
+			if err := r.skip(); err != nil {
 				return err
 			}
 		}
-		if err := r.skip(); err != nil {
-			return err
+		return err
+	case k == kindArray:
+		more, err := r.element(true)
+		for ; more; more, err = r.element(false) {
+			if err := r.skip(); err != nil {
+				return err
+			}
 		}
+		return err
 	}
-	return err
+	return nil
 }
 
 // topLevel walks the members of the top-level object in data, skipping
@@ -243,13 +287,9 @@ func topLevel(data []byte, fn func(key []byte, valStart, valEnd int) bool) error
 	if r.peek() != '{' {
 		return r.expect('{', "'{'")
 	}
-	more, err := r.open()
-	for ; more; more, err = r.next('}') {
-		s, e, esc, err := r.key()
-		if err != nil {
-			return err
-		}
-		key := data[s:e]
+	k, esc, more, err := r.member(true)
+	for ; more; k, esc, more, err = r.member(false) {
+		key := data[k.start:k.end]
 		if esc {
 			key = appendUnescaped(nil, key)
 		}
