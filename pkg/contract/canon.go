@@ -99,12 +99,12 @@ func (c *canon) whole(data []byte) bool {
 
 // value is read below the top.
 func (c *canon) value(r *reader) error {
-	switch r.peek() {
-	case '{':
+	switch b := r.peek(); {
+	case b == '{':
 		return c.object(r)
-	case '[':
+	case b == '[':
 		return c.array(r)
-	case '"':
+	case b == '"':
 		s, e, esc, err := r.scanString()
 		if err != nil {
 			return err
@@ -118,19 +118,26 @@ func (c *canon) value(r *reader) error {
 			c.out = append(c.out, r.data[s-1:e+1]...)
 		}
 		return nil
+	case b == '-' || b >= '0' && b <= '9':
+		s, plain, err := r.scanNumber()
+		if err != nil {
+			return err
+		}
+		switch num := r.data[s:r.pos]; {
+		case !plain:
+			c.out = append(c.out, canonicalNumber(string(num))...)
+		case len(num) == 2 && num[0] == '-' && num[1] == '0':
+			c.out = append(c.out, '0')
+		default:
+			c.out = append(c.out, num...)
+		}
+		return nil
 	}
-	k, s, e, plain, err := r.token() // a number or a literal
+	_, s, e, _, err := r.token() // true, false, null, or not a value
 	if err != nil {
 		return err
 	}
-	switch num := r.data[s:e]; {
-	case k != kindNumber || plain && !(len(num) == 2 && num[0] == '-' && num[1] == '0'):
-		c.out = append(c.out, num...) // true, false, null, an integer literal
-	case plain: // -0
-		c.out = append(c.out, '0')
-	default:
-		c.out = append(c.out, canonicalNumber(string(num))...)
-	}
+	c.out = append(c.out, r.data[s:e]...)
 	return nil
 }
 

@@ -230,49 +230,41 @@ func (fr *fastRecord) scan(raw []byte) bool {
 		return false // no fields: schema_version is missing
 	}
 	for ; more; k, esc, more, err = r.member(false) {
-		if esc {
-			return false
-		}
 		i := fastField(raw[k.start:k.end])
-		if i < 0 || fr.has(i) || !fr.field(&r, i) {
+		if esc || i < 0 || fr.has(i) {
 			return false
 		}
 		fr.seen |= 1 << i
+		// The value, of a type its field's schema allows.
+		switch i {
+		case fxPayload:
+			if r.peek() != '{' {
+				return false
+			}
+			start := r.pos
+			fr.canon = getCanon(false)
+			if fr.canon.read(&r) != nil {
+				return false
+			}
+			fr.vals[i] = span{start, r.pos}
+		case fxSchemaVersion, fxOccurredMinute:
+			s, plain, err := r.scanNumber()
+			if err != nil || !plain {
+				return false
+			}
+			fr.vals[i] = span{s, r.pos}
+		default: // the string fields, without escapes
+			if r.peek() != '"' {
+				return false
+			}
+			s, e, esc, err := r.scanString()
+			if err != nil || esc {
+				return false
+			}
+			fr.vals[i] = span{s, e}
+		}
 	}
 	return err == nil && skipSpace(raw, r.pos) == len(raw)
-}
-
-// field reads the value of the top-level field i at r's position into fr,
-// or returns false for a value of a type its schema does not allow.
-func (fr *fastRecord) field(r *reader, i int) bool {
-	switch i {
-	case fxPayload:
-		if r.peek() != '{' {
-			return false
-		}
-		start := r.pos
-		fr.canon = getCanon(false)
-		if fr.canon.read(r) != nil {
-			return false
-		}
-		fr.vals[i] = span{start, r.pos}
-	case fxSchemaVersion, fxOccurredMinute:
-		s, plain, err := r.scanNumber()
-		if err != nil || !plain {
-			return false
-		}
-		fr.vals[i] = span{s, r.pos}
-	default: // the string fields, without escapes
-		if r.peek() != '"' {
-			return false
-		}
-		s, e, esc, err := r.scanString()
-		if err != nil || esc {
-			return false
-		}
-		fr.vals[i] = span{s, e}
-	}
-	return true
 }
 
 // plainInt reads an integer literal of at most 16 digits (more is beyond
