@@ -9,9 +9,11 @@ import (
 )
 
 // This file is the one scanner of JSON text in the package: every walk of
-// a record or a payload (the strict reader of decode.go, the fast path's
-// scan, the canonical writer of canon.go, StampIngestedAt and PeekEventID)
-// reads it through a reader's token, member and element. The scanner is
+// a record or a payload (the value builder of decode.go, the fast path's
+// scan, the canonical writer of canon.go, skip and topLevel for
+// StampIngestedAt and PeekEventID) reads objects and arrays with a
+// reader's member and element, and values with token (or scanString and
+// scanNumber where the walk knows what it wants). The scanner is
 // strict: besides RFC 8259 syntax it refuses invalid UTF-8 and lone UTF-16
 // surrogates in strings (RFC 8259 section 8, I-JSON) and nesting deeper
 // than its limit. Of a repeated key the first member counts for every
@@ -49,8 +51,8 @@ type reader struct {
 	depth int
 	// limit bounds depth; zero means maxDepth.
 	limit int
-	// dup is the first repeated key the reader built (decode.go), at
-	// offset dupAt, when hasDup.
+	// dup is the first repeated key met while building values (decode.go),
+	// at offset dupAt, when hasDup.
 	dup    string
 	dupAt  int
 	hasDup bool
@@ -68,7 +70,7 @@ const (
 )
 
 // fail returns a *syntaxError at pos. It is kept out of line: errors are
-// the cold path, and its callers stay small enough to inline.
+// the cold path, and the scanner's loops stay small.
 //
 //go:noinline
 func (r *reader) fail(format string, args ...any) error {
