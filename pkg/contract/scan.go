@@ -80,14 +80,28 @@ func (r *reader) fail(format string, args ...any) error {
 // skipSpace returns the offset of the first byte at or after p in b that is
 // not JSON whitespace.
 func skipSpace(b []byte, p int) int {
-	for p < len(b) && (b[p] == ' ' || b[p] == '\t' || b[p] == '\n' || b[p] == '\r') {
-		p++
+	for p < len(b) {
+		switch b[p] {
+		case ' ', '\t', '\n', '\r':
+			p++
+		default:
+			return p
+		}
 	}
 	return p
 }
 
 // ws skips JSON whitespace.
-func (r *reader) ws() { r.pos = skipSpace(r.data, r.pos) }
+func (r *reader) ws() {
+	for r.pos < len(r.data) {
+		switch r.data[r.pos] {
+		case ' ', '\t', '\n', '\r':
+			r.pos++
+		default:
+			return
+		}
+	}
+}
 
 // peek returns the byte at pos after whitespace, or 0 at the end.
 func (r *reader) peek() byte {
@@ -159,17 +173,14 @@ func (r *reader) notValue() error {
 // number's literal, or a value's text.
 type span struct{ start, end int }
 
-// enter enters the object or array whose opening byte is at pos.
-func (r *reader) enter() error {
+// deeper enters one more level of nesting and reports whether it is
+// beyond the limit.
+func (r *reader) deeper() bool {
 	r.depth++
-	if r.depth > maxDepth || r.limit > 0 && r.depth > r.limit {
-		return r.tooDeep()
-	}
-	r.pos++
-	return nil
+	return r.depth > maxDepth || r.limit > 0 && r.depth > r.limit
 }
 
-// tooDeep is enter's error.
+// tooDeep is the error for nesting beyond the limit at pos.
 //
 //go:noinline
 func (r *reader) tooDeep() error {
@@ -183,33 +194,35 @@ func (r *reader) tooDeep() error {
 // left, after its closing '}'.
 func (r *reader) member(first bool) (key span, escaped, more bool, err error) {
 	if first {
-		if err = r.enter(); err != nil {
-			return key, false, false, err
+		if r.deeper() {
+			return span{}, false, false, r.tooDeep()
 		}
+		r.pos++
 	}
 	switch c := r.peek(); {
 	case c == '}':
 		r.pos++
 		r.depth--
-		return key, false, false, nil
+		return span{}, false, false, nil
 	case first:
 	case c == ',':
 		r.pos++
 	default:
-		return key, false, false, r.notNext('}')
+		return span{}, false, false, r.notNext('}')
 	}
 	if r.peek() != '"' {
-		return key, false, false, r.fail("want a string key")
+		return span{}, false, false, r.fail("want a string key")
 	}
-	if key.start, key.end, escaped, err = r.scanString(); err != nil {
-		return key, false, false, err
+	s, e, esc, err := r.scanString()
+	if err != nil {
+		return span{}, false, false, err
 	}
 	if r.peek() != ':' {
-		return key, false, false, r.expect(':', "':' after key")
+		return span{}, false, false, r.expect(':', "':' after key")
 	}
 	r.pos++
 	r.ws()
-	return key, escaped, true, nil
+	return span{s, e}, esc, true, nil
 }
 
 // element reads up to an array's next element: with first the array's '['
@@ -217,9 +230,10 @@ func (r *reader) member(first bool) (key span, escaped, more bool, err error) {
 // false, with the array left, after its closing ']'.
 func (r *reader) element(first bool) (more bool, err error) {
 	if first {
-		if err = r.enter(); err != nil {
-			return false, err
+		if r.deeper() {
+			return false, r.tooDeep()
 		}
+		r.pos++
 	}
 	switch c := r.peek(); {
 	case c == ']':
@@ -255,11 +269,8 @@ func (r *reader) end() error {
 // skip reads one value after whitespace without building it and without
 // looking for repeated keys.
 func (r *reader) skip() error {
-	k, _, _, _, err := r.token()
-	switch {
-	case err != nil:
-		return err
-	case k == kindObject:
+	switch c := r.peek(); {
+	case c == '{':
 		_, _, more, err := r.member(true)
 		for ; more; _, _, more, err = r.member(false) {
 			if err := r.skip(); err != nil {
@@ -267,7 +278,7 @@ func (r *reader) skip() error {
 			}
 		}
 		return err
-	case k == kindArray:
+	case c == '[':
 		more, err := r.element(true)
 		for ; more; more, err = r.element(false) {
 			if err := r.skip(); err != nil {
@@ -275,8 +286,15 @@ func (r *reader) skip() error {
 			}
 		}
 		return err
+	case c == '"':
+		_, _, _, err := r.scanString()
+		return err
+	case c == '-' || c >= '0' && c <= '9':
+		_, _, err := r.scanNumber()
+		return err
 	}
-	return nil
+	_, _, _, _, err := r.token() // true, false, null, or not a value
+	return err
 }
 
 // topLevel walks the members of the top-level object in data, skipping
