@@ -25,7 +25,7 @@ func AmountCents(payload []byte) (cents int64, ok bool) {
 	if len(payload) == 0 {
 		return 0, false
 	}
-	c := getCanon(maxDepth, false)
+	c := getCanon(false)
 	defer c.release()
 	if !c.whole(payload) {
 		return 0, false

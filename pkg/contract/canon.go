@@ -2,19 +2,19 @@ package contract
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"slices"
 	"strconv"
 	"sync"
 )
 
-// This file is the one canonical form of a payload and the one walk that
-// writes it. The fingerprint hashes its text (fingerprint.go), and the
-// walk that writes it checks the value strictly (the reader's string,
-// number and literal rules, repeated keys, depth) and picks the amount out
-// of the object's top level (amount.go) on the way: the fast path, the
-// schema path, Fingerprint and AmountCents all read a payload through
-// canon.walk.
+// This file is the one canonical form of a payload and the one writer of
+// it, driven by the scanner (scan.go). The fingerprint hashes its text
+// (fingerprint.go), and the walk that writes it checks the value strictly
+// (the scanner's rules, repeated keys, depth) and picks the amount out of
+// the object's top level (amount.go) on the way: the fast path, the schema
+// path, Fingerprint and AmountCents all read a payload through canon.read.
 //
 // The canonical form: object members sorted by their decoded keys (as
 // slices.Sort sorts strings), no insignificant whitespace, strings with
@@ -22,20 +22,17 @@ import (
 // canonicalNumber, true, false and null as they are.
 
 // canon writes a JSON value in canonical form, straight from its text and
-// in one pass. Its buffers are reused through canonPool.
+// in one pass of the scanner. Its buffers are reused through canonPool.
 type canon struct {
 	out  []byte // the canonical text
 	ents []canonEntry
 	keys []byte // decoded keys that held escapes
 	tmp  []byte // a decoded string value
 
-	// maxDepth bounds the nesting (the record is depth 1); a deeper
-	// object or array fails the walk.
-	maxDepth int
 	// keepFirst keeps the first of repeated keys (as the reader's decoded
 	// map does); otherwise a repeated key fails the walk.
 	keepFirst bool
-	// top is the depth of the walked value; amount and priced are
+	// top is the depth of the read value; amount and priced are
 	// AmountCents of its AmountKey member, hasAmount whether it has one.
 	top       int
 	amount    int64
@@ -64,12 +61,15 @@ func (c *canon) key(data []byte, e *canonEntry) []byte {
 
 var canonPool = sync.Pool{New: func() any { return new(canon) }}
 
-// getCanon returns an empty canon from the pool with the given depth
-// bound and repeated-key rule.
-func getCanon(maxDepth int, keepFirst bool) *canon {
+// errRepeatedKey fails a canonical walk without keepFirst.
+var errRepeatedKey = errors.New("repeated key")
+
+// getCanon returns an empty canon from the pool with the given
+// repeated-key rule.
+func getCanon(keepFirst bool) *canon {
 	c := canonPool.Get().(*canon)
 	c.out, c.ents, c.keys, c.tmp = c.out[:0], c.ents[:0], c.keys[:0], c.tmp[:0]
-	c.maxDepth, c.keepFirst = maxDepth, keepFirst
+	c.keepFirst = keepFirst
 	return c
 }
 
@@ -81,170 +81,49 @@ func (c *canon) release() {
 	canonPool.Put(c)
 }
 
-// walk writes the canonical text of the value at data[pos:] (after
-// optional whitespace) to c.out and reads its amount; depth is its nesting
-// depth if it is an object or array. It returns the offset after the
-// value, and false for a syntax error, a repeated key (unless keepFirst)
-// or nesting beyond maxDepth.
-func (c *canon) walk(data []byte, pos, depth int) (int, bool) {
-	c.top, c.amount, c.priced, c.hasAmount = depth, 0, false, false
-	return c.value(data, pos, depth)
+// read writes the canonical text of the value at r's position (after
+// optional whitespace) to c.out and reads its amount, leaving r after the
+// value. The error is the scanner's (syntax, depth beyond r's limit) or
+// errRepeatedKey.
+func (c *canon) read(r *reader) error {
+	c.top, c.amount, c.priced, c.hasAmount = r.depth+1, 0, false, false
+	return c.value(r)
 }
 
-// whole walks data as one value with only whitespace around it (depth 1).
+// whole reads data as one value with only whitespace around it, nested at
+// most maxDepth levels.
 func (c *canon) whole(data []byte) bool {
-	end, ok := c.walk(data, 0, 1)
-	if !ok {
-		return false
-	}
-	r := reader{data: data, pos: end}
-	return r.end() == nil
+	r := reader{data: data}
+	return c.read(&r) == nil && r.end() == nil
 }
 
-// value is walk below the top.
-func (c *canon) value(data []byte, pos, depth int) (int, bool) {
-	r := reader{data: data, pos: pos}
-	switch r.peek() {
-	case '{':
-		if depth > c.maxDepth {
-			return 0, false
-		}
-		r.pos++
-		if r.peek() == '}' {
-			c.out = append(c.out, '{', '}')
-			return r.pos + 1, true
-		}
-		at, base := len(c.out), len(c.ents)
-		for {
-			if r.peek() != '"' {
-				return 0, false
-			}
-			s, e, esc, err := r.scanString()
-			if err != nil {
-				return 0, false
-			}
-			ent := canonEntry{keyStart: int32(s), keyEnd: int32(e), escaped: esc}
-			if esc {
-				ent.keyStart = int32(len(c.keys))
-				c.keys = appendUnescaped(c.keys, data[s:e])
-				ent.keyEnd = int32(len(c.keys))
-			}
-			if r.peek() != ':' {
-				return 0, false
-			}
-			ent.start = int32(len(c.out))
-			end, ok := c.value(data, r.pos+1, depth+1)
-			if !ok {
-				return 0, false
-			}
-			r.pos = end
-			ent.end = int32(len(c.out))
-			if depth == c.top && !c.hasAmount && string(c.key(data, &ent)) == AmountKey {
-				c.hasAmount = true
-				c.amount, c.priced = amountOf(c.out[ent.start:ent.end])
-			}
-			c.ents = append(c.ents, ent)
-			if b := r.peek(); b == ',' {
-				r.pos++
-				continue
-			} else if b != '}' {
-				return 0, false
-			}
-			r.pos++
-			break
-		}
-		ents := c.sortEntries(data, c.ents[base:])
-		if ents == nil {
-			return 0, false
-		}
-		// Write the members in key order after the values, then move the
-		// object down over them.
-		from := len(c.out)
-		c.out = append(c.out, '{')
-		for i, ent := range ents {
-			if i > 0 {
-				c.out = append(c.out, ',')
-			}
-			c.out = appendQuoted(c.out, c.key(data, &ent))
-			c.out = append(c.out, ':')
-			c.out = append(c.out, c.out[ent.start:ent.end]...)
-		}
-		c.out = append(c.out, '}')
-		c.out = c.out[:at+copy(c.out[at:], c.out[from:])]
-		c.ents = c.ents[:base]
-		return r.pos, true
-	case '[':
-		if depth > c.maxDepth {
-			return 0, false
-		}
-		r.pos++
-		c.out = append(c.out, '[')
-		if r.peek() == ']' {
-			c.out = append(c.out, ']')
-			return r.pos + 1, true
-		}
-		for i := 0; ; i++ {
-			if i > 0 {
-				c.out = append(c.out, ',')
-			}
-			end, ok := c.value(data, r.pos, depth+1)
-			if !ok {
-				return 0, false
-			}
-			r.pos = end
-			switch r.peek() {
-			case ',':
-				r.pos++
-			case ']':
-				c.out = append(c.out, ']')
-				return r.pos + 1, true
-			default:
-				return 0, false
-			}
-		}
-	case '"':
+// value is read below the top.
+func (c *canon) value(r *reader) error {
+	switch b := r.peek(); {
+	case b == '{':
+		return c.object(r)
+	case b == '[':
+		return c.array(r)
+	case b == '"':
 		s, e, esc, err := r.scanString()
 		if err != nil {
-			return 0, false
+			return err
 		}
 		if esc {
-			c.tmp = appendUnescaped(c.tmp[:0], data[s:e])
+			c.tmp = appendUnescaped(c.tmp[:0], r.data[s:e])
 			c.out = appendQuoted(c.out, c.tmp)
 		} else {
 			// Without escapes the text holds no quote, backslash or control
 			// character: it is its own canonical form.
-			c.out = append(c.out, data[s-1:e+1]...)
+			c.out = append(c.out, r.data[s-1:e+1]...)
 		}
-		return r.pos, true
-	case 't':
-		if r.literal("true") != nil {
-			return 0, false
-		}
-		c.out = append(c.out, "true"...)
-		return r.pos, true
-	case 'f':
-		if r.literal("false") != nil {
-			return 0, false
-		}
-		c.out = append(c.out, "false"...)
-		return r.pos, true
-	case 'n':
-		if r.literal("null") != nil {
-			return 0, false
-		}
-		c.out = append(c.out, "null"...)
-		return r.pos, true
-	default:
-		b := r.peek()
-		if b != '-' && (b < '0' || b > '9') {
-			return 0, false
-		}
+		return nil
+	case b == '-' || b >= '0' && b <= '9':
 		s, plain, err := r.scanNumber()
 		if err != nil {
-			return 0, false
+			return err
 		}
-		num := data[s:r.pos]
-		switch {
+		switch num := r.data[s:r.pos]; {
 		case !plain:
 			c.out = append(c.out, canonicalNumber(string(num))...)
 		case len(num) == 2 && num[0] == '-' && num[1] == '0':
@@ -252,8 +131,82 @@ func (c *canon) value(data []byte, pos, depth int) (int, bool) {
 		default:
 			c.out = append(c.out, num...)
 		}
-		return r.pos, true
+		return nil
 	}
+	_, s, e, _, err := r.token() // true, false, null, or not a value
+	if err != nil {
+		return err
+	}
+	c.out = append(c.out, r.data[s:e]...)
+	return nil
+}
+
+// object writes the object at r's position, its members sorted by key.
+func (c *canon) object(r *reader) error {
+	data := r.data
+	at, base := len(c.out), len(c.ents)
+	k, esc, more, err := r.member(true)
+	for ; more; k, esc, more, err = r.member(false) {
+		ent := canonEntry{keyStart: int32(k.start), keyEnd: int32(k.end), escaped: esc}
+		if esc {
+			ent.keyStart = int32(len(c.keys))
+			c.keys = appendUnescaped(c.keys, data[k.start:k.end])
+			ent.keyEnd = int32(len(c.keys))
+		}
+		ent.start = int32(len(c.out))
+		if err := c.value(r); err != nil {
+			return err
+		}
+		ent.end = int32(len(c.out))
+		if r.depth == c.top && !c.hasAmount && string(c.key(data, &ent)) == AmountKey {
+			c.hasAmount = true
+			c.amount, c.priced = amountOf(c.out[ent.start:ent.end])
+		}
+		c.ents = append(c.ents, ent)
+	}
+	if err != nil {
+		return err
+	}
+	ents, ok := c.sortEntries(data, c.ents[base:])
+	if !ok {
+		return errRepeatedKey
+	}
+	// Write the members in key order after the values, then move the
+	// object down over them.
+	from := len(c.out)
+	c.out = append(c.out, '{')
+	for i, ent := range ents {
+		if i > 0 {
+			c.out = append(c.out, ',')
+		}
+		c.out = appendQuoted(c.out, c.key(data, &ent))
+		c.out = append(c.out, ':')
+		c.out = append(c.out, c.out[ent.start:ent.end]...)
+	}
+	c.out = append(c.out, '}')
+	c.out = c.out[:at+copy(c.out[at:], c.out[from:])]
+	c.ents = c.ents[:base]
+	return nil
+}
+
+// array writes the array at r's position.
+func (c *canon) array(r *reader) error {
+	c.out = append(c.out, '[')
+	more, err := r.element(true)
+	for n := 0; more; more, err = r.element(false) {
+		if n > 0 {
+			c.out = append(c.out, ',')
+		}
+		n++
+		if err := c.value(r); err != nil {
+			return err
+		}
+	}
+	if err != nil {
+		return err
+	}
+	c.out = append(c.out, ']')
+	return nil
 }
 
 // appendQuoted appends s as a canonical JSON string: quote, backslash and
@@ -277,8 +230,8 @@ func appendQuoted(out, s []byte) []byte {
 // sortEntries sorts the members of an object of data by key, as
 // slices.Sort sorts strings, keeping members of one key in text order. It
 // returns the members to write: all of them, or with keepFirst the first
-// of each key; nil for a repeated key without keepFirst.
-func (c *canon) sortEntries(data []byte, ents []canonEntry) []canonEntry {
+// of each key; false for a repeated key without keepFirst.
+func (c *canon) sortEntries(data []byte, ents []canonEntry) ([]canonEntry, bool) {
 	less := func(a, b *canonEntry) int { return bytes.Compare(c.key(data, a), c.key(data, b)) }
 	if len(ents) > 12 {
 		slices.SortStableFunc(ents, func(a, b canonEntry) int { return less(&a, &b) })
@@ -293,13 +246,13 @@ func (c *canon) sortEntries(data []byte, ents []canonEntry) []canonEntry {
 	for i := 1; i < len(ents); i++ {
 		if bytes.Equal(c.key(data, &kept[len(kept)-1]), c.key(data, &ents[i])) {
 			if !c.keepFirst {
-				return nil
+				return nil, false
 			}
 			continue
 		}
 		kept = append(kept, ents[i])
 	}
-	return kept
+	return kept, true
 }
 
 // canonicalNumber is the canonical text of a JSON number literal: integer

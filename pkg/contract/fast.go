@@ -108,10 +108,6 @@ func fastField(k []byte) int {
 	return -1
 }
 
-// span is a range of the raw record: a string's contents without its
-// quotes, a number's literal, or the payload object's text.
-type span struct{ start, end int }
-
 // fastRecord is what the fast path read of a record it proved valid. Its
 // spans index the raw record.
 type fastRecord struct {
@@ -225,56 +221,40 @@ func (v *Validator) fast(raw []byte, receivedAt time.Time, fr *fastRecord) bool 
 // does not take: a syntax error, an escaped or unknown key, a repeated key,
 // or a value of a type the schemas do not allow for its field.
 func (fr *fastRecord) scan(raw []byte) bool {
-	r := reader{data: raw}
+	r := reader{data: raw, limit: fastMaxDepth}
 	if r.peek() != '{' {
 		return false
 	}
-	r.pos++
-	r.depth = 1
-	if r.peek() == '}' {
+	k, esc, more, err := r.member(true)
+	if !more {
 		return false // no fields: schema_version is missing
 	}
-	for {
-		if r.peek() != '"' {
-			return false
-		}
-		ks, ke, esc, err := r.scanString()
-		if err != nil || esc {
-			return false
-		}
-		i := fastField(raw[ks:ke])
-		if i < 0 || fr.has(i) {
+	for ; more; k, esc, more, err = r.member(false) {
+		i := fastField(raw[k.start:k.end])
+		if esc || i < 0 || fr.has(i) {
 			return false
 		}
 		fr.seen |= 1 << i
-		if r.peek() != ':' {
-			return false
-		}
-		r.pos++
-		c := r.peek()
+		// The value, of a type its field's schema allows.
 		switch i {
-		case fxSchemaVersion, fxOccurredMinute:
-			if c != '-' && (c < '0' || c > '9') {
+		case fxPayload:
+			if r.peek() != '{' {
 				return false
 			}
+			start := r.pos
+			fr.canon = getCanon(false)
+			if fr.canon.read(&r) != nil {
+				return false
+			}
+			fr.vals[i] = span{start, r.pos}
+		case fxSchemaVersion, fxOccurredMinute:
 			s, plain, err := r.scanNumber()
 			if err != nil || !plain {
 				return false
 			}
 			fr.vals[i] = span{s, r.pos}
-		case fxPayload:
-			if c != '{' {
-				return false
-			}
-			fr.canon = getCanon(fastMaxDepth, false)
-			end, ok := fr.canon.walk(raw, r.pos, 2)
-			if !ok {
-				return false
-			}
-			fr.vals[i] = span{r.pos, end}
-			r.pos = end
-		default: // the string fields
-			if c != '"' {
+		default: // the string fields, without escapes
+			if r.peek() != '"' {
 				return false
 			}
 			s, e, esc, err := r.scanString()
@@ -283,17 +263,8 @@ func (fr *fastRecord) scan(raw []byte) bool {
 			}
 			fr.vals[i] = span{s, e}
 		}
-		switch r.peek() {
-		case ',':
-			r.pos++
-		case '}':
-			r.pos++
-			r.ws()
-			return r.pos == len(raw)
-		default:
-			return false
-		}
 	}
+	return err == nil && skipSpace(raw, r.pos) == len(raw)
 }
 
 // plainInt reads an integer literal of at most 16 digits (more is beyond

@@ -558,8 +558,10 @@ func TestCanonHashMatchesFingerprint(t *testing.T) {
 			text = []byte(m.anyValue(4))
 		}
 		val, dup, err := decodeValue(text)
-		c := getCanon(fastMaxDepth, false)
-		end, ok := c.walk(text, 0, 2)
+		c := getCanon(false)
+		r := reader{data: text, depth: 1, limit: fastMaxDepth}
+		ok := c.read(&r) == nil
+		end := r.pos
 		var h fnv64 = fnvOffset
 		h.bytes(c.out)
 		c.release()

@@ -28,7 +28,7 @@ func digest(h fnv64, payload []byte) (fp uint64, cents int64, priced bool) {
 		h.bytes(emptyObject)
 		return uint64(h), 0, false
 	}
-	c := getCanon(maxDepth, true)
+	c := getCanon(true)
 	defer c.release()
 	if !c.whole(payload) {
 		h.byte('!')

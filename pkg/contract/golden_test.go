@@ -163,23 +163,9 @@ func TestGoldenOutcomes(t *testing.T) {
 	if *updateGolden {
 		writeGolden(t, validators)
 	}
-	f, err := os.Open(goldenFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(zr)
 	n, bad := 0, 0
 	kinds := map[string]int{}
-	for dec.More() {
-		var want goldenRow
-		if err := dec.Decode(&want); err != nil {
-			t.Fatal(err)
-		}
+	for _, want := range readGolden(t) {
 		n++
 		got := goldenOutcome(validators, want)
 		if want.Payload {
@@ -211,6 +197,29 @@ func TestGoldenOutcomes(t *testing.T) {
 	if n < 5000 || kinds["accepted"] < 500 || kinds["priced"] < 100 || kinds["payload"] < 1500 || len(kinds) < 10 {
 		t.Errorf("the golden corpus is too thin: %d rows, %v", n, kinds)
 	}
+}
+
+// readGolden returns the rows of the golden file.
+func readGolden(t *testing.T) []goldenRow {
+	t.Helper()
+	f, err := os.Open(goldenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []goldenRow
+	for dec := json.NewDecoder(zr); dec.More(); {
+		var row goldenRow
+		if err := dec.Decode(&row); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }
 
 func writeGolden(t *testing.T, validators []*Validator) {

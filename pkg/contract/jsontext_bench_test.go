@@ -8,14 +8,13 @@ import (
 	"testing"
 )
 
-// BenchmarkReader compares the hand-written scanner of decode.go and
-// fast.go with encoding/json/jsontext (Go 1.26, GOEXPERIMENT=jsonv2) on the
-// records of bench_test.go:
+// BenchmarkReader compares the hand-written scanner (scan.go, as the fast
+// path drives it) with encoding/json/jsontext (Go 1.26, GOEXPERIMENT=jsonv2)
+// on the records of bench_test.go:
 //
 //   - skip: check that the record is one JSON value and nothing else,
 //     without building it and without looking for repeated keys
-//     (reader.value(false) against Decoder.ReadValue with duplicates
-//     allowed);
+//     (reader.skip against Decoder.ReadValue with duplicates allowed);
 //   - fields: what the fast path reads, the top-level members with the
 //     span of each value, every string checked, repeated keys found at
 //     every depth (fastRecord.scan, which also writes the payload's
@@ -34,7 +33,7 @@ func BenchmarkReader(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				r := reader{data: rec.raw}
-				if _, err := r.value(false); err != nil {
+				if err := r.skip(); err != nil {
 					b.Fatal(err)
 				}
 				if err := r.end(); err != nil {

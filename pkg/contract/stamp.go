@@ -27,7 +27,7 @@ func StampIngestedAt(raw []byte, t time.Time) ([]byte, bool) {
 	if found || err != nil {
 		return raw, false
 	}
-	brace := bytes.IndexByte(raw, '{') // topLevel checked it is the first non-space byte
+	brace := skipSpace(raw, 0) // topLevel checked that a brace opens raw
 	out := make([]byte, 0, len(raw)+48)
 	out = append(out, raw[:brace+1]...)
 	out = append(out, `"ingested_at":"`...)
@@ -95,13 +95,6 @@ func scanEventID(raw []byte) string {
 		}
 		return ""
 	}
-}
-
-func skipSpace(b []byte, p int) int {
-	for p < len(b) && (b[p] == ' ' || b[p] == '\t' || b[p] == '\n' || b[p] == '\r') {
-		p++
-	}
-	return p
 }
 
 // isID reports whether s is 1–128 characters of [A-Za-z0-9._:-], the form
