@@ -27,7 +27,7 @@ func TestWatermarkAheadOfClockWarned(t *testing.T) {
 	chromium := browserChromium(t)
 	reg := prometheus.NewRegistry()
 	rig := browserStartRig(t, time.Minute, func(c *pipeline.Config) {
-		c.Contract = contract.Options{MaxFutureSkew: 2 * time.Hour}
+		c.Contract = contract.Config{MaxFutureSkew: 2 * time.Hour}
 		c.Registerer = reg
 	})
 	// An hour ahead: the watermark (max event time − 5 min lateness) is

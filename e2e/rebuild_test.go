@@ -57,7 +57,7 @@ func TestRebuildRepairsACorruptGenerationAndSwitchesOnlyAfterParity(t *testing.T
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -221,7 +221,7 @@ func secGenerate(t testing.TB, events int, seed uint64) string {
 // what was stored.
 func secIngest(t testing.TB, ctx context.Context, js jetstream.JetStream, path string) ingest.Stats {
 	t.Helper()
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -223,7 +223,7 @@ func (b *bencher) runB0(ctx context.Context, ds *dataset, spec b0Spec) (b0Result
 // publish phase is measured: what ingest costs above a raw publish.
 func (b *bencher) ingestAlone(ctx context.Context, conn *connect.Conn, names wire.Names, br *bufio.Reader, meter cpuMeter) (b0Result, error) {
 	res := b0Result{}
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		return res, err
 	}

@@ -79,7 +79,7 @@ func (b *bencher) runBatch(ctx context.Context, ds *dataset) (*batchResult, erro
 		res.ReconcileCounted, _ = strconv.ParseInt(string(m[2]), 10, 64)
 	} else {
 		res.InProcess = true
-		v, err := contract.NewValidator(contract.Options{})
+		v, err := contract.NewValidator(contract.Config{})
 		if err != nil {
 			return nil, err
 		}

@@ -272,7 +272,7 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 		return nil, err
 	}
 	defer conn.Close()
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		return nil, err
 	}

@@ -376,7 +376,7 @@ func (d *deployment) run(chaos func(ctx context.Context, ingested <-chan struct{
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	admin := d.admin(ctx)
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +460,7 @@ func (d *deployment) outcome(ctx context.Context, admin *connect.Conn, ds *datas
 	var late []reconcile.LateRow
 	readAgain(t, "KV windows", func() (err error) { windows, err = pipeline.ReadWindows(ctx, admin.JS, names); return err })
 	readAgain(t, "LATE", func() (err error) { late, err = pipeline.ReadLate(ctx, admin.JS, names); return err })
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

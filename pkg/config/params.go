@@ -202,8 +202,8 @@ func (p *Params) Hot() window.HotKeys {
 }
 
 // Contract returns the record contract's options the parameters set.
-func (p *Params) Contract() contract.Options {
-	return contract.Options{MaxFutureSkew: p.MaxFutureSkew}
+func (p *Params) Contract() contract.Config {
+	return contract.Config{MaxFutureSkew: p.MaxFutureSkew}
 }
 
 // HasRecord reports whether meta records any parameter of generation gen.

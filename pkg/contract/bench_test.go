@@ -17,7 +17,7 @@ var (
 // split it: decode (the record reader), schema (step 6 on the decoded value;
 // schema-library is the JSON Schema library doing the same) and fingerprint.
 func BenchmarkValidate(b *testing.B) {
-	v := newValidator(b, Options{})
+	v := newValidator(b, Config{})
 	run := func(name string, rec []byte, wantErr bool) {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(rec)))

@@ -145,7 +145,7 @@ func FuzzValidate(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	v := newValidator(f, Options{})
+	v := newValidator(f, Config{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, err := v.Validate(data, clock)
 		if err != nil {

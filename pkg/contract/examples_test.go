@@ -84,7 +84,7 @@ func read(t *testing.T, name string) []byte {
 
 func TestExamplesValid(t *testing.T) {
 	v1, v2, _ := compiled(t)
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestExamplesValid(t *testing.T) {
 
 func TestExamplesInvalid(t *testing.T) {
 	v1, v2, _ := compiled(t)
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -214,7 +214,7 @@ func seedRecords(t testing.TB) [][]byte {
 // TestFastPathSeeds: the seed records, through both paths; the valid
 // examples and the benchmark records take the fast path.
 func TestFastPathSeeds(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	for _, rec := range seedRecords(t) {
 		if _, diff := compareFastSchema(v, rec, clock); diff != "" {
 			t.Errorf("%s\nrecord: %s", diff, rec)
@@ -247,9 +247,9 @@ func TestFastPathMutations(t *testing.T) {
 		n = 3000
 	}
 	validators := []*Validator{
-		newValidator(t, Options{}),
-		newValidator(t, Options{MaxFutureSkew: time.Hour}),
-		newValidator(t, Options{MaxSize: 420}),
+		newValidator(t, Config{}),
+		newValidator(t, Config{MaxFutureSkew: time.Hour}),
+		newValidator(t, Config{MaxSize: 420}),
 	}
 	seeds := seedRecords(t)
 	m := newMutator(rand.New(rand.NewPCG(7, 11)), seeds)
@@ -285,7 +285,7 @@ func FuzzFastPath(f *testing.F) {
 	for _, rec := range seedRecords(f) {
 		f.Add(rec)
 	}
-	v := newValidator(f, Options{})
+	v := newValidator(f, Config{})
 	f.Fuzz(func(t *testing.T, rec []byte) {
 		if _, diff := compareFastSchema(v, rec, clock); diff != "" {
 			t.Fatalf("%s\nrecord: %q", diff, rec)
@@ -599,7 +599,7 @@ func TestFastPathAllocs(t *testing.T) {
 	hook := validateHook // TestMain's collector allocates
 	validateHook = nil
 	defer func() { validateHook = hook }()
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	for _, rec := range [][]byte{benchV1, benchV2} {
 		if n := testing.AllocsPerRun(100, func() { v.Validate(rec, clock) }); n > 2 {
 			t.Errorf("Validate: %v allocations, want at most 2", n)
@@ -614,7 +614,7 @@ func TestFastPathAllocs(t *testing.T) {
 // TestFastPathForced: the schema-only twin never takes the fast path (the
 // switch the equivalence tests rely on).
 func TestFastPathForced(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	s := schemaTwin(v)
 	e1, err1 := v.Validate(benchV2, clock)
 	e2, err2 := s.Validate(benchV2, clock)

@@ -15,7 +15,7 @@ func mustValidate(t *testing.T, v *Validator, rec []byte) Event {
 }
 
 func TestFingerprintSameContent(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	base := mustValidate(t, v, with(v2Fields(), nil))
 	same := map[string][]byte{
 		"v1 form": with(v1Fields(), nil),
@@ -46,7 +46,7 @@ func TestFingerprintSameContent(t *testing.T) {
 }
 
 func TestFingerprintDifferentContent(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	base := mustValidate(t, v, with(v2Fields(), nil))
 	differ := map[string][]byte{
 		"payload value":        with(v2Fields(), map[string]any{"payload": raw(`{"currency":"EUR","total_cents":1300}`)}),
@@ -83,7 +83,7 @@ func TestFingerprintOfEvent(t *testing.T) {
 		PartitionKey:  "store-17",
 		Payload:       raw(`{"total_cents":1299,"currency":"EUR"}`),
 	}
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	if got, want := Fingerprint(&e), mustValidate(t, v, with(v2Fields(), nil)).Fingerprint; got != want {
 		t.Errorf("Fingerprint of a hand-built event %x, of the validated record %x", got, want)
 	}

@@ -32,7 +32,7 @@ var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/golden/ou
 const goldenFile = "testdata/golden/outcomes.jsonl.gz"
 
 // goldenOptions are the validators the corpus runs through.
-var goldenOptions = []Options{{}, {MaxFutureSkew: time.Hour}, {MaxSize: 420}}
+var goldenOptions = []Config{{}, {MaxFutureSkew: time.Hour}, {MaxSize: 420}}
 
 // goldenRow is one line of the golden file: a record (Opt, At, Raw) or a
 // payload text (Payload, with Raw the text), and what the contract said.

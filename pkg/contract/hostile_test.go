@@ -101,7 +101,7 @@ func v1rec(id string, set map[string]any) []byte {
 // JSON object in UTF-8 is rejected malformed_json, with its event id when
 // the text still shows one, and nothing of it is used.
 func TestHostileMalformedJSON(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	good := string(v2rec("mal-ok", nil))
 	body := strings.TrimSuffix(strings.TrimPrefix(good, "{"), "}")
 	cases := []hostile{
@@ -142,7 +142,7 @@ func TestHostileMalformedJSON(t *testing.T) {
 // stamp ingest adds and the white space around the line do not count, so
 // ingest's copy and the batch pass's line are measured alike.
 func TestHostileTooLarge(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	at := padded(t, 64<<10)
 	over := padded(t, 64<<10+1)
 	hostile{name: "exactly 64 KiB", rec: at, id: "evt-1"}.check(t, v)
@@ -209,7 +209,7 @@ func TestHostileDeepNesting(t *testing.T) {
 	}
 	old := debug.SetMaxStack(4 << 20)
 	defer debug.SetMaxStack(old)
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 
 	hostile{name: "payload 255 levels (256 with the record)", rec: v2rec("deep-ok", map[string]any{"payload": raw(nest(255, true))}), id: "deep-ok"}.check(t, v)
 	hostile{name: "payload 256 levels (257 with the record)", rec: v2rec("deep-257", map[string]any{"payload": raw(nest(256, true))}),
@@ -247,7 +247,7 @@ func TestHostileDeepNesting(t *testing.T) {
 // BenchmarkHostileDeepNesting is the cost of rejecting a 60 KB record whose
 // payload nests 10,000 levels: it stops at level 257.
 func BenchmarkHostileDeepNesting(b *testing.B) {
-	v := newValidator(b, Options{})
+	v := newValidator(b, Config{})
 	rec := v2rec("deep", map[string]any{"payload": raw(nest(10000, false))})
 	b.SetBytes(int64(len(rec)))
 	for b.Loop() {
@@ -263,7 +263,7 @@ func BenchmarkHostileDeepNesting(b *testing.B) {
 // rejection names no id at all: neither of the two ids is trusted, so
 // neither can be claimed or blamed.
 func TestHostileDuplicateKeys(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	good := string(v2rec("dup-a", nil))
 	cut := strings.TrimSuffix(good, "}")
 	cases := []hostile{
@@ -299,7 +299,7 @@ func TestHostileDuplicateKeys(t *testing.T) {
 // fingerprint, so two payloads that differ only past 2^53 are different
 // content.
 func TestHostileBigIntegers(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	huge := strings.Repeat("9", 60000)
 	cases := []hostile{
 		{name: "schema_version 2^53+1", rec: v2rec("int-sv", map[string]any{"schema_version": raw("9007199254740993")}), reason: ReasonInvalidField, id: "int-sv", detail: "beyond ±2^53"},
@@ -349,7 +349,7 @@ func TestHostileBigIntegers(t *testing.T) {
 // parses and is future_timestamp. The same holds for v1 (minutes) and v2
 // (RFC 3339), and for ingested_at.
 func TestHostileTimes(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	om := func(name string, val any, reason Reason, detail string) hostile {
 		return hostile{name: "v1 " + name, rec: v1rec("t1", map[string]any{"occurred_minute": val}), reason: reason, id: "t1", detail: detail}
 	}
@@ -407,7 +407,7 @@ func TestHostileTimes(t *testing.T) {
 // for v1 and v2; exactly the skew is accepted. The e2e twin proves such a
 // record never moves its partition's watermark.
 func TestHostileFutureTimestamp(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	ing := map[string]any{"ingested_at": "2026-12-02T10:00:00Z"}
 	at := func(s string) map[string]any {
 		m := map[string]any{"occurred_at": s}
@@ -434,7 +434,7 @@ func TestHostileFutureTimestamp(t *testing.T) {
 // with nothing else, so a retry is never taken for a conflict and a
 // different record under a known id is never taken for a retry.
 func TestHostileConflictingContent(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	base := hostile{name: "base", rec: v2rec("c1", nil), id: "c1"}.check(t, v).Fingerprint
 	same := map[string][]byte{
 		"another ingested_at":     v2rec("c1", map[string]any{"ingested_at": "2026-12-02T11:00:00Z"}),
@@ -478,7 +478,7 @@ func TestHostileConflictingContent(t *testing.T) {
 // text: any of those characters are accepted, kept byte for byte and
 // never normalized; they reach NATS and Redis only as a partition number.
 func TestHostileIDsAndPartitionKeys(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	for _, id := range []string{
 		"evt.*", "evt.>", ">", "*", "evt{p1}", "{p1}", "evt }", "evt 1", " evt", "évt", "evt\u00a0", "ＥＶＴ",
 		`evt"`, "evt'", `evt\`, "evt;", "evt$", "evt%", "evt/1", "evt#", "evt\r\nRf-Kind: s", "evt\x00", "evt\t",

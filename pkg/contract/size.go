@@ -6,7 +6,7 @@ import (
 )
 
 // Size returns the size of raw as the contract measures it against
-// Options.MaxSize: the bytes of the record as its producer wrote it, that is
+// Config.MaxSize: the bytes of the record as its producer wrote it, that is
 // without the JSON whitespace around the object and without an ingested_at
 // stamp in the exact form StampIngestedAt writes (right after the opening
 // brace, RFC 3339 UTC with nanoseconds and trailing zeros dropped). Ingest

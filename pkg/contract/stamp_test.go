@@ -49,7 +49,7 @@ func TestStampIngestedAt(t *testing.T) {
 }
 
 func TestStampThenValidate(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	at := time.Date(2026, 12, 2, 10, 16, 0, 987654321, time.UTC)
 	rec := with(v1Fields(), nil)
 	stamped, ok := StampIngestedAt(rec, at)

@@ -18,7 +18,7 @@ import (
 // ingested_at however fine the event time. Each case is also held to the
 // same result on the fast and the schema path, for Validate and Check.
 func TestTimeBounds(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	received := clock // 2026-12-02T12:00:00Z
 	plus := func(d time.Duration) string { return received.Add(d).Format(time.RFC3339Nano) }
 	oa := func(occurred string) map[string]any { return map[string]any{"occurred_at": occurred} }
@@ -116,7 +116,7 @@ func FuzzTimestampPaths(f *testing.F) {
 		f.Add(s, seeds[(i*7+3)%len(seeds)], clock.UnixNano(), i%3 == 0)
 	}
 	f.Add("9998-12-31T23:59:59.999999999Z", "9998-12-31T23:59:59Z", time.Date(9998, 12, 31, 23, 59, 0, 0, time.UTC).UnixNano(), true)
-	v := newValidator(f, Options{})
+	v := newValidator(f, Config{})
 	f.Fuzz(func(t *testing.T, occurred, ingested string, receivedNano int64, withIngested bool) {
 		received := time.Unix(0, receivedNano).UTC()
 		set := map[string]any{"occurred_at": occurred}

@@ -41,7 +41,7 @@ func isKnownField(k string) bool {
 // Validator checks raw records against the event contract (docs/spec.md §2)
 // and turns valid ones into canonical events. It is safe for concurrent use.
 type Validator struct {
-	opts Options
+	opts Config
 	// schemaOnly turns the fast path off: every record goes through the
 	// schema path (for the tests that hold the two paths equal).
 	schemaOnly bool
@@ -49,7 +49,7 @@ type Validator struct {
 
 // NewValidator returns a Validator with opts (zero fields take their
 // defaults); the error is a bad option.
-func NewValidator(opts Options) (*Validator, error) {
+func NewValidator(opts Config) (*Validator, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -57,8 +57,8 @@ func NewValidator(opts Options) (*Validator, error) {
 	return &Validator{opts: opts}, nil
 }
 
-// Options returns the options in effect (defaults filled in).
-func (v *Validator) Options() Options { return v.opts }
+// Config returns the options in effect (defaults filled in).
+func (v *Validator) Config() Config { return v.opts }
 
 // Validate checks one raw record and returns its canonical event, with
 // OccurredAt and IngestedAt in UTC, Payload a copy of the record's payload

@@ -15,7 +15,7 @@ import (
 // clock is the fixed ingest time of the tests.
 var clock = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
-func newValidator(t testing.TB, opts Options) *Validator {
+func newValidator(t testing.TB, opts Config) *Validator {
 	t.Helper()
 	v, err := NewValidator(opts)
 	if err != nil {
@@ -79,7 +79,7 @@ type reject struct {
 }
 
 func TestValidateRejects(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	v2 := v2Fields()
 	v1 := v1Fields()
 	tests := []struct {
@@ -236,7 +236,7 @@ func TestValidateRejects(t *testing.T) {
 }
 
 func TestValidateAccepts(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	v2 := v2Fields()
 	v1 := v1Fields()
 	tests := []struct {
@@ -288,7 +288,7 @@ func TestValidateAccepts(t *testing.T) {
 }
 
 func TestValidateUpcast(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	e1, err := v.Validate(with(v1Fields(), nil), clock)
 	if err != nil {
 		t.Fatal(err)
@@ -325,7 +325,7 @@ func TestValidateUpcast(t *testing.T) {
 }
 
 func TestValidateIngestedAt(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	// From the record, converted to UTC.
 	e, err := v.Validate(with(v2Fields(), map[string]any{"ingested_at": "2026-12-02T11:16:00.5+01:00"}), clock)
 	if err != nil {
@@ -352,13 +352,13 @@ func TestValidateIngestedAt(t *testing.T) {
 }
 
 func TestValidateOptions(t *testing.T) {
-	for _, bad := range []Options{{MaxFutureSkew: -1}, {MaxSize: -1}} {
+	for _, bad := range []Config{{MaxFutureSkew: -1}, {MaxSize: -1}} {
 		if _, err := NewValidator(bad); err == nil {
 			t.Errorf("NewValidator(%+v) accepted", bad)
 		}
 	}
-	v := newValidator(t, Options{})
-	if got := v.Options(); got.MaxFutureSkew != DefaultMaxFutureSkew || got.MaxSize != DefaultMaxSize {
+	v := newValidator(t, Config{})
+	if got := v.Config(); got.MaxFutureSkew != DefaultMaxFutureSkew || got.MaxSize != DefaultMaxSize {
 		t.Errorf("defaults %+v", got)
 	}
 
@@ -366,12 +366,12 @@ func TestValidateOptions(t *testing.T) {
 	if _, err := v.Validate(rec, clock); !errors.Is(err, ErrFutureTimestamp) {
 		t.Errorf("30m ahead with the default skew: %v", err)
 	}
-	wide := newValidator(t, Options{MaxFutureSkew: time.Hour})
+	wide := newValidator(t, Config{MaxFutureSkew: time.Hour})
 	if _, err := wide.Validate(rec, clock); err != nil {
 		t.Errorf("30m ahead with a 1h skew: %v", err)
 	}
 
-	small := newValidator(t, Options{MaxSize: 100})
+	small := newValidator(t, Config{MaxSize: 100})
 	if _, err := small.Validate(with(v2Fields(), nil), clock); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("record over a 100-byte limit: %v", err)
 	}
@@ -389,7 +389,7 @@ func padded(t *testing.T, size int) []byte {
 }
 
 func TestValidateTooLarge(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	at := padded(t, 64<<10)
 	if _, err := v.Validate(at, clock); err != nil {
 		t.Fatalf("record of exactly 64 KiB: %v", err)
@@ -411,7 +411,7 @@ func TestValidateTooLarge(t *testing.T) {
 }
 
 func TestValidateDoesNotKeepRaw(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	rec := with(v2Fields(), nil)
 	e, err := v.Validate(rec, clock)
 	if err != nil {
@@ -427,7 +427,7 @@ func TestValidateDoesNotKeepRaw(t *testing.T) {
 }
 
 func TestValidateConcurrent(t *testing.T) {
-	v := newValidator(t, Options{})
+	v := newValidator(t, Config{})
 	good := with(v2Fields(), nil)
 	bad := with(v2Fields(), map[string]any{"type": "nope", "amount": 1})
 	want, err := v.Validate(good, clock)

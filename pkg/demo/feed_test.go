@@ -83,7 +83,7 @@ func runCases(t *testing.T, seed uint64) ([][]byte, map[string]injected) {
 // seed case sends what its name promises, and the validator gives the
 // reason docs/spec.md §2 names for it.
 func TestFeedBackfillAndCases(t *testing.T) {
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

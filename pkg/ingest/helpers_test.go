@@ -74,7 +74,7 @@ func ensure(t testing.TB, ctx context.Context, js jetstream.JetStream) {
 // newTestIngester returns an Ingester over js with the test settings.
 func newTestIngester(t testing.TB, js jetstream.JetStream, mod func(*Config)) *Ingester {
 	t.Helper()
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,7 +139,7 @@ func New(js jetstream.JetStream, opts Config) *Ingester {
 	if nc := js.Conn(); nc != nil {
 		maxPayload = nc.MaxPayload()
 	}
-	in := &Ingester{js: js, opts: opts, keep: wire.KeepBytes(opts.Validator.Options().MaxSize, maxPayload),
+	in := &Ingester{js: js, opts: opts, keep: wire.KeepBytes(opts.Validator.Config().MaxSize, maxPayload),
 		kick: make(chan struct{}, 1), space: make(chan struct{}, 1), failed: make(chan struct{}), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	in.stop = cancel

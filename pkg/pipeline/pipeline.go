@@ -47,9 +47,9 @@ type Config struct {
 	Lateness   time.Duration
 	Grace      time.Duration
 	StaleAfter time.Duration
-	// Contract configures the record validator (contract.Options; the
+	// Contract configures the record validator (contract.Config; the
 	// zero value is the contract's defaults).
-	Contract contract.Options
+	Contract contract.Config
 	// NATSURL and RedisURL select real servers; empty starts embedded ones.
 	NATSURL  string
 	RedisURL string

@@ -24,7 +24,7 @@ func FuzzHealthOfAcceptedTime(f *testing.F) {
 	} {
 		f.Add(s[0], uint32(s[1]))
 	}
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -185,7 +185,7 @@ func Count(r io.Reader, opts Config) (*Batch, error) {
 		return nil, err
 	}
 	b.file = true
-	maxLine := max(maxLineBytes, b.validator.Options().MaxSize+1)
+	maxLine := max(maxLineBytes, b.validator.Config().MaxSize+1)
 	if err := b.countLines(r, maxLine, runtime.GOMAXPROCS(0)); err != nil {
 		return nil, err
 	}

@@ -89,7 +89,7 @@ func (o Config) withDefaults() (Config, error) {
 		o.HeartbeatEvery = d.HeartbeatEvery
 	}
 	if o.Validator == nil {
-		v, err := contract.NewValidator(contract.Options{})
+		v, err := contract.NewValidator(contract.Config{})
 		if err != nil {
 			return o, fmt.Errorf("reconcile: default validator: %w", err)
 		}

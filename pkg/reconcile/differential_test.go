@@ -85,7 +85,7 @@ func diffInputs(t *testing.T) []diffInput {
 		DefaultIngestedAt: diffAt, HotKeys: window.HotKeys{"store-0": 4}, Horizon: 30 * time.Minute,
 		EndOfStream: true, HeartbeatEvery: 250,
 	}
-	v, err := contract.NewValidator(contract.Options{MaxFutureSkew: 10 * time.Minute})
+	v, err := contract.NewValidator(contract.Config{MaxFutureSkew: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func runStream(t *testing.T, data []byte, partitions int, ingestedAt time.Time) 
 // since its previous one.
 func runStreamEvery(t *testing.T, data []byte, partitions int, ingestedAt time.Time, every int) streamResult {
 	t.Helper()
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func countSequential(r io.Reader, opts Config) (*Batch, error) {
 		return nil, err
 	}
 	b.file = true
-	maxLine := max(maxLineBytes, b.validator.Options().MaxSize+1)
+	maxLine := max(maxLineBytes, b.validator.Config().MaxSize+1)
 	j := b.newJudge(maxLine)
 	lines := newLineReader(r, maxLine)
 	for n := 1; ; n++ {
@@ -62,7 +62,7 @@ func countWith(r io.Reader, opts Config, workers int) (*Batch, error) {
 		return nil, err
 	}
 	b.file = true
-	maxLine := max(maxLineBytes, b.validator.Options().MaxSize+1)
+	maxLine := max(maxLineBytes, b.validator.Config().MaxSize+1)
 	if err := b.countLines(r, maxLine, workers); err != nil {
 		return nil, err
 	}
@@ -168,7 +168,7 @@ func sameBatch(a, b *Batch) string {
 // claims — over generated traffic with every fault.
 func TestCountParallelIsSequential(t *testing.T) {
 	data := hostileStream(t, 30000)
-	v, err := contract.NewValidator(contract.Options{MaxFutureSkew: 10 * time.Minute})
+	v, err := contract.NewValidator(contract.Config{MaxFutureSkew: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func BenchmarkCount(b *testing.B) {
 		b.Fatal(err)
 	}
 	at := time.Date(2026, 12, 31, 0, 0, 0, 0, time.UTC)
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

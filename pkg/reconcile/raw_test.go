@@ -61,7 +61,7 @@ func TestCountRawEqualsCountOfTheFile(t *testing.T) {
 	buf.Write(body.Bytes())
 	buf.WriteString(rec("slow-2", at(10*time.Minute))) // too late, against a heartbeat's watermark
 	data := buf.Bytes()
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,7 +91,7 @@ func TestEveryRecordIsWhatStatsSay(t *testing.T) {
 	o := traffic.DefaultConfig()
 	o.Seed, o.Events, o.InvalidRate, o.DupRate = 9, 20000, 0.05, 0.05
 	data, st := write(t, o)
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestShape(t *testing.T) {
 	if end := o.Start.Add(6 * time.Hour); st.MaxEvent.Before(end.Add(-10*time.Minute)) || !st.MaxEvent.Before(end) {
 		t.Errorf("max event %s, want just before %s", st.MaxEvent, end)
 	}
-	v, _ := contract.NewValidator(contract.Options{})
+	v, _ := contract.NewValidator(contract.Config{})
 	keys := map[string]int{}
 	var valid, size int
 	for _, line := range lines(data) {
@@ -201,7 +201,7 @@ func TestCleanByDefault(t *testing.T) {
 	if st.Submissions != 500 || st.Duplicates+st.InvalidTotal()+st.LateAfterGrace+st.Disordered+st.V1 != 0 {
 		t.Fatalf("stats %+v", st)
 	}
-	v, _ := contract.NewValidator(contract.Options{})
+	v, _ := contract.NewValidator(contract.Config{})
 	prev := int64(0)
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {

@@ -13,7 +13,7 @@ import (
 // (validateOne), then encode the frames of a 500-record batch, on the bench's records
 // (pkg/traffic defaults of make bench: ~405 B, 20% v1, 25% other types).
 func BenchmarkRecords(b *testing.B) {
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func conflictBackendsOn(t *testing.T, backends []string, dupWindow time.Duration
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { rdb.Close() })
-			v, err := contract.NewValidator(contract.Options{})
+			v, err := contract.NewValidator(contract.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}

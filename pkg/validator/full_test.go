@@ -32,7 +32,7 @@ func TestFullRedisWaitsAndResumes(t *testing.T) {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func (s *Service) validateOne(raw []byte, hdr nats.Header, received time.Time) (
 		}
 		return item{}, contract.Reject(contract.ReasonTooLarge, contract.PeekEventID(raw),
 			"record is %d bytes, more than the limit of %d (ingest kept the first %d bytes)",
-			size, s.cfg.Validator.Options().MaxSize, len(raw))
+			size, s.cfg.Validator.Config().MaxSize, len(raw))
 	}
 	c, err := s.validate(raw, received)
 	if err == nil {
@@ -91,7 +91,7 @@ func (s *Service) keepBytes() int {
 	if nc := s.js.Conn(); nc != nil {
 		maxPayload = nc.MaxPayload()
 	}
-	return wire.KeepBytes(s.cfg.Validator.Options().MaxSize, maxPayload)
+	return wire.KeepBytes(s.cfg.Validator.Config().MaxSize, maxPayload)
 }
 
 // sanitize makes text safe for a header value and short: quoted, ASCII

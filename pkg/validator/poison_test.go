@@ -52,7 +52,7 @@ func newRig(t *testing.T, maxDeliveries int) *rig {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	store := ledger.NewStore(rdb, ledger.Config{Keys: ledger.Keys{Prefix: names.RedisPrefix()}, Lateness: 5 * time.Minute, Grace: time.Hour})
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func FuzzWindowOfAcceptedTime(f *testing.F) {
 	for _, e := range extremes {
 		f.Add(e[0], uint32(e[1]), int64(5*time.Minute/time.Millisecond))
 	}
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		f.Fatal(err)
 	}

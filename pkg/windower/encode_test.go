@@ -35,7 +35,7 @@ func FuzzLateEventAndChange(f *testing.F) {
 			f.Add(s[0], uint32(s[1]), kind)
 		}
 	}
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func FuzzSnapshotOfAcceptedTime(f *testing.F) {
 			f.Add(s[0], uint32(s[1]), kind, int64(3))
 		}
 	}
-	v, err := contract.NewValidator(contract.Options{})
+	v, err := contract.NewValidator(contract.Config{})
 	if err != nil {
 		f.Fatal(err)
 	}

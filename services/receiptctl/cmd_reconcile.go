@@ -68,7 +68,7 @@ func (f *reconcileFlags) options(ctx context.Context, fs *flag.FlagSet, p *confi
 		}
 		defIngested = t
 	}
-	v, err := contract.NewValidator(contract.Options{MaxFutureSkew: p.MaxFutureSkew, MaxSize: *f.maxSize})
+	v, err := contract.NewValidator(contract.Config{MaxFutureSkew: p.MaxFutureSkew, MaxSize: *f.maxSize})
 	if err != nil {
 		return reconcile.Config{}, usageError("%v", err)
 	}

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Defaults of Options (docs/spec.md §2).
+// Defaults of Config (docs/spec.md §2).
 const (
 	// DefaultMaxFutureSkew is how far after ingested_at an event may have
 	// occurred before it is rejected future_timestamp.
@@ -14,8 +14,8 @@ const (
 	DefaultMaxSize = 64 << 10
 )
 
-// Options configures a Validator. The zero value means the defaults of docs/spec.md §2.
-type Options struct {
+// Config configures a Validator. The zero value means the defaults of docs/spec.md §2.
+type Config struct {
 	// MaxFutureSkew is how far after its ingested_at an event may have
 	// occurred; an event further in the future is rejected
 	// future_timestamp. Zero means DefaultMaxFutureSkew; negative is an
@@ -30,7 +30,7 @@ type Options struct {
 
 // withDefaults returns o with zero fields set to their defaults, or an
 // error for a negative field.
-func (o Options) withDefaults() (Options, error) {
+func (o Config) withDefaults() (Config, error) {
 	if o.MaxFutureSkew < 0 {
 		return o, fmt.Errorf("contract: MaxFutureSkew %v is negative", o.MaxFutureSkew)
 	}
