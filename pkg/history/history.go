@@ -44,6 +44,9 @@ type Hour struct {
 	Version     int64         `json:"version"`
 	Stale       bool          `json:"stale"`
 	Source      string        `json:"source"`
+	// Local is the hour's label in the reader's time zone (HourLabel),
+	// when one was asked for.
+	Local string `json:"local,omitempty"`
 }
 
 // Bucket is what a generation's bucket holds of its history.

@@ -10,6 +10,7 @@ import (
 	_ "time/tzdata"
 
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // Local-time views (docs/spec.md §5.2): windows are UTC hours; a reader's
@@ -38,6 +39,20 @@ func LoadZone(name string) (*time.Location, error) {
 		return nil, fmt.Errorf("%q: %w", name, ErrUnknownZone)
 	}
 	return loc, nil
+}
+
+// ParseBoundIn reads a range bound as ParseBound does, except that a date
+// (2026-03-29) is the start of that local day in loc; a window id and an
+// RFC 3339 time name the same instant in every zone.
+func ParseBoundIn(s string, loc *time.Location) (time.Time, error) {
+	t, err := ParseBound(s)
+	if err != nil {
+		return t, err
+	}
+	if d, err := wire.ParseDay(s); err == nil {
+		return DayStart(loc, time.Date(d.Year(), d.Month(), d.Day(), 12, 0, 0, 0, loc)), nil
+	}
+	return t, nil
 }
 
 // Period is a stretch of [Start, End) over which a zone keeps one offset
