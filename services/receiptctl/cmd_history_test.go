@@ -166,7 +166,7 @@ func TestWindowsTimeZone(t *testing.T) {
 		for s := from; s.Before(to); s = s.Add(time.Hour) {
 			n := int64(s.Day()*10 + s.Hour())
 			st := window.StatusFinal
-			if s.After(snapFrom.Add(10*time.Hour)) {
+			if s.After(snapFrom.Add(10 * time.Hour)) {
 				st = window.StatusOpen
 				if s.Equal(snapFrom.Add(11 * time.Hour)) {
 					st = window.StatusInGrace
