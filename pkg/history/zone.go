@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	// Zone names resolve the same on every host, also in an image without
-	// a zoneinfo directory.
+	// Zone names resolve also in an image without a zoneinfo directory.
 	_ "time/tzdata"
 
 	"github.com/receiptflow/receiptflow/pkg/window"
