@@ -2,6 +2,9 @@
 // (docs/history.md): the hourly window snapshots still held and the day
 // rollups (wire.Day), and answers range queries over them, an hour
 // falling back to its day rollup's entry once its snapshot was pruned.
+// zone.go shows those UTC hours in a reader's time zone (docs/spec.md
+// §5.2): local hour labels and local days, exact only for zones whose
+// offset is a whole number of hours over the range, which it checks.
 package history
 
 import (
