@@ -62,6 +62,13 @@ func TestReadingTheDashboardCoversThePage(t *testing.T) {
 	// The health panel's Alerts row (issue 14, alert rules).
 	add("alert states", regexp.MustCompile(`el\('span', \{ class: '(?:muted|alerts-[a-z]+)' \}, '([^':]+)`), js, 4)
 	labels = append(labels, "since", "checked", "last fetched", "never fetched")
+	// The time zone selector (docs/spec.md §5.2): its label, its URL
+	// parameter and zone.js's words.
+	add("selector", regexp.MustCompile(`<label class="tz" for="tz">([^<]+)</label>`), html, 1)
+	zone := read("pkg/dashboard/web/zone.js")
+	add("zone browser", regexp.MustCompile(`' \((this browser)\)'`), zone, 1)
+	add("zone refused", regexp.MustCompile(`' (refused, showing UTC): '`), zone, 1)
+	labels = append(labels, "?tz=", "/api/zone", "(-04:00)")
 	add("buttons", regexp.MustCompile(`<button id="\w+" type="button"[^>]*>([^<]+)</button>`), html, 3)
 	for _, l := range labels {
 		if !strings.Contains(doc, l) {

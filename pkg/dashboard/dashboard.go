@@ -238,5 +238,6 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /api/windows", s.serveWindows)
 	mux.HandleFunc("GET /api/health", s.serveHealth)
 	mux.HandleFunc("GET /api/events", s.serveEvents)
+	mux.HandleFunc("GET /api/zone", s.serveZone)
 	return mux
 }

@@ -2,6 +2,9 @@
 // (docs/history.md): the hourly window snapshots still held and the day
 // rollups (wire.Day), and answers range queries over them, an hour
 // falling back to its day rollup's entry once its snapshot was pruned.
+// zone.go shows those UTC hours in a reader's time zone (docs/spec.md
+// §5.2): local hour labels and local days, exact only for zones whose
+// offset is a whole number of hours over the range, which it checks.
 package history
 
 import (
@@ -44,6 +47,9 @@ type Hour struct {
 	Version     int64         `json:"version"`
 	Stale       bool          `json:"stale"`
 	Source      string        `json:"source"`
+	// Local is the hour's label in the reader's time zone (HourLabel),
+	// when one was asked for.
+	Local string `json:"local,omitempty"`
 }
 
 // Bucket is what a generation's bucket holds of its history.

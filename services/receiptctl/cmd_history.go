@@ -33,21 +33,34 @@ func cmdWindows(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fromFlag := fs.String("from", "", "start of the range, inclusive: a window id (2026-12-02T10), a date (2026-12-02) or an RFC 3339 time")
 	toFlag := fs.String("to", "", "end of the range, exclusive, in the same forms (default: no end)")
 	format := fs.String("format", "table", "output: table, csv or json")
-	by := fs.String("by", "hour", "rows: hour (hourly windows, pruned hours from their day rollup) or day (day rollups)")
+	by := fs.String("by", "hour", "rows: hour (hourly windows, pruned hours from their day rollup) or day (day rollups; with --time-zone, that zone's local days)")
+	tzName := fs.String("time-zone", "UTC", "IANA time zone (Europe/Berlin) to label hours and cut days in; given, hours get a local column, --by day lists local days and a date bound is local midnight")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	zoned := flagGiven(fs, "time-zone")
+	loc, err := history.LoadZone(*tzName)
+	if err != nil {
+		return usageError("--time-zone %v", err)
 	}
 	if *fromFlag == "" {
 		return usageError("--from is required (a window id, a date or an RFC 3339 time)")
 	}
-	from, err := history.ParseBound(*fromFlag)
+	from, err := history.ParseBoundIn(*fromFlag, loc)
 	if err != nil {
 		return usageError("--from %q: %v", *fromFlag, err)
 	}
 	to := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 	if *toFlag != "" {
-		if to, err = history.ParseBound(*toFlag); err != nil {
+		if to, err = history.ParseBoundIn(*toFlag, loc); err != nil {
 			return usageError("--to %q: %v", *toFlag, err)
+		}
+	}
+	if from.Before(to) {
+		// The whole local days a --by day query reads.
+		start, end := history.DaySpan(loc, from, to)
+		if err := history.CheckWholeHours(loc, start, end); err != nil {
+			return usageError("--time-zone: %v", err)
 		}
 	}
 	switch {
@@ -83,10 +96,47 @@ func cmdWindows(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return explainRefusal(err, refusals, natsSec)
 	}
-	if *by == "day" {
+	switch {
+	case *by == "day" && zoned:
+		return writeLocalDays(stdout, *format, b.LocalDays(loc, from, to))
+	case *by == "day":
 		return writeDays(stdout, *format, b.DaysIn(from, to))
+	case zoned:
+		return writeLocalHours(stdout, *format, loc, b.Hours(from, to))
 	}
 	return writeHours(stdout, *format, b.Hours(from, to))
+}
+
+// flagGiven reports whether the command line set flag name.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
+// writeLocalHours writes hours as writeHours does, with their local start
+// (history.HourLabel) after the window id.
+func writeLocalHours(w io.Writer, format string, loc *time.Location, rows []history.Hour) error {
+	header := []string{"window_id", "local", "status", "count", "corrections", "late_dropped", "amount_cents", "unpriced", "version", "stale", "source"}
+	cells := make([][]string, len(rows))
+	for i := range rows {
+		r := &rows[i]
+		r.Local = history.HourLabel(loc, r.Start)
+		cells[i] = []string{r.WindowID, r.Local, string(r.Status), itoa(r.Count), itoa(r.Corrections), itoa(r.LateDropped),
+			itoa(r.AmountCents), itoa(r.Unpriced), itoa(r.Version), strconv.FormatBool(r.Stale), r.Source}
+	}
+	return writeRows(w, format, rows, header, []string{"WINDOW", "LOCAL", "STATUS", "COUNT", "CORR", "LATE", "AMOUNT_CENTS", "UNPRICED", "VERSION", "STALE", "SOURCE"}, cells)
+}
+
+// writeLocalDays writes a zone's local days (history.LocalDays).
+func writeLocalDays(w io.Writer, format string, days []history.LocalDay) error {
+	header := []string{"day", "label", "hours", "windows", "status", "count", "corrections", "late_dropped", "amount_cents", "unpriced"}
+	cells := make([][]string, len(days))
+	for i, d := range days {
+		cells[i] = []string{d.Day, d.Label, strconv.Itoa(d.Hours), strconv.Itoa(d.Windows), string(d.Status), itoa(d.Count),
+			itoa(d.Corrections), itoa(d.LateDropped), itoa(d.AmountCents), itoa(d.Unpriced)}
+	}
+	return writeRows(w, format, days, header, []string{"DAY", "FIRST_HOUR", "HOURS", "WINDOWS", "STATUS", "COUNT", "CORR", "LATE", "AMOUNT_CENTS", "UNPRICED"}, cells)
 }
 
 func writeHours(w io.Writer, format string, rows []history.Hour) error {

@@ -30,8 +30,17 @@ func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rows := fs.Int("rows", 24, "table rows (most recent windows)")
 	every := fs.Duration("every", time.Second, "redraw period")
 	once := fs.Bool("once", false, "print the table once the bucket is loaded, then exit")
+	tzName := fs.String("time-zone", "UTC", "IANA time zone (Europe/Berlin): given, each window gets its local start and the local days shown are summed")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	var zone *localView
+	if flagGiven(fs, "time-zone") {
+		z, err := newLocalView(*tzName, time.Now())
+		if err != nil {
+			return err
+		}
+		zone = z
 	}
 	switch {
 	case *natsURL == "":
@@ -54,14 +63,20 @@ func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer func() { stop(); <-done }()
 
 	scr := newScreen(stdout, isTerminal(stdout), "", *rows)
+	scr.zone = zone
 	t := time.NewTicker(*every)
 	defer t.Stop()
 	waited := time.Now()
 	for {
 		v := svc.View(*rows)
+		if zone != nil {
+			if err := zone.update(svc.View(0)); err != nil {
+				return err
+			}
+		}
 		switch {
 		case *once && v.Loaded:
-			writeWatch(stdout, v, *rows)
+			writeWatch(stdout, v, *rows, zone)
 			return nil
 		case *once && time.Since(waited) > 15*time.Second:
 			return errors.New("the bucket was not loaded within 15s")
@@ -80,8 +95,9 @@ func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // writeWatch renders v with the demo's board table plus a status line.
-func writeWatch(w io.Writer, v dashboard.View, rows int) {
-	b := &board{windows: map[string]wire.Window{}}
+// With a zone, windows carry their local start and their local days follow.
+func writeWatch(w io.Writer, v dashboard.View, rows int, zone *localView) {
+	b := &board{windows: map[string]wire.Window{}, zone: zone}
 	for _, wv := range v.Windows {
 		b.windows[wv.WindowID] = wire.Window{
 			WindowID: wv.WindowID, Start: wv.Start, End: wv.End, Count: wv.Count, Version: wv.Version,
@@ -96,6 +112,7 @@ func writeWatch(w io.Writer, v dashboard.View, rows int) {
 		b.health = &h
 	}
 	b.render(w, rows)
+	zone.writeDays(w, v)
 	status := statusParts(v)
 	if hot := hottest(v.Health); hot != "" {
 		status = append(status, "hottest "+hot)
@@ -137,6 +154,7 @@ type screen struct {
 	notice  string            // the last notice (tty: shown under the banner)
 	status  string            // plain: the status last written
 	printed map[string]string // plain: each window's line last written
+	zone    *localView        // --time-zone, nil for UTC ids only
 }
 
 func newScreen(w io.Writer, tty bool, banner string, rows int) *screen {
@@ -152,7 +170,7 @@ func (s *screen) show(v dashboard.View) {
 		if s.notice != "" {
 			fmt.Fprintf(&buf, "%s\n", s.notice)
 		}
-		writeWatch(&buf, v, s.rows)
+		writeWatch(&buf, v, s.rows, s.zone)
 		s.w.Write(buf.Bytes())
 		return
 	}
@@ -164,9 +182,17 @@ func (s *screen) show(v dashboard.View) {
 	// Oldest first, as they happened.
 	for i := len(v.Windows) - 1; i >= 0; i-- {
 		wv := v.Windows[i]
-		if line := windowLine(wv); s.printed[wv.WindowID] != line {
+		if line := s.zone.zonedLine(wv, windowLine(wv)); s.printed[wv.WindowID] != line {
 			s.printed[wv.WindowID] = line
 			fmt.Fprintf(s.w, "%s %s\n", now, line)
+		}
+	}
+	if s.zone != nil {
+		for _, d := range s.zone.shown(v) {
+			if line := dayLine(d); s.printed["day "+d.Day] != line {
+				s.printed["day "+d.Day] = line
+				fmt.Fprintf(s.w, "%s %s\n", now, line)
+			}
 		}
 	}
 }

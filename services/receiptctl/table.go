@@ -15,6 +15,7 @@ import (
 type board struct {
 	windows map[string]wire.Window
 	health  *wire.Health
+	zone    *localView // with a zone, a LOCAL column after WINDOW
 }
 
 // render writes the table of the newest limit windows.
@@ -37,7 +38,13 @@ func (b *board) render(w io.Writer, limit int) {
 		fmt.Fprintf(w, "!! STALE: the source has sent nothing since %s (stale after %s); provisional counts may be incomplete\n",
 			b.health.SourceLastSeen.Format(time.RFC3339), b.health.StaleAfter)
 	}
-	fmt.Fprintf(w, "%-14s %7s %7s %-9s %6s %6s %-17s %s\n", "WINDOW", "COUNT", "VERSION", "STATUS", "CORR", "LATE", "WATERMARK", "NOTE")
+	local := func(label string) string {
+		if b.zone == nil {
+			return ""
+		}
+		return fmt.Sprintf(" %-29s", label)
+	}
+	fmt.Fprintf(w, "%-14s%s %7s %7s %-9s %6s %6s %-17s %s\n", "WINDOW", local("LOCAL"), "COUNT", "VERSION", "STATUS", "CORR", "LATE", "WATERMARK", "NOTE")
 	for _, id := range ids {
 		s := b.windows[id]
 		var note []string
@@ -52,7 +59,11 @@ func (b *board) render(w io.Writer, limit int) {
 		if s.Stale {
 			note = append(note, "STALE")
 		}
-		fmt.Fprintf(w, "%-14s %7d %7d %-9s %6d %6d %-17s %s\n", s.WindowID, s.Count, s.Version, s.Status,
+		label := ""
+		if b.zone != nil {
+			label = b.zone.label(s.Start)
+		}
+		fmt.Fprintf(w, "%-14s%s %7d %7d %-9s %6d %6d %-17s %s\n", s.WindowID, local(label), s.Count, s.Version, s.Status,
 			s.Corrections, s.LateDropped, s.Watermark.Format("2006-01-02T15:04Z"), strings.Join(note, ", "))
 	}
 }

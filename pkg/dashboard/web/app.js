@@ -11,6 +11,7 @@
   const LOST_AFTER_MS = 5000;
 
   const $ = (id) => document.getElementById(id);
+  const zone = window.receiptflowZone; // the reader's time zone (zone.js)
   let lastView = null;
   let lastViewAt = 0;
   let source = null;
@@ -78,7 +79,7 @@
     return '+' + Math.round(s / 3600) + 'h';
   }
   function hourLabel(iso) {
-    return new Date(iso).toISOString().slice(11, 13);
+    return zone.hour(iso); // the local hour (zone.js)
   }
   function range(w) {
     return hourLabel(w.start) + ':00–' + hourLabel(w.end) + ':00';
@@ -314,9 +315,8 @@
       nodes.push(g);
     });
     if (hours.length) {
-      const d = new Date(hours[0].start);
-      nodes.push(sv('text', { x: left, y: H - 4 }, d.toISOString().slice(0, 10) + ' → ' +
-        new Date(hours[hours.length - 1].start).toISOString().slice(0, 10) + ' (UTC hours)'));
+      nodes.push(sv('text', { x: left, y: H - 4 }, zone.date(hours[0].start) + ' → ' +
+        zone.date(hours[hours.length - 1].start) + ' (' + zone.name() + ' hours)'));
     }
     svg.replaceChildren(...nodes);
   }
@@ -328,7 +328,7 @@
       confirmed_zero: 'confirmed zero: final, no events',
       no_data: 'no data: not final yet, or before the first event; not a zero',
     }[h.state] || h.state;
-    return h.window_id + ' — ' + what + (h.corrected_by > 0 ? ', corrected +' + h.corrected_by : '') +
+    return h.window_id + ' (' + zone.label(h.start) + ') — ' + what + (h.corrected_by > 0 ? ', corrected +' + h.corrected_by : '') +
       (stale ? ' — STALE' : '');
   }
 
@@ -388,7 +388,7 @@
         'data-final': w.final ? 'true' : 'false', 'data-stale': stale ? 'true' : 'false',
         'data-corrected-by': w.corrected_by,
       },
-      el('td', { class: 'c-window' }, w.window_id, el('span', { class: 'range' }, range(w))),
+      windowCell(w),
       el('td', { class: 'c-count num' }, w.count),
       el('td', { class: 'c-version num' }, w.version),
       status, corr, late,
@@ -397,6 +397,24 @@
     });
     body.replaceChildren(...rows);
   }
+
+  // --- the reader's time zone (zone.js) ------------------------------
+  // The window cell: in UTC its id and hours; in another zone its local
+  // start (history.HourLabel's label) and its id. data-local always holds
+  // the label.
+  function windowCell(w) {
+    const label = zone.label(w.start);
+    const td = el('td', { class: 'c-window', 'data-local': label, title: w.window_id + ' (UTC) = ' + label });
+    if (zone.name() === 'UTC') td.append(w.window_id, el('span', { class: 'range' }, range(w)));
+    else td.append(el('span', { class: 'local' }, label), el('span', { class: 'range' }, w.window_id + ' UTC'));
+    return td;
+  }
+  zone.onChange(() => {
+    document.querySelector('th.c-window').textContent = 'Window (' + zone.name() + ')';
+    if (paged) render(paged.view, false);
+    else if (lastView) render(lastView, Date.now() - lastViewAt > LOST_AFTER_MS);
+  });
+  document.querySelector('th.c-window').textContent = 'Window (' + zone.name() + ')';
 
   function pick(ev) {
     const tr = ev.target.closest('tr[data-window-id]');
