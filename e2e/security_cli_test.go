@@ -184,7 +184,7 @@ func TestSecurityCLIIngestAsIngestUser(t *testing.T) {
 	events, wantIDs := secWriteEvents(t, 60)
 	asIngest := []string{"--nats-user", "ingest", "--nats-password-file", secPasswordFile("nats", "ingest")}
 	ingestArgs := func(extra ...string) []string {
-		return append([]string{"ingest", "--events", events, "--nats-url", url, "--partitions", "8", "--heartbeat-every", "100000"}, extra...)
+		return append([]string{"ingest", "--events", events, "--nats-url", url, "--partitions", "8"}, extra...)
 	}
 
 	// Before the set-up job: the ingest user may look RAW up but not

@@ -67,6 +67,16 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := rawReady(ctx, conn.JS, refusals, c, natsSec, *ensure); err != nil {
 		return err
 	}
+	// Records are routed by the deployment's partitions and hot keys, and
+	// its heartbeat period is what the referee assumes: a flag left out
+	// takes the recorded value, one given with another value is refused.
+	meta, err := config.Recorded(ctx, conn.JS)
+	if err != nil {
+		return explainRefusal(err, refusals, natsSec)
+	}
+	if err := adoptParams(&c.Params, fs, meta, c.Generation); err != nil {
+		return err
+	}
 	v, err := contract.NewValidator(c.Contract())
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,14 +9,18 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/traffic"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
@@ -252,4 +257,58 @@ type pipelineCfg struct {
 	partitions  int
 	grace, skew time.Duration
 	record      map[string]string
+}
+
+// TestIngestTakesTheDeploymentsParameters: ingest routes records by the
+// deployment's recorded partitions and hot keys and beats at its recorded
+// heartbeat period when no flag says otherwise, and refuses a flag that
+// disagrees (exit 2, naming both values). Before, ingest used its own
+// defaults: 8 partitions against a deployment of 4, so half the records
+// went to subjects no validator reads.
+func TestIngestTakesTheDeploymentsParameters(t *testing.T) {
+	url := setUp(t, &deployed)
+	o := traffic.DefaultConfig()
+	o.Events = 200
+	var data bytes.Buffer
+	if _, err := traffic.Write(&data, o); err != nil {
+		t.Fatal(err)
+	}
+	events := filepath.Join(t.TempDir(), "events.ndjson")
+	if err := os.WriteFile(events, data.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCLI(t, "ingest", "--events", events, "--nats-url", url, "--partitions", "8")
+	if code != 2 || !strings.Contains(errOut, "--partitions 8 disagrees") || !strings.Contains(errOut, "4") {
+		t.Fatalf("--partitions 8 against a record of 4: exit %d, %q; want 2 naming both values", code, errOut)
+	}
+	if code, out, errOut := runCLI(t, "ingest", "--events", events, "--nats-url", url); code != 0 {
+		t.Fatalf("ingest with the recorded parameters: exit %d\n%s\n%s", code, out, errOut)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := testenv.JetStream(t, url).Stream(ctx, wire.For("1").Stream(wire.Raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(">"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[int]bool{}
+	for subj := range info.State.Subjects {
+		i := strings.LastIndexByte(subj, '.')
+		p, err := strconv.Atoi(subj[i+1:])
+		if err != nil {
+			t.Fatalf("RAW subject %q names no partition", subj)
+		}
+		used[p] = true
+	}
+	for p := range used {
+		if p >= deployed.Partitions {
+			t.Fatalf("RAW subjects %v: partition %d outside the deployment's %d", info.State.Subjects, p, deployed.Partitions)
+		}
+	}
+	if len(used) != deployed.Partitions {
+		t.Fatalf("RAW subjects %v: want all %d partitions used", info.State.Subjects, deployed.Partitions)
+	}
 }
