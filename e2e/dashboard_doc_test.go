@@ -58,7 +58,8 @@ func TestReadingTheDashboardCoversThePage(t *testing.T) {
 	add("store columns", regexp.MustCompile(`<th(?: class="num")?>([a-z]+)</th>`), html[strings.Index(html, `id="stores"`):strings.Index(html, `id="partitions"`)], 5)
 	labels = append(labels, "STALE", "watermark ahead of clock", "corrected +", "in grace", "0✓",
 		"(unknown store)", "(newest with data)", "(picked)", "other store",
-		"HISTORY", "live updates paused", "24 hours to", "windows held")
+		"HISTORY", "live updates paused", "24 hours to", "windows held",
+		"starting: waiting for the first report")
 	// The health panel's Alerts row (issue 14, alert rules).
 	add("alert states", regexp.MustCompile(`el\('span', \{ class: '(?:muted|alerts-[a-z]+)' \}, '([^':]+)`), js, 4)
 	labels = append(labels, "since", "checked", "last fetched", "never fetched")

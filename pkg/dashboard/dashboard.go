@@ -112,6 +112,9 @@ type Service struct {
 	hub *hub
 	// alerts is nil without Config.PrometheusURL.
 	alerts *alertPoller
+	// started is when New ran: until StaleAfter after it, no health
+	// report yet is "starting", not stale.
+	started time.Time
 
 	runMu   sync.Mutex
 	running bool
@@ -129,7 +132,7 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{nc: nc, js: js, cfg: cfg, m: newMetrics(cfg.Registerer), st: newState()}
+	s := &Service{nc: nc, js: js, cfg: cfg, m: newMetrics(cfg.Registerer), st: newState(), started: cfg.Now()}
 	s.hub = newHub(s.m)
 	s.alerts, err = newAlertPoller(cfg.PrometheusURL, cfg.AlertsEvery, cfg.AlertsTimeout, cfg.Now, s.m)
 	if err != nil {

@@ -341,6 +341,27 @@ func TestStaleWhenTheSourceOrPublisherIsSilent(t *testing.T) {
 	}
 }
 
+// TestFreshDeploymentIsStarting: a bucket without a health report yet,
+// seen by a dashboard that just started, is a deployment starting, not
+// stale data.
+func TestFreshDeploymentIsStarting(t *testing.T) {
+	_, url := testenv.NATS(t)
+	f := start(t, url, Config{StaleAfter: time.Hour})
+	f.bucket("1")
+	testenv.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		if v := f.windows(); !v.Loaded {
+			return fmt.Errorf("not loaded yet")
+		}
+		return nil
+	})
+	var hv HealthView
+	f.getJSON("/api/health", &hv)
+	if v := f.windows(); v.Stale || !v.Starting || hv.Stale || !hv.Starting {
+		t.Fatalf("view stale %v (%s) starting %v, health stale %v starting %v; want starting, not stale",
+			v.Stale, v.StaleReason, v.Starting, hv.Stale, hv.Starting)
+	}
+}
+
 func TestProbesAndPage(t *testing.T) {
 	_, url := testenv.NATS(t)
 	f := start(t, url, Config{})

@@ -36,7 +36,10 @@ type View struct {
 	Connected bool `json:"connected"`
 	Loaded    bool `json:"loaded"`
 	// Stale is the reader's verdict (see judgeStale); StaleReason says why.
-	Stale       bool         `json:"stale"`
+	Stale bool `json:"stale"`
+	// Starting: the publisher has not reported yet and the dashboard
+	// started less than StaleAfter ago (a fresh deployment, not stale).
+	Starting    bool         `json:"starting,omitempty"`
 	StaleReason string       `json:"stale_reason,omitempty"`
 	StaleAfter  string       `json:"stale_after"`
 	Watch       WatchInfo    `json:"watch"`
@@ -113,13 +116,17 @@ type HourView struct {
 }
 
 // judgeStale is the reader's verdict on freshness at now: stale when the
-// publisher has not reported for staleAfter (or ever), when it says the
-// source is stale, or when the source's last message is older than
-// staleAfter.
-func judgeStale(h *wire.Health, now time.Time, staleAfter time.Duration) (bool, string) {
+// publisher has not reported for staleAfter (or not since the reader
+// started, at started), when it says the source is stale, or when the
+// source's last message is older than staleAfter. No report within
+// staleAfter of started is starting (see isStarting), not stale.
+func judgeStale(h *wire.Health, now, started time.Time, staleAfter time.Duration) (bool, string) {
 	switch {
+	case isStarting(h, now, started, staleAfter):
+		return false, ""
 	case h == nil:
-		return true, "no health report from the publisher yet"
+		return true, fmt.Sprintf("no health report from the publisher since this reader started at %s (stale after %s)",
+			started.UTC().Format(time.RFC3339), staleAfter)
 	case now.Sub(h.UpdatedAt) > staleAfter:
 		return true, fmt.Sprintf("the publisher has not reported since %s (stale after %s)",
 			h.UpdatedAt.UTC().Format(time.RFC3339), staleAfter)
@@ -131,6 +138,12 @@ func judgeStale(h *wire.Health, now time.Time, staleAfter time.Duration) (bool, 
 			sourceSince(h), staleAfter)
 	}
 	return false, ""
+}
+
+// isStarting reports whether a reader that started at started is still
+// waiting, at now, for the publisher's first report: a fresh deployment.
+func isStarting(h *wire.Health, now, started time.Time, staleAfter time.Duration) bool {
+	return h == nil && now.Sub(started) < staleAfter
 }
 
 func sourceSince(h *wire.Health) string {
@@ -160,7 +173,8 @@ func (s *Service) buildPage(before string, recent int, partitions bool) View {
 		StaleAfter: s.cfg.StaleAfter.String(), Health: st.cur.health, Alerts: alerts,
 		Watch: WatchInfo{Reloads: st.reloads, LastReason: st.lastReason, LastReload: st.lastReload, LastUpdate: st.lastUpdate},
 	}
-	v.Stale, v.StaleReason = judgeStale(st.cur.health, now, s.cfg.StaleAfter)
+	v.Stale, v.StaleReason = judgeStale(st.cur.health, now, s.started, s.cfg.StaleAfter)
+	v.Starting = isStarting(st.cur.health, now, s.started, s.cfg.StaleAfter)
 	ids := make([]string, 0, len(st.cur.windows))
 	for id := range st.cur.windows {
 		ids = append(ids, id)

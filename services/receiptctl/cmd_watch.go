@@ -103,6 +103,10 @@ func writeWatch(w io.Writer, v dashboard.View, rows int) {
 	fmt.Fprintf(w, "-- %s; %d windows in all\n", strings.Join(status, " · "), v.TotalWindows)
 }
 
+// startingNote is the status of a reader waiting for the publisher's
+// first health report (a fresh deployment; stale only after --stale-after).
+const startingNote = "starting: waiting for the publisher's first health report"
+
 // statusParts is the status of v that does not move with every event:
 // generation, connection, staleness and re-watches.
 func statusParts(v dashboard.View) []string {
@@ -114,6 +118,9 @@ func statusParts(v dashboard.View) []string {
 	}
 	if v.Stale {
 		status = append(status, "STALE: "+v.StaleReason)
+	}
+	if v.Starting {
+		status = append(status, startingNote)
 	}
 	if h := v.Health; h != nil && h.WatermarkAheadMs > 0 {
 		status = append(status, fmt.Sprintf("WATERMARK AHEAD OF CLOCK by %s (partitions %v)",

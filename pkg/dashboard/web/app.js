@@ -461,6 +461,8 @@
     $('h-watch').dataset.reloads = v.watch.reloads;
     if (!h) {
       for (const id of ['h-global-wm', 'h-source', 'h-report', 'h-late', 'h-corrections', 'h-correction-backlog', 'h-state', 'h-hottest']) set(id, '–');
+      // A fresh deployment: no report yet, and not stale until stale_after.
+      if (v.starting) set('h-report', el('span', { class: 'starting' }, 'starting: waiting for the first report'));
       $('partitions').tBodies[0].replaceChildren();
       $('backlog').tBodies[0].replaceChildren();
       return;
