@@ -62,12 +62,15 @@ type View struct {
 	Hours []HourView `json:"hours"`
 }
 
-// WatchInfo describes the dashboard's KV watch.
+// WatchInfo describes the dashboard's KV watch. QuietChecks counts the
+// silences after which the bucket was found not to have moved past the
+// watch (an idle source): no re-watch, no reload.
 type WatchInfo struct {
-	Reloads    int64     `json:"reloads"`
-	LastReason string    `json:"last_reason,omitempty"`
-	LastReload time.Time `json:"last_reload,omitzero"`
-	LastUpdate time.Time `json:"last_update,omitzero"`
+	Reloads     int64     `json:"reloads"`
+	QuietChecks int64     `json:"quiet_checks"`
+	LastReason  string    `json:"last_reason,omitempty"`
+	LastReload  time.Time `json:"last_reload,omitzero"`
+	LastUpdate  time.Time `json:"last_update,omitzero"`
 }
 
 // WindowView is one window as the reader sees it: the published snapshot
@@ -171,7 +174,7 @@ func (s *Service) buildPage(before string, recent int, partitions bool) View {
 	v := View{
 		Generation: st.generation, Now: now, Connected: st.connected, Loaded: st.loaded,
 		StaleAfter: s.cfg.StaleAfter.String(), Health: st.cur.health, Alerts: alerts,
-		Watch: WatchInfo{Reloads: st.reloads, LastReason: st.lastReason, LastReload: st.lastReload, LastUpdate: st.lastUpdate},
+		Watch: WatchInfo{Reloads: st.reloads, QuietChecks: st.quiet, LastReason: st.lastReason, LastReload: st.lastReload, LastUpdate: st.lastUpdate},
 	}
 	v.Stale, v.StaleReason = judgeStale(st.cur.health, now, s.started, s.cfg.StaleAfter)
 	v.Starting = isStarting(st.cur.health, now, s.started, s.cfg.StaleAfter)
