@@ -100,7 +100,7 @@ func writeWatch(w io.Writer, v dashboard.View, rows int) {
 	if hot := hottest(v.Health); hot != "" {
 		status = append(status, "hottest "+hot)
 	}
-	fmt.Fprintf(w, "-- %s; %d windows in all\n", strings.Join(status, " · "), v.TotalWindows)
+	fmt.Fprintf(w, "-- %s; %s in all\n", strings.Join(status, " · "), plural(v.TotalWindows, "window", ""))
 }
 
 // startingNote is the status of a reader waiting for the publisher's
@@ -198,7 +198,7 @@ func windowLine(w dashboard.WindowView) string {
 		line += fmt.Sprintf(", corrected +%d", w.Corrections)
 	}
 	if w.LateDropped > 0 {
-		line += fmt.Sprintf(", %d late dropped", w.LateDropped)
+		line += fmt.Sprintf(", %d late dropped", w.LateDropped) // "late dropped": an adjective, no plural
 	}
 	if w.Stale {
 		line += ", STALE"

@@ -84,6 +84,12 @@
     return hourLabel(w.start) + ':00–' + hourLabel(w.end) + ':00';
   }
 
+  // plural is n and the noun for n: '1 window', '2 windows' (many
+  // defaults to one + 's').
+  function plural(n, one, many) {
+    return n + ' ' + (n === 1 ? one : (many || one + 's'));
+  }
+
   // --- connection state ------------------------------------------------
   function setPill(id, state, text) {
     const p = $(id);
@@ -351,9 +357,9 @@
   function renderTable(v, lost) {
     const body = $('windows-body');
     const ws = v.windows || [];
-    $('window-count').textContent = paged ? ws.length + ' of ' + v.total_windows + ' windows held'
+    $('window-count').textContent = paged ? ws.length + ' of ' + plural(v.total_windows, 'window') + ' held'
       : ws.length < v.total_windows
-      ? 'newest ' + ws.length + ' of ' + v.total_windows : v.total_windows + ' windows';
+      ? 'newest ' + ws.length + ' of ' + v.total_windows : plural(v.total_windows, 'window');
     if (ws.length === 0) {
       body.replaceChildren(el('tr', { class: 'empty' }, el('td', { colspan: 8 }, v.loaded ? 'no windows yet' : 'waiting for data…')));
       return;
@@ -481,8 +487,8 @@
     set('h-report', fmtTime(h.updated_at), ' ', el('span', { class: 'detail' }, ago(h.updated_at, v.now)));
     set('h-late', (h.late_per_minute || 0) + ' / min', ' ', el('span', { class: 'detail' }, h.late_total + ' routed to LATE in all'));
     set('h-corrections', (h.corrections_per_minute || 0) + ' / min', ' ', el('span', { class: 'detail' }, h.corrections + ' counted as corrections in all'));
-    set('h-correction-backlog', h.correction_backlog || 0, ' ', el('span', { class: 'detail' }, 'late events awaiting offline recomputation'));
-    set('h-state', h.ledger_entries + ' ledger entries · ' + h.windows + ' windows held');
+    set('h-correction-backlog', h.correction_backlog || 0, ' ', el('span', { class: 'detail' }, ((h.correction_backlog || 0) === 1 ? 'late event' : 'late events') + ' awaiting offline recomputation'));
+    set('h-state', plural(h.ledger_entries, 'ledger entry', 'ledger entries') + ' · ' + plural(h.windows, 'window') + ' held');
     const hot = h.hottest_partitions || [];
     set('h-hottest', ...(hot.length ? hot.map((p) => el('span', { class: 'badge hot' }, 'p' + p.partition + ': ' + p.recent + '/min')) : ['none (idle)']));
 

@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/dashboard"
+	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
+)
+
+// papercutPage fills a bucket with windows and health, starts a dashboard
+// (stale after staleAfter) over it and opens its page in chromium, ready
+// once the table lists every window.
+func papercutPage(t *testing.T, staleAfter time.Duration, windows []wire.Window, h wire.Health) *browser {
+	t.Helper()
+	path := browserChromium(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	_, url := testenv.NATS(t)
+	js := testenv.JetStream(t, url)
+	if err := stream.Ensure(ctx, js, wire.For(""), stream.Config{Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, wire.For("").Bucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(key string, v any) {
+		t.Helper()
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Put(ctx, key, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, w := range windows {
+		put(wire.WindowKey(w.WindowID), w)
+	}
+	put(wire.HealthKey, h)
+	_, base := startDashboard(t, ctx, url, dashboard.Config{StaleAfter: staleAfter})
+	b := browserStart(t, path)
+	b.navigate(base + "/")
+	b.waitFor(15*time.Second, "every window listed", `document.querySelectorAll('#windows-body tr[data-window-id]').length === `+itoaJS(len(windows))+
+		` && document.getElementById('h-state').textContent !== '–'`, `document.querySelector('main').innerText.slice(0, 2000)`)
+	return b
+}
+
+func itoaJS(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// finalWindow is a final window of hour at with count events.
+func finalWindow(at time.Time, count int64) wire.Window {
+	return wire.Window{WindowID: window.ID(window.Ms(at)), Start: at, End: at.Add(time.Hour), Count: count, Version: 2,
+		FirstOutputVersion: 1, Status: window.StatusFinal, Watermark: at.Add(3 * time.Hour), UpdatedAt: at.Add(2 * time.Hour)}
+}
+
+// TestBrowserCountsOfOne (issue 26): a count of one names its noun in
+// the singular: "1 late event awaiting…", "1 ledger entry", "1 window".
+// The page said "1 late events awaiting offline recomputation".
+func TestBrowserCountsOfOne(t *testing.T) {
+	now := time.Now().UTC()
+	at := now.Truncate(time.Hour).Add(-3 * time.Hour)
+	b := papercutPage(t, 10*time.Minute, []wire.Window{finalWindow(at, 1)}, wire.Health{
+		UpdatedAt: now, SourceLastSeen: now, StaleAfter: "10m0s", Grace: "1h0m0s", GlobalWatermark: now.Add(-5 * time.Minute),
+		Watermarks: []time.Time{now, now}, CorrectionBacklog: 1, LedgerEntries: 1, Windows: 1,
+	})
+	for _, c := range []struct{ id, want string }{
+		{"h-correction-backlog", "1 late event awaiting offline recomputation"},
+		{"h-state", "1 ledger entry · 1 window"},
+		{"window-count", "1 window"},
+	} {
+		got := browserMust[string](b, `document.getElementById('`+c.id+`').textContent`)
+		if !strings.Contains(got, c.want) || (c.id == "window-count" && got != c.want) {
+			t.Errorf("#%s: %q, want %q", c.id, got, c.want)
+		}
+	}
+}
