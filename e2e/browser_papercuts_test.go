@@ -82,3 +82,23 @@ func TestBrowserCountsOfOne(t *testing.T) {
 		}
 	}
 }
+
+// TestBrowserOneTimeFormat (issue 26): the STALE banner's reason and the
+// health panel write an instant the same way. The banner wrote
+// 2026-12-05T05:41:57Z, the panel 2026-12-05 05:41:57Z.
+func TestBrowserOneTimeFormat(t *testing.T) {
+	now := time.Now().UTC()
+	at := now.Truncate(time.Hour).Add(-3 * time.Hour)
+	reported := now.Add(-20 * time.Minute).Truncate(time.Second) // the publisher is silent: STALE
+	b := papercutPage(t, 10*time.Minute, []wire.Window{finalWindow(at, 4)}, wire.Health{
+		UpdatedAt: reported, SourceLastSeen: reported, StaleAfter: "10m0s", Grace: "1h0m0s", GlobalWatermark: reported,
+		Watermarks: []time.Time{reported, reported},
+	})
+	b.waitFor(10*time.Second, "the STALE banner", `!document.getElementById('stale-banner').hidden`, `document.getElementById('stale-banner').outerHTML`)
+	want := reported.Format(dashboard.TimeLayout)
+	banner := browserMust[string](b, `document.getElementById('stale-reason').textContent`)
+	panel := browserMust[string](b, `document.getElementById('h-report').textContent`)
+	if !strings.Contains(banner, want) || !strings.HasPrefix(panel, want) {
+		t.Errorf("banner %q and panel %q, want both to write %q", banner, panel, want)
+	}
+}

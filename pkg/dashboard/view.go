@@ -9,6 +9,11 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
+// TimeLayout is how a reader is shown an instant (in UTC): the page's
+// fmtTime, the reasons of the STALE banner and receiptctl's terminal all
+// write 2026-12-05 05:41:57Z.
+const TimeLayout = "2006-01-02 15:04:05Z"
+
 // ChartHours is how many hourly bars the page's chart shows.
 const ChartHours = 24
 
@@ -129,10 +134,10 @@ func judgeStale(h *wire.Health, now, started time.Time, staleAfter time.Duration
 		return false, ""
 	case h == nil:
 		return true, fmt.Sprintf("no health report from the publisher since this reader started at %s (stale after %s)",
-			started.UTC().Format(time.RFC3339), staleAfter)
+			started.UTC().Format(TimeLayout), staleAfter)
 	case now.Sub(h.UpdatedAt) > staleAfter:
 		return true, fmt.Sprintf("the publisher has not reported since %s (stale after %s)",
-			h.UpdatedAt.UTC().Format(time.RFC3339), staleAfter)
+			h.UpdatedAt.UTC().Format(TimeLayout), staleAfter)
 	case h.Stale:
 		return true, fmt.Sprintf("the source has sent nothing since %s (stale after %s)",
 			sourceSince(h), h.StaleAfter)
@@ -153,7 +158,7 @@ func sourceSince(h *wire.Health) string {
 	if h.SourceLastSeen.IsZero() {
 		return "the start (no message yet)"
 	}
-	return h.SourceLastSeen.UTC().Format(time.RFC3339)
+	return h.SourceLastSeen.UTC().Format(TimeLayout)
 }
 
 // buildView builds the view of st at now. recent > 0 keeps only the

@@ -21,10 +21,10 @@ func TestJudgeStale(t *testing.T) {
 		stale  bool
 		reason string
 	}{
-		{"no report since the reader started", nil, true, "no health report from the publisher since this reader started at 2026-12-02T10:27:00Z"},
+		{"no report since the reader started", nil, true, "no health report from the publisher since this reader started at 2026-12-02 10:27:00Z"},
 		{"fresh", fresh, false, ""},
-		{"publisher silent", &wire.Health{UpdatedAt: t0.Add(-3 * time.Minute), SourceLastSeen: t0.Add(-3 * time.Minute)}, true, "publisher has not reported since 2026-12-02T10:27:00Z"},
-		{"publisher says stale", &wire.Health{UpdatedAt: t0, Stale: true, StaleAfter: "2m0s", SourceLastSeen: t0.Add(-5 * time.Minute)}, true, "source has sent nothing since 2026-12-02T10:25:00Z (stale after 2m0s)"},
+		{"publisher silent", &wire.Health{UpdatedAt: t0.Add(-3 * time.Minute), SourceLastSeen: t0.Add(-3 * time.Minute)}, true, "publisher has not reported since 2026-12-02 10:27:00Z"},
+		{"publisher says stale", &wire.Health{UpdatedAt: t0, Stale: true, StaleAfter: "2m0s", SourceLastSeen: t0.Add(-5 * time.Minute)}, true, "source has sent nothing since 2026-12-02 10:25:00Z (stale after 2m0s)"},
 		{"reader's own threshold", &wire.Health{UpdatedAt: t0, SourceLastSeen: t0.Add(-150 * time.Second)}, true, "stale after 2m0s"},
 		{"nothing ever sent, publisher not yet stale", &wire.Health{UpdatedAt: t0}, false, ""},
 		{"nothing ever sent, publisher stale", &wire.Health{UpdatedAt: t0, Stale: true, StaleAfter: "2m0s"}, true, "since the start (no message yet)"},
