@@ -102,3 +102,27 @@ func TestBrowserOneTimeFormat(t *testing.T) {
 		t.Errorf("banner %q and panel %q, want both to write %q", banner, panel, want)
 	}
 }
+
+// TestBrowserStateSizeSaysWhatItCounts (issue 26): the health panel's
+// state size says that it counts window partials (one per window and
+// partition), not the windows of the table. It said "30 windows held"
+// beside 5 windows in the table.
+func TestBrowserStateSizeSaysWhatItCounts(t *testing.T) {
+	now := time.Now().UTC()
+	base := now.Truncate(time.Hour).Add(-8 * time.Hour)
+	var ws []wire.Window
+	for i := range 5 {
+		ws = append(ws, finalWindow(base.Add(time.Duration(i)*time.Hour), 10))
+	}
+	b := papercutPage(t, 10*time.Minute, ws, wire.Health{
+		UpdatedAt: now, SourceLastSeen: now, StaleAfter: "10m0s", Grace: "1h0m0s", GlobalWatermark: now.Add(-5 * time.Minute),
+		Watermarks: []time.Time{now, now}, LedgerEntries: 50, Windows: 30,
+	})
+	got := browserMust[string](b, `document.getElementById('h-state').textContent`)
+	if !strings.Contains(got, "30 window partials in Redis") || !strings.Contains(got, "one per window and partition") {
+		t.Errorf("#h-state %q: does not say what the 30 counts", got)
+	}
+	if strings.Contains(got, "windows held") {
+		t.Errorf("#h-state %q: 30 \"windows\" beside 5 in the table", got)
+	}
+}

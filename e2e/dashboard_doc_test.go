@@ -59,7 +59,7 @@ func TestReadingTheDashboardCoversThePage(t *testing.T) {
 	labels = append(labels, "STALE", "watermark ahead of clock", "corrected +", "in grace", "0✓",
 		"(unknown store)", "(newest with data)", "(picked)", "other store",
 		"HISTORY", "live updates paused", "24 hours to", "windows held",
-		"starting: waiting for the first report")
+		"starting: waiting for the first report", "window partials in Redis", "one per window and partition")
 	// The health panel's Alerts row (issue 14, alert rules).
 	add("alert states", regexp.MustCompile(`el\('span', \{ class: '(?:muted|alerts-[a-z]+)' \}, '([^':]+)`), js, 4)
 	labels = append(labels, "since", "checked", "last fetched", "never fetched")

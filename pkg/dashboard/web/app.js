@@ -488,7 +488,11 @@
     set('h-late', (h.late_per_minute || 0) + ' / min', ' ', el('span', { class: 'detail' }, h.late_total + ' routed to LATE in all'));
     set('h-corrections', (h.corrections_per_minute || 0) + ' / min', ' ', el('span', { class: 'detail' }, h.corrections + ' counted as corrections in all'));
     set('h-correction-backlog', h.correction_backlog || 0, ' ', el('span', { class: 'detail' }, ((h.correction_backlog || 0) === 1 ? 'late event' : 'late events') + ' awaiting offline recomputation'));
-    set('h-state', plural(h.ledger_entries, 'ledger entry', 'ledger entries') + ' · ' + plural(h.windows, 'window') + ' held');
+    // h.windows counts window states per partition (a window with events
+    // in 4 partitions is 4), not the windows of the table.
+    set('h-state', plural(h.ledger_entries, 'ledger entry', 'ledger entries') + ' · ' +
+      plural(h.windows, 'window partial') + ' in Redis', ' ',
+      el('span', { class: 'detail' }, 'one per window and partition with events, until retired'));
     const hot = h.hottest_partitions || [];
     set('h-hottest', ...(hot.length ? hot.map((p) => el('span', { class: 'badge hot' }, 'p' + p.partition + ': ' + p.recent + '/min')) : ['none (idle)']));
 
