@@ -126,3 +126,38 @@ func TestBrowserStateSizeSaysWhatItCounts(t *testing.T) {
 		t.Errorf("#h-state %q: 30 \"windows\" beside 5 in the table", got)
 	}
 }
+
+// liveHour is the open window of the current hour with count events.
+func liveHour(now time.Time, count int64) wire.Window {
+	w := finalWindow(now.Truncate(time.Hour), count)
+	w.Status, w.Watermark = window.StatusOpen, now.Add(-5*time.Minute)
+	return w
+}
+
+// TestBrowserChartScalesOnFinalWindows (issue 26): the chart's scale
+// follows the final windows, and a live hour taller than them is clipped
+// with a mark. The chart rescaled as the live hour filled (300 → 800 →
+// 1000), shrinking every final bar.
+func TestBrowserChartScalesOnFinalWindows(t *testing.T) {
+	now := time.Now().UTC()
+	cur := now.Truncate(time.Hour)
+	var ws []wire.Window
+	for i := 6; i >= 2; i-- {
+		ws = append(ws, finalWindow(cur.Add(-time.Duration(i)*time.Hour), 300))
+	}
+	ws = append(ws, liveHour(now, 1000))
+	b := papercutPage(t, 10*time.Minute, ws, wire.Health{
+		UpdatedAt: now, SourceLastSeen: now, StaleAfter: "10m0s", Grace: "1h0m0s", GlobalWatermark: now.Add(-5 * time.Minute),
+		Watermarks: []time.Time{now, now},
+	})
+	live := `document.querySelector('#chart g.bar[data-window-id="` + window.ID(window.Ms(cur)) + `"]')`
+	b.waitFor(10*time.Second, "the live bar", live+` !== null`, `document.getElementById('chart').outerHTML.slice(0, 3000)`)
+	axis := browserMust[[]string](b, `[...document.querySelectorAll('#chart > text')].map((t) => t.textContent)`)
+	if len(axis) < 3 || axis[2] != "300" {
+		t.Errorf("y axis %v, want its top at 300, the final windows' scale", axis)
+	}
+	if clipped := browserMust[bool](b, live+`.dataset.clipped === 'true' && `+live+`.querySelector('path.clip-mark') !== null && `+
+		live+`.querySelector('text.count').textContent === '1000↑'`); !clipped {
+		t.Errorf("the live bar above the scale is not clipped with a mark: %s", browserMust[string](b, live+`.outerHTML`))
+	}
+}

@@ -261,9 +261,15 @@
     // with room above the tallest bar for it.
     const upright = slot >= 30;
     const top = upright ? 26 : 48;
-    let max = 0;
-    for (const h of hours) max = Math.max(max, h.count);
-    const scaleMax = niceMax(max);
+    // The scale follows the final windows, so that the live hour filling
+    // up does not shrink every final bar; a provisional bar above it is
+    // clipped and marked. Without a final window, every bar counts.
+    let max = 0, maxAll = 0;
+    for (const h of hours) {
+      maxAll = Math.max(maxAll, h.count);
+      if (h.state === 'final') max = Math.max(max, h.count);
+    }
+    const scaleMax = niceMax(max || maxAll);
     const y = (n) => top + (H - top - bottom) * (1 - n / scaleMax);
     const base = y(0);
 
@@ -290,14 +296,20 @@
       const title = sv('title', {}, barTitle(h, stale));
       g.append(title);
       if (h.state === 'final' || h.state === 'provisional') {
-        const top_ = Math.min(y(h.count), base - 2);
+        const clipped = h.count > scaleMax;
+        const top_ = clipped ? y(scaleMax) : Math.min(y(h.count), base - 2);
         const fill = stale ? 'url(#hatch-stale)' : h.state === 'final' ? '#1f5fd1' : 'url(#hatch-provisional)';
         g.append(sv('rect', { class: 'body', x: x, y: top_, width: barW, height: base - top_, rx: 2, fill: fill }));
+        if (clipped) {
+          // Taller than the scale: cut at its top, a break mark across it.
+          g.setAttribute('data-clipped', 'true');
+          g.append(sv('path', { class: 'clip-mark', d: 'M' + (x - 1) + ' ' + (top_ + 7) + 'l' + (barW + 2) + ' -5m' + -(barW + 2) + ' 9l' + (barW + 2) + ' -5' }));
+        }
         if (upright) {
-          g.append(sv('text', { class: 'count', x: cx, y: top_ - 4, 'text-anchor': 'middle' }, h.count));
+          g.append(sv('text', { class: 'count', x: cx, y: top_ - 4, 'text-anchor': 'middle' }, h.count + (clipped ? '↑' : '')));
         } else {
           g.append(sv('text', { class: 'count', x: cx + 4, y: top_ - 4, 'text-anchor': 'start',
-            transform: 'rotate(-90 ' + (cx + 4) + ' ' + (top_ - 4) + ')' }, h.count));
+            transform: 'rotate(-90 ' + (cx + 4) + ' ' + (top_ - 4) + ')' }, h.count + (clipped ? '↑' : '')));
         }
         if (h.corrected_by > 0) {
           const label = '+' + h.corrected_by;
