@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/receiptflow/receiptflow/pkg/dashboard"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
@@ -160,4 +162,45 @@ func TestBrowserChartScalesOnFinalWindows(t *testing.T) {
 		live+`.querySelector('text.count').textContent === '1000↑'`); !clipped {
 		t.Errorf("the live bar above the scale is not clipped with a mark: %s", browserMust[string](b, live+`.outerHTML`))
 	}
+}
+
+// TestBrowserPhoneCorrectionOnItsOwnBar (issue 26): on a 390 px phone the
+// +n of a corrected hour is written on that hour's own bar label, just
+// above its bar. It sat at the chart's top, beside the current hour's
+// label, so the open hour looked corrected.
+func TestBrowserPhoneCorrectionOnItsOwnBar(t *testing.T) {
+	now := time.Now().UTC()
+	cur := now.Truncate(time.Hour)
+	var ws []wire.Window
+	for i := 8; i >= 2; i-- {
+		ws = append(ws, finalWindow(cur.Add(-time.Duration(i)*time.Hour), 300))
+	}
+	corrected := finalWindow(cur.Add(-time.Hour), 150)
+	corrected.Status, corrected.Corrections = window.StatusInGrace, 3
+	ws = append(ws, corrected, liveHour(now, 120))
+	b := papercutPage(t, 10*time.Minute, ws, wire.Health{
+		UpdatedAt: now, SourceLastSeen: now, StaleAfter: "10m0s", Grace: "1h0m0s", GlobalWatermark: now.Add(-5 * time.Minute),
+		Watermarks: []time.Time{now, now},
+	})
+	if _, err := chromedp.Run(b.ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile, chromedp.EmulatePortrait)); err != nil {
+		t.Fatal(err)
+	}
+	bar := `document.querySelector('#chart g.bar[data-window-id="` + corrected.WindowID + `"]')`
+	// The chart is redrawn for its new width (the page's resize handler).
+	b.waitFor(10*time.Second, "the phone's chart", `document.getElementById('chart').viewBox.baseVal.width <= 390 && `+bar+` !== null`,
+		`document.getElementById('chart').outerHTML.slice(0, 3000)`)
+	type box struct{ Left, Right, Top, Bottom, BarLeft, BarRight, BarTop float64 }
+	got := browserMust[box](b, `(() => {
+		const g = `+bar+`;
+		const mark = [...g.querySelectorAll('text, tspan')].filter((n) => n.textContent.trim() === '+3')[0];
+		const r = mark.getBoundingClientRect(), body = g.querySelector('rect.body').getBoundingClientRect();
+		return { Left: r.left, Right: r.right, Top: r.top, Bottom: r.bottom, BarLeft: body.left, BarRight: body.right, BarTop: body.top };
+	})()`)
+	if mid := (got.Left + got.Right) / 2; mid < got.BarLeft-2 || mid > got.BarRight+2 {
+		t.Errorf("the +3 is centred at x %.0f, off its bar (%.0f..%.0f)", mid, got.BarLeft, got.BarRight)
+	}
+	if got.Bottom > got.BarTop+1 || got.Bottom < got.BarTop-60 {
+		t.Errorf("the +3 ends at y %.0f, not just above its bar's top %.0f", got.Bottom, got.BarTop)
+	}
+	b.screenshot("phone-correction")
 }

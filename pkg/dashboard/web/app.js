@@ -308,13 +308,17 @@
         if (upright) {
           g.append(sv('text', { class: 'count', x: cx, y: top_ - 4, 'text-anchor': 'middle' }, h.count + (clipped ? '↑' : '')));
         } else {
-          g.append(sv('text', { class: 'count', x: cx + 4, y: top_ - 4, 'text-anchor': 'start',
-            transform: 'rotate(-90 ' + (cx + 4) + ' ' + (top_ - 4) + ')' }, h.count + (clipped ? '↑' : '')));
+          const label = sv('text', { class: 'count', x: cx + 4, y: top_ - 4, 'text-anchor': 'start',
+            transform: 'rotate(-90 ' + (cx + 4) + ' ' + (top_ - 4) + ')' }, h.count + (clipped ? '↑' : ''));
+          // Too narrow for a badge of its own: the correction is written
+          // on the bar's own label, never beside a neighbour's.
+          if (h.corrected_by > 0) label.append(sv('tspan', { class: 'corr-inline' }, ' +' + h.corrected_by));
+          g.append(label);
         }
-        if (h.corrected_by > 0) {
+        if (h.corrected_by > 0 && upright) {
           const label = '+' + h.corrected_by;
           const cw = Math.max(label.length * 7 + 4, 18);
-          const cy = upright ? Math.max(top_ - 32, 2) : 2;
+          const cy = Math.max(top_ - 32, 2);
           g.append(sv('rect', { class: 'corr', x: cx - cw / 2, y: cy, width: cw, height: 15, rx: 3 }));
           g.append(sv('text', { class: 'corr', x: cx, y: cy + 11.5, 'text-anchor': 'middle' }, label));
         }
