@@ -39,6 +39,9 @@ func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case *staleAfter <= 0 || *every <= 0 || *rows < 1:
 		return usageError("--stale-after and --every must be positive, --rows at least 1")
 	}
+	if err := connect.CheckNATSURL(*natsURL); err != nil {
+		return usageError("--nats-url %v", err)
+	}
 	conn, err := connect.ConnectNATS(*natsURL, "receiptflow-watch")
 	if err != nil {
 		return err
