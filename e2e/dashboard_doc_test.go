@@ -79,3 +79,24 @@ func TestReadingTheDashboardCoversThePage(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeAnswersANewUser (issue 26): the README says what the
+// embedded default is where it first names it, where urls.json goes, that
+// the demo starts with past hours filled in, and how long make test takes.
+func TestReadmeAnswersANewUser(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	i := strings.Index(readme, "embedded default")
+	if i < 0 || !strings.Contains(readme[i:min(len(readme), i+700)], "miniredis") {
+		t.Errorf("the README names the embedded default without saying, within the next paragraph, what it is (in-process nats-server and miniredis)")
+	}
+	for _, want := range []string{"`urls.json` in its data directory (`--data-dir`; without it a new\ntemporary directory",
+		"starts with\nthe past four hours filled in", "about 20 minutes on 2 cores"} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("the README does not say %q", want)
+		}
+	}
+}
