@@ -49,9 +49,12 @@ endif
 all: build
 
 ## build: compile every binary into $(BIN)/
+# Go stamps no VCS revision in a workspace (go.work) build: --version
+# (pkg/buildinfo) then prints the one git names here.
+REVISION ?= $(shell git describe --always --dirty --abbrev=12 2>/dev/null)
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ $(addprefix ./services/,$(BINARIES))
+	$(GO) build -ldflags "-X github.com/receiptflow/receiptflow/pkg/buildinfo.revision=$(REVISION)" -o $(BIN)/ $(addprefix ./services/,$(BINARIES))
 
 # Installs promtool into the tool cache when make alerts finds none
 # (without the service-discovery plugins, as .ci/run does: half the build).

@@ -58,7 +58,8 @@ func TestReadingTheDashboardCoversThePage(t *testing.T) {
 	add("store columns", regexp.MustCompile(`<th(?: class="num")?>([a-z]+)</th>`), html[strings.Index(html, `id="stores"`):strings.Index(html, `id="partitions"`)], 5)
 	labels = append(labels, "STALE", "watermark ahead of clock", "corrected +", "in grace", "0✓",
 		"(unknown store)", "(newest with data)", "(picked)", "other store",
-		"HISTORY", "live updates paused", "24 hours to", "windows held")
+		"HISTORY", "live updates paused", "24 hours to", "windows held",
+		"starting: waiting for the first report", "window partials in Redis", "one per window and partition")
 	// The health panel's Alerts row (issue 14, alert rules).
 	add("alert states", regexp.MustCompile(`el\('span', \{ class: '(?:muted|alerts-[a-z]+)' \}, '([^':]+)`), js, 4)
 	labels = append(labels, "since", "checked", "last fetched", "never fetched")
@@ -82,6 +83,27 @@ func TestReadingTheDashboardCoversThePage(t *testing.T) {
 			if cells := strings.Split(row, "|"); strings.TrimSpace(cells[3]) == "" {
 				t.Errorf("no action in row %q", row)
 			}
+		}
+	}
+}
+
+// TestReadmeAnswersANewUser (issue 26): the README says what the
+// embedded default is where it first names it, where urls.json goes, that
+// the demo starts with past hours filled in, and how long make test takes.
+func TestReadmeAnswersANewUser(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	i := strings.Index(readme, "embedded default")
+	if i < 0 || !strings.Contains(readme[i:min(len(readme), i+700)], "miniredis") {
+		t.Errorf("the README names the embedded default without saying, within the next paragraph, what it is (in-process nats-server and miniredis)")
+	}
+	for _, want := range []string{"`urls.json` in its data directory (`--data-dir`; without it a new\ntemporary directory",
+		"starts with\nthe past four hours filled in", "about 20 minutes on 2 cores"} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("the README does not say %q", want)
 		}
 	}
 }

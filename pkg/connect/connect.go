@@ -60,6 +60,22 @@ type Dialer struct {
 	PublishAckTimeout time.Duration
 }
 
+// ErrHTTPURL is CheckNATSURL's answer to an http(s) URL.
+var ErrHTTPURL = errors.New("looks like an HTTP URL (the dashboard's?), not a NATS one")
+
+// CheckNATSURL returns an error wrapping ErrHTTPURL, saying to pass the
+// NATS URL, when a URL of url (one or a comma-separated list) is http://
+// or https://: NATS would dial it and time out without a word.
+func CheckNATSURL(url string) error {
+	for _, u := range strings.Split(url, ",") {
+		u = strings.TrimSpace(u)
+		if l := strings.ToLower(u); strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "https://") {
+			return fmt.Errorf("%s %w: pass the NATS URL, nats://host:4222 (the demo's banner and its urls.json name it)", RedactURL(u), ErrHTTPURL)
+		}
+	}
+	return nil
+}
+
 // ConnectNATS connects to url (one URL or a comma-separated list of a
 // cluster's URLs) as name, reconnecting forever, and returns the connection
 // with its JetStream context. extra options are applied last, e.g. the
@@ -92,6 +108,9 @@ func (d Dialer) ConnectNATS(url, name string, extra ...nats.Option) (*Conn, erro
 		nats.PingInterval(PingInterval),
 		nats.MaxPingsOutstanding(MaxPingsOutstanding),
 	}, extra...)
+	if err := CheckNATSURL(url); err != nil {
+		return nil, fmt.Errorf("connect: nats %s at %w", name, err)
+	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect: nats %s at %s: %w", name, RedactURL(url), err)

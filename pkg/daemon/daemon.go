@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/receiptflow/receiptflow/pkg/buildinfo"
 	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/contract"
@@ -69,11 +71,21 @@ func Build(d *Deps) (Runner, error) { return service.Build(d.name, d.Service()) 
 // connection was lost, Main waits for both servers and calls build again
 // (the collectors the previous value registered on Deps.Registerer are
 // unregistered first), as a supervisor would restart the process. Secrets
-// (passwords, credentials in URLs) never reach the log.
+// (passwords, credentials in URLs) never reach the log. --version prints
+// buildinfo.String to os.Stdout and returns 0.
 func Main(ctx context.Context, name string, args []string, stderr io.Writer, build func(*Deps) (Runner, error)) int {
+	return MainTo(ctx, name, args, os.Stdout, stderr, build)
+}
+
+// MainTo is Main with --version written to stdout.
+func MainTo(ctx context.Context, name string, args []string, stdout, stderr io.Writer, build func(*Deps) (Runner, error)) int {
 	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("service", name)
 	if err := run(ctx, name, args, log, build); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		if errors.Is(err, errVersion) {
+			fmt.Fprintln(stdout, buildinfo.String(name))
 			return 0
 		}
 		log.Error("service stopped", "err", err)
@@ -212,7 +224,7 @@ func (p *process) connect(ctx context.Context) (connected bool, err error) {
 	p.h = &health{}
 	p.h.wait("nats at " + connect.RedactURL(c.NATSURL))
 	if p.port, err = probe.Listen(p.o.httpAddr, p.h.notReady); err != nil {
-		return false, err
+		return false, probe.ListenHint("--http-addr", p.o.httpAddr, err)
 	}
 	p.port.Metrics(p.reg)
 	log.Info("http listening", "addr", p.port.Addr())

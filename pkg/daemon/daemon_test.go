@@ -302,3 +302,12 @@ func TestEnsureRetention(t *testing.T) {
 		t.Fatal("--retention 0 (keep forever) was accepted")
 	}
 }
+
+// TestVersionFlag (issue 26): --version prints the build and exits 0
+// before any flag is checked or any server reached.
+func TestVersionFlag(t *testing.T) {
+	var out, log bytes.Buffer
+	if code := MainTo(context.Background(), "windower", []string{"--version"}, &out, &log, nil); code != 0 || !strings.HasPrefix(out.String(), "windower ") {
+		t.Errorf("--version: exit %d, %q\n%s", code, out.String(), log.String())
+	}
+}

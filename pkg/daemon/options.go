@@ -8,12 +8,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/buildinfo"
 	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/connect"
 )
 
 // options are the process flags beyond config.Common.
 type options struct {
+	version *bool // --version: print buildinfo.String and exit
 	// explicit reports whether a flag of Common was given (flag or env):
 	// such a value must agree with the deployment's record.
 	explicit   func(string) bool
@@ -38,6 +40,7 @@ type options struct {
 const DefaultStallAfter = 15 * time.Second
 
 func (o *options) register(fs *flag.FlagSet) {
+	o.version = buildinfo.Flag(fs)
 	o.natsSec.Register(fs)
 	o.redisSec.Register(fs)
 	fs.StringVar(&o.owned, "owned", "", "partitions this instance processes, e.g. 0-3 (default: split by --instance/--instances)")
@@ -86,6 +89,9 @@ func envDuration(k string, def time.Duration) time.Duration {
 	return def
 }
 
+// errVersion is parse's answer to --version: print the version, exit 0.
+var errVersion = errors.New("version asked")
+
 // parse reads the flags of service name from args and checks them.
 func parse(name string, args []string) (config.Common, options, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -95,6 +101,9 @@ func parse(name string, args []string) (config.Common, options, error) {
 	o.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, o, err
+	}
+	if *o.version {
+		return c, o, errVersion
 	}
 	o.explicit = config.Explicit(fs)
 	if err := c.Validate(); err != nil {

@@ -16,8 +16,8 @@
 //
 // KV watchers stop when the nats-server restarts, so the service re-watches
 // and reloads the bucket whenever its connection reconnects, whenever the
-// watcher closes or goes silent, and whenever the active-generation pointer
-// moves.
+// watcher closes or goes silent while the bucket moves on without it, and
+// whenever the active-generation pointer moves.
 package dashboard
 
 import (
@@ -44,9 +44,10 @@ type Config struct {
 	// StaleAfter: with no source message (or no publisher report) for this
 	// long, readers are told the data is stale (default 2m).
 	StaleAfter time.Duration
-	// Silence: with no KV update for this long while connected, the bucket
-	// is watched and loaded again (default 5s; the publisher rewrites its
-	// health every second). Repeated silences back off up to 16 times that.
+	// Silence: with no KV update for this long while connected, the
+	// dashboard checks the bucket and watches and loads it again only if
+	// it moved past the watch (default 5s). Repeated re-watches back off
+	// up to 16 times that.
 	Silence time.Duration
 	// Recent is how many of the newest windows the page receives (default
 	// 48); GET /api/windows always returns all of them.
@@ -112,6 +113,9 @@ type Service struct {
 	hub *hub
 	// alerts is nil without Config.PrometheusURL.
 	alerts *alertPoller
+	// started is when New ran: until StaleAfter after it, no health
+	// report yet is "starting", not stale.
+	started time.Time
 
 	runMu   sync.Mutex
 	running bool
@@ -129,7 +133,7 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{nc: nc, js: js, cfg: cfg, m: newMetrics(cfg.Registerer), st: newState()}
+	s := &Service{nc: nc, js: js, cfg: cfg, m: newMetrics(cfg.Registerer), st: newState(), started: cfg.Now()}
 	s.hub = newHub(s.m)
 	s.alerts, err = newAlertPoller(cfg.PrometheusURL, cfg.AlertsEvery, cfg.AlertsTimeout, cfg.Now, s.m)
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 const (
 	reasonReconnected = "reconnected"      // the connection reconnected (server restart)
 	reasonClosed      = "watcher_closed"   // the KV watcher ended
-	reasonSilent      = "silent"           // no KV update for the silence period
+	reasonSilent      = "silent"           // no KV update for the silence period, and the bucket moved past the watch
 	reasonSwitched    = "generation_moved" // the active-generation pointer moved
 	reasonError       = "error"            // the pointer or the bucket could not be read
 )
@@ -157,6 +157,7 @@ func (s *Service) session(ctx context.Context, silence time.Duration) (string, e
 
 	staging := newContents() // the initial values, swapped in at once
 	loaded := false
+	var lastRev uint64 // the latest revision the watch delivered
 	lastSeen := time.Now()
 	lastPointer := time.Now()
 	tick := time.NewTicker(pollEvery)
@@ -170,6 +171,9 @@ func (s *Service) session(ctx context.Context, silence time.Duration) (string, e
 				return reasonClosed, nil
 			}
 			lastSeen = time.Now()
+			if e != nil {
+				lastRev = max(lastRev, e.Revision())
+			}
 			switch {
 			case e == nil:
 				if !loaded {
@@ -206,7 +210,16 @@ func (s *Service) session(ctx context.Context, silence time.Duration) (string, e
 				continue
 			}
 			if time.Since(lastSeen) > silence {
-				return reasonSilent, nil
+				// A quiet bucket (an idle source: the publisher then
+				// rewrites meta.* only every keep-alive) is no reason
+				// to watch again; a bucket that moved past the watch is.
+				behind, err := s.watchBehind(ctx, kv, lastRev)
+				if err != nil || behind {
+					return reasonSilent, err
+				}
+				lastSeen = time.Now()
+				s.st.noteQuiet()
+				s.m.quietChecks.Inc()
 			}
 			if s.cfg.Generation == "" && time.Since(lastPointer) >= time.Second {
 				lastPointer = time.Now()
@@ -216,6 +229,24 @@ func (s *Service) session(ctx context.Context, silence time.Duration) (string, e
 			}
 		}
 	}
+}
+
+// watchBehind reports whether kv holds a revision later than rev, the
+// latest one the watch delivered: a watch that missed an update. The
+// look-up is bounded like pointerMoved's; a failed one is returned.
+func (s *Service) watchBehind(ctx context.Context, kv jetstream.KeyValue, rev uint64) (bool, error) {
+	sctx, cancel := context.WithTimeout(ctx, pollEvery*4)
+	defer cancel()
+	st, err := kv.Status(sctx)
+	if err != nil {
+		return false, fmt.Errorf("dashboard: status of %s: %w", kv.Bucket(), err)
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return true, nil // cannot tell: watch again
+	}
+	state := bs.StreamInfo().State
+	return state.Msgs > 0 && state.LastSeq > rev, nil
 }
 
 // pointerMoved reports whether the active-generation pointer now names

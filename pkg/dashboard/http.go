@@ -102,6 +102,7 @@ type HealthView struct {
 	Loaded      bool      `json:"loaded"`
 	Stale       bool      `json:"stale"`
 	StaleReason string    `json:"stale_reason,omitempty"`
+	Starting    bool      `json:"starting,omitempty"`
 	StaleAfter  string    `json:"stale_after"`
 	Watch       WatchInfo `json:"watch"`
 	// Health is the publisher's report (meta.health), nil before the first.
@@ -114,7 +115,7 @@ func (s *Service) serveHealth(w http.ResponseWriter, r *http.Request) {
 	v := s.buildView(1, false)
 	writeJSON(w, http.StatusOK, HealthView{
 		Generation: v.Generation, Now: v.Now, Connected: v.Connected, Loaded: v.Loaded,
-		Stale: v.Stale, StaleReason: v.StaleReason, StaleAfter: v.StaleAfter, Watch: v.Watch, Health: v.Health,
+		Stale: v.Stale, StaleReason: v.StaleReason, Starting: v.Starting, StaleAfter: v.StaleAfter, Watch: v.Watch, Health: v.Health,
 		Alerts: v.Alerts,
 	})
 }

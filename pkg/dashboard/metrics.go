@@ -7,13 +7,14 @@ import (
 )
 
 type metrics struct {
-	loads      prometheus.Counter
-	reloads    *prometheus.CounterVec
-	updates    prometheus.Counter
-	badEntries prometheus.Counter
-	clients    prometheus.Gauge
-	pushes     prometheus.Counter
-	alertPolls *prometheus.CounterVec
+	loads       prometheus.Counter
+	reloads     *prometheus.CounterVec
+	quietChecks prometheus.Counter
+	updates     prometheus.Counter
+	badEntries  prometheus.Counter
+	clients     prometheus.Gauge
+	pushes      prometheus.Counter
+	alertPolls  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -24,6 +25,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reloads: telemetry.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "receiptflow_dashboard_rewatches_total", Help: "Watch sessions ended and started again, by reason.",
 		}, []string{"reason"})),
+		quietChecks: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "receiptflow_dashboard_quiet_checks_total", Help: "Silences of the watch after which the bucket had not moved past it (an idle source): no re-watch.",
+		})),
 		updates: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "receiptflow_dashboard_kv_updates_total", Help: "Live KV updates received.",
 		})),

@@ -69,6 +69,7 @@ type state struct {
 	// the dashboard saw that revision (the bucket keeps no history).
 	firstCount map[string]int64
 	connected  bool
+	quiet      int64
 	reloads    int64
 	lastReason string
 	lastReload time.Time
@@ -115,6 +116,13 @@ func (st *state) setConnected(c bool) bool {
 	was := st.connected
 	st.connected = c
 	return was != c
+}
+
+// noteQuiet counts a silence after which the watch was found current.
+func (st *state) noteQuiet() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.quiet++
 }
 
 func (st *state) noteReload(reason string, now time.Time) {

@@ -9,6 +9,11 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
+// TimeLayout is how a reader is shown an instant (in UTC): the page's
+// fmtTime, the reasons of the STALE banner and receiptctl's terminal all
+// write 2026-12-05 05:41:57Z.
+const TimeLayout = "2006-01-02 15:04:05Z"
+
 // ChartHours is how many hourly bars the page's chart shows.
 const ChartHours = 24
 
@@ -36,7 +41,10 @@ type View struct {
 	Connected bool `json:"connected"`
 	Loaded    bool `json:"loaded"`
 	// Stale is the reader's verdict (see judgeStale); StaleReason says why.
-	Stale       bool         `json:"stale"`
+	Stale bool `json:"stale"`
+	// Starting: the publisher has not reported yet and the dashboard
+	// started less than StaleAfter ago (a fresh deployment, not stale).
+	Starting    bool         `json:"starting,omitempty"`
 	StaleReason string       `json:"stale_reason,omitempty"`
 	StaleAfter  string       `json:"stale_after"`
 	Watch       WatchInfo    `json:"watch"`
@@ -59,12 +67,15 @@ type View struct {
 	Hours []HourView `json:"hours"`
 }
 
-// WatchInfo describes the dashboard's KV watch.
+// WatchInfo describes the dashboard's KV watch. QuietChecks counts the
+// silences after which the bucket was found not to have moved past the
+// watch (an idle source): no re-watch, no reload.
 type WatchInfo struct {
-	Reloads    int64     `json:"reloads"`
-	LastReason string    `json:"last_reason,omitempty"`
-	LastReload time.Time `json:"last_reload,omitzero"`
-	LastUpdate time.Time `json:"last_update,omitzero"`
+	Reloads     int64     `json:"reloads"`
+	QuietChecks int64     `json:"quiet_checks"`
+	LastReason  string    `json:"last_reason,omitempty"`
+	LastReload  time.Time `json:"last_reload,omitzero"`
+	LastUpdate  time.Time `json:"last_update,omitzero"`
 }
 
 // WindowView is one window as the reader sees it: the published snapshot
@@ -113,16 +124,20 @@ type HourView struct {
 }
 
 // judgeStale is the reader's verdict on freshness at now: stale when the
-// publisher has not reported for staleAfter (or ever), when it says the
-// source is stale, or when the source's last message is older than
-// staleAfter.
-func judgeStale(h *wire.Health, now time.Time, staleAfter time.Duration) (bool, string) {
+// publisher has not reported for staleAfter (or not since the reader
+// started, at started), when it says the source is stale, or when the
+// source's last message is older than staleAfter. No report within
+// staleAfter of started is starting (see isStarting), not stale.
+func judgeStale(h *wire.Health, now, started time.Time, staleAfter time.Duration) (bool, string) {
 	switch {
+	case isStarting(h, now, started, staleAfter):
+		return false, ""
 	case h == nil:
-		return true, "no health report from the publisher yet"
+		return true, fmt.Sprintf("no health report from the publisher since this reader started at %s (stale after %s)",
+			started.UTC().Format(TimeLayout), staleAfter)
 	case now.Sub(h.UpdatedAt) > staleAfter:
 		return true, fmt.Sprintf("the publisher has not reported since %s (stale after %s)",
-			h.UpdatedAt.UTC().Format(time.RFC3339), staleAfter)
+			h.UpdatedAt.UTC().Format(TimeLayout), staleAfter)
 	case h.Stale:
 		return true, fmt.Sprintf("the source has sent nothing since %s (stale after %s)",
 			sourceSince(h), h.StaleAfter)
@@ -133,11 +148,17 @@ func judgeStale(h *wire.Health, now time.Time, staleAfter time.Duration) (bool, 
 	return false, ""
 }
 
+// isStarting reports whether a reader that started at started is still
+// waiting, at now, for the publisher's first report: a fresh deployment.
+func isStarting(h *wire.Health, now, started time.Time, staleAfter time.Duration) bool {
+	return h == nil && now.Sub(started) < staleAfter
+}
+
 func sourceSince(h *wire.Health) string {
 	if h.SourceLastSeen.IsZero() {
 		return "the start (no message yet)"
 	}
-	return h.SourceLastSeen.UTC().Format(time.RFC3339)
+	return h.SourceLastSeen.UTC().Format(TimeLayout)
 }
 
 // buildView builds the view of st at now. recent > 0 keeps only the
@@ -158,9 +179,10 @@ func (s *Service) buildPage(before string, recent int, partitions bool) View {
 	v := View{
 		Generation: st.generation, Now: now, Connected: st.connected, Loaded: st.loaded,
 		StaleAfter: s.cfg.StaleAfter.String(), Health: st.cur.health, Alerts: alerts,
-		Watch: WatchInfo{Reloads: st.reloads, LastReason: st.lastReason, LastReload: st.lastReload, LastUpdate: st.lastUpdate},
+		Watch: WatchInfo{Reloads: st.reloads, QuietChecks: st.quiet, LastReason: st.lastReason, LastReload: st.lastReload, LastUpdate: st.lastUpdate},
 	}
-	v.Stale, v.StaleReason = judgeStale(st.cur.health, now, s.cfg.StaleAfter)
+	v.Stale, v.StaleReason = judgeStale(st.cur.health, now, s.started, s.cfg.StaleAfter)
+	v.Starting = isStarting(st.cur.health, now, s.started, s.cfg.StaleAfter)
 	ids := make([]string, 0, len(st.cur.windows))
 	for id := range st.cur.windows {
 		ids = append(ids, id)

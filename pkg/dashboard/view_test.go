@@ -21,21 +21,45 @@ func TestJudgeStale(t *testing.T) {
 		stale  bool
 		reason string
 	}{
-		{"no report", nil, true, "no health report"},
+		{"no report since the reader started", nil, true, "no health report from the publisher since this reader started at 2026-12-02 10:27:00Z"},
 		{"fresh", fresh, false, ""},
-		{"publisher silent", &wire.Health{UpdatedAt: t0.Add(-3 * time.Minute), SourceLastSeen: t0.Add(-3 * time.Minute)}, true, "publisher has not reported since 2026-12-02T10:27:00Z"},
-		{"publisher says stale", &wire.Health{UpdatedAt: t0, Stale: true, StaleAfter: "2m0s", SourceLastSeen: t0.Add(-5 * time.Minute)}, true, "source has sent nothing since 2026-12-02T10:25:00Z (stale after 2m0s)"},
+		{"publisher silent", &wire.Health{UpdatedAt: t0.Add(-3 * time.Minute), SourceLastSeen: t0.Add(-3 * time.Minute)}, true, "publisher has not reported since 2026-12-02 10:27:00Z"},
+		{"publisher says stale", &wire.Health{UpdatedAt: t0, Stale: true, StaleAfter: "2m0s", SourceLastSeen: t0.Add(-5 * time.Minute)}, true, "source has sent nothing since 2026-12-02 10:25:00Z (stale after 2m0s)"},
 		{"reader's own threshold", &wire.Health{UpdatedAt: t0, SourceLastSeen: t0.Add(-150 * time.Second)}, true, "stale after 2m0s"},
 		{"nothing ever sent, publisher not yet stale", &wire.Health{UpdatedAt: t0}, false, ""},
 		{"nothing ever sent, publisher stale", &wire.Health{UpdatedAt: t0, Stale: true, StaleAfter: "2m0s"}, true, "since the start (no message yet)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			stale, reason := judgeStale(c.h, t0, 2*time.Minute)
+			stale, reason := judgeStale(c.h, t0, t0.Add(-3*time.Minute), 2*time.Minute)
 			if stale != c.stale || !strings.Contains(reason, c.reason) {
 				t.Fatalf("judgeStale = %v, %q; want %v, containing %q", stale, reason, c.stale, c.reason)
 			}
 		})
+	}
+}
+
+// TestNoReportYetIsStartingNotStale: a reader that started a moment ago
+// and has no health report yet sees a fresh deployment starting, not stale
+// data; after StaleAfter without one it is stale.
+func TestNoReportYetIsStartingNotStale(t *testing.T) {
+	for _, c := range []struct {
+		since           time.Duration
+		stale, starting bool
+	}{
+		{time.Second, false, true},
+		{119 * time.Second, false, true},
+		{2 * time.Minute, true, false},
+	} {
+		started := t0.Add(-c.since)
+		stale, reason := judgeStale(nil, t0, started, 2*time.Minute)
+		starting := isStarting(nil, t0, started, 2*time.Minute)
+		if stale != c.stale || starting != c.starting {
+			t.Errorf("%s after start: stale %v (%q) starting %v; want stale %v starting %v", c.since, stale, reason, starting, c.stale, c.starting)
+		}
+	}
+	if isStarting(&wire.Health{UpdatedAt: t0}, t0, t0, 2*time.Minute) {
+		t.Error("starting with a report")
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,16 @@ type Port struct {
 	app     atomic.Pointer[http.Handler]
 	done    chan struct{}
 	err     error // the server's failure; read after done is closed
+}
+
+// ListenHint returns err, an error of listening on addr that flag sets,
+// saying which flag to change when the address is in use; other errors
+// are returned as they are.
+func ListenHint(flag, addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%w: another process holds %s; stop it, or pass %s with a free address (%s 127.0.0.1:0 picks one)", err, addr, flag, flag)
+	}
+	return err
 }
 
 // Listen opens addr and serves it (Serve). ready returns why the service

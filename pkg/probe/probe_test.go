@@ -1,7 +1,9 @@
 package probe
 
 import (
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -64,5 +66,25 @@ func TestPort(t *testing.T) {
 	p.Close()
 	if _, err := http.Get(base + "/healthz"); err == nil {
 		t.Error("the port still answers after Shutdown")
+	}
+}
+
+// TestListenHintNamesTheFlag: an address in use names the flag to change.
+func TestListenHintNamesTheFlag(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	_, err = Listen(held.Addr().String(), func() string { return "" })
+	if err == nil {
+		t.Fatal("listened on an address in use")
+	}
+	if msg := ListenHint("--http-addr", held.Addr().String(), err).Error(); !strings.Contains(msg, "pass --http-addr with a free address") {
+		t.Errorf("%q: no hint", msg)
+	}
+	other := errors.New("x")
+	if ListenHint("--http-addr", "a", other) != other {
+		t.Error("another error changed")
 	}
 }

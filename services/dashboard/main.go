@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/receiptflow/receiptflow/pkg/buildinfo"
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/dashboard"
 	"github.com/receiptflow/receiptflow/pkg/probe"
@@ -28,12 +29,12 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
-func run(ctx context.Context, args []string, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("service", "dashboard")
 	fs := flag.NewFlagSet("dashboard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -44,11 +45,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	promURL := fs.String("prometheus-url", os.Getenv("PROMETHEUS_URL"), "Prometheus whose receiptflow alerts the health panel shows, http(s)://host:port (env PROMETHEUS_URL; empty: alerts not configured)")
 	var sec connect.NATSSecurity
 	sec.Register(fs)
+	version := buildinfo.Flag(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
+	}
+	if *version {
+		fmt.Fprintln(stdout, buildinfo.String("dashboard"))
+		return 0
 	}
 	if err := serve(ctx, log, *natsURL, sec, *listen, *staleAfter, *generation, *promURL); err != nil {
 		log.Error("dashboard stopped", "err", err)
@@ -78,7 +84,7 @@ func serve(ctx context.Context, log *slog.Logger, natsURL string, sec connect.NA
 	r.wait("nats at " + at)
 	port, err := probe.Listen(listen, r.notReady)
 	if err != nil {
-		return err
+		return probe.ListenHint("--listen", listen, err)
 	}
 	defer port.Close()
 	log.Info("dashboard listening", "url", "http://"+port.Addr())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -54,7 +55,7 @@ func TestWaitsForNATS(t *testing.T) {
 	var log syncBuf
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"--nats-url", natsURL, "--listen", strings.TrimPrefix(web, "http://")}, &log)
+		done <- run(ctx, []string{"--nats-url", natsURL, "--listen", strings.TrimPrefix(web, "http://")}, io.Discard, &log)
 	}()
 	alive := func() {
 		select {
@@ -113,7 +114,7 @@ func TestStopsCleanlyWhileWaiting(t *testing.T) {
 	var log syncBuf
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"--nats-url", "nats://127.0.0.1:" + strconv.Itoa(freePort(t)), "--listen", "127.0.0.1:0"}, &log)
+		done <- run(ctx, []string{"--nats-url", "nats://127.0.0.1:" + strconv.Itoa(freePort(t)), "--listen", "127.0.0.1:0"}, io.Discard, &log)
 	}()
 	testenv.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 		if !strings.Contains(log.String(), "waiting for nats") && !strings.Contains(log.String(), "dashboard started") {
@@ -142,7 +143,7 @@ func TestRefusesABadPrometheusURL(t *testing.T) {
 	} {
 		var log syncBuf
 		args = append(args, "--nats-url", "nats://127.0.0.1:"+strconv.Itoa(freePort(t)), "--listen", "127.0.0.1:0")
-		if code := run(context.Background(), args, &log); code != 1 {
+		if code := run(context.Background(), args, io.Discard, &log); code != 1 {
 			t.Errorf("%v: exit %d, want 1:\n%s", args, code, log.String())
 		}
 		if !strings.Contains(log.String(), "--prometheus-url") || strings.Contains(log.String(), "waiting for nats") {
@@ -151,7 +152,29 @@ func TestRefusesABadPrometheusURL(t *testing.T) {
 	}
 	t.Setenv("PROMETHEUS_URL", "localhost")
 	var log syncBuf
-	if code := run(context.Background(), []string{"--nats-url", "nats://127.0.0.1:1", "--listen", "127.0.0.1:0"}, &log); code != 1 {
+	if code := run(context.Background(), []string{"--nats-url", "nats://127.0.0.1:1", "--listen", "127.0.0.1:0"}, io.Discard, &log); code != 1 {
 		t.Errorf("PROMETHEUS_URL=localhost: exit %d, want 1:\n%s", code, log.String())
+	}
+}
+
+// TestVersionAndPortInUse (issue 26): --version prints the build and
+// exits 0; a --listen address in use ends the process naming --listen.
+// Before, --version was an unknown flag (exit 2) and the error said only
+// "address already in use".
+func TestVersionAndPortInUse(t *testing.T) {
+	var out strings.Builder
+	var log syncBuf
+	if code := run(context.Background(), []string{"--version"}, &out, &log); code != 0 || !strings.HasPrefix(out.String(), "dashboard ") {
+		t.Errorf("--version: exit %d, %q, want 0 and the build\n%s", code, out.String(), log.String())
+	}
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	var log2 syncBuf
+	if code := run(context.Background(), []string{"--nats-url", "nats://127.0.0.1:1", "--listen", held.Addr().String()}, io.Discard, &log2); code != 1 ||
+		!strings.Contains(log2.String(), "pass --listen with a free address") {
+		t.Errorf("port in use: exit %d, want 1 and a hint naming --listen:\n%s", code, log2.String())
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
+	"github.com/receiptflow/receiptflow/pkg/probe"
 )
 
 // demoURLs is what the demo writes to urls.json in its data directory:
@@ -76,7 +77,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer p.Close()
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
-		return fmt.Errorf("dashboard: listen %s: %w", *listen, err)
+		return probe.ListenHint("--listen", *listen, fmt.Errorf("dashboard: %w", err))
 	}
 	dconn, err := connect.ConnectNATS(p.NATSURL, "receiptflow-dashboard")
 	if err != nil {

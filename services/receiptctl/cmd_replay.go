@@ -79,8 +79,8 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return explainRefusal(err, refusals, natsSec)
 	}
-	fmt.Fprintf(stdout, "replay: re-drove %s %d..%d (%d messages) of generation %s; downstream dedup keeps every count and version as it was\n",
-		*which, *from, st.To, st.Read, names.Generation)
+	fmt.Fprintf(stdout, "replay: re-drove %s %d..%d (%s) of generation %s; downstream dedup keeps every count and version as it was\n",
+		*which, *from, st.To, plural(st.Read, "message", ""), names.Generation)
 	return nil
 }
 

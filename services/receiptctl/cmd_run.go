@@ -68,8 +68,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	s := res.Report.Summary
-	fmt.Fprintf(stdout, "run: %d records, %d windows (%d final), %d late, %d rejected, %d counted in %.1fs; crashes %v\n",
-		res.Ingest.Records, len(res.Windows), s.Final, len(res.Late), len(res.Rejected), s.StreamCount, res.Elapsed.Seconds(), res.Crashes)
+	fmt.Fprintf(stdout, "run: %s, %s (%d final), %d late, %d rejected, %d counted in %.1fs; crashes %v\n",
+		plural(res.Ingest.Records, "record", ""), plural(len(res.Windows), "window", ""), s.Final, len(res.Late), len(res.Rejected),
+		s.StreamCount, res.Elapsed.Seconds(), res.Crashes)
 	fmt.Fprintf(stdout, "run: artifacts in %s\n", *out)
 	if n := res.Ingest.Records; n == 0 || float64(len(res.Rejected)) > *maxReject*float64(n) {
 		return &exitError{code: 1, msg: fmt.Sprintf("%d of %d records rejected, more than --max-reject-ratio %v allows: parity over nothing is not parity (see %s/rejected.ndjson)",

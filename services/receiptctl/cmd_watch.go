@@ -48,6 +48,9 @@ func cmdWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case *staleAfter <= 0 || *every <= 0 || *rows < 1:
 		return usageError("--stale-after and --every must be positive, --rows at least 1")
 	}
+	if err := connect.CheckNATSURL(*natsURL); err != nil {
+		return usageError("--nats-url %v", err)
+	}
 	conn, err := connect.ConnectNATS(*natsURL, "receiptflow-watch")
 	if err != nil {
 		return err
@@ -117,8 +120,12 @@ func writeWatch(w io.Writer, v dashboard.View, rows int, zone *localView) {
 	if hot := hottest(v.Health); hot != "" {
 		status = append(status, "hottest "+hot)
 	}
-	fmt.Fprintf(w, "-- %s; %d windows in all\n", strings.Join(status, " · "), v.TotalWindows)
+	fmt.Fprintf(w, "-- %s; %s in all\n", strings.Join(status, " · "), plural(v.TotalWindows, "window", ""))
 }
+
+// startingNote is the status of a reader waiting for the publisher's
+// first health report (a fresh deployment; stale only after --stale-after).
+const startingNote = "starting: waiting for the publisher's first health report"
 
 // statusParts is the status of v that does not move with every event:
 // generation, connection, staleness and re-watches.
@@ -131,6 +138,9 @@ func statusParts(v dashboard.View) []string {
 	}
 	if v.Stale {
 		status = append(status, "STALE: "+v.StaleReason)
+	}
+	if v.Starting {
+		status = append(status, startingNote)
 	}
 	if h := v.Health; h != nil && h.WatermarkAheadMs > 0 {
 		status = append(status, fmt.Sprintf("WATERMARK AHEAD OF CLOCK by %s (partitions %v)",
@@ -217,7 +227,7 @@ func windowLine(w dashboard.WindowView) string {
 		line += fmt.Sprintf(", corrected +%d", w.Corrections)
 	}
 	if w.LateDropped > 0 {
-		line += fmt.Sprintf(", %d late dropped", w.LateDropped)
+		line += fmt.Sprintf(", %d late dropped", w.LateDropped) // "late dropped": an adjective, no plural
 	}
 	if w.Stale {
 		line += ", STALE"

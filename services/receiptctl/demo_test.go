@@ -157,3 +157,13 @@ func TestDemoIdleShowsStale(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusOfAFreshDeployment (issue 26): before the publisher's first
+// report a reader that just started says the deployment is starting; it
+// used to say STALE for the first second of every demo.
+func TestStatusOfAFreshDeployment(t *testing.T) {
+	st := strings.Join(statusParts(dashboard.View{Generation: "1", Connected: true, Loaded: true, Starting: true}), " · ")
+	if strings.Contains(st, "STALE") || !strings.Contains(st, "starting: waiting for the publisher's first health report") {
+		t.Errorf("status %q; want starting, not STALE", st)
+	}
+}

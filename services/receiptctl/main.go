@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/receiptflow/receiptflow/pkg/buildinfo"
 	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 )
@@ -67,6 +68,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		fmt.Fprintln(stdout, buildinfo.String("receiptctl"))
+		return 0
+	}
 	cmd, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "receiptctl: unknown command %q (receiptctl -h lists the commands)\n", args[0])
@@ -109,7 +114,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: receiptctl <command> [flags]\n\ncommands:")
+	fmt.Fprintln(w, "usage: receiptctl <command> [flags]   (receiptctl --version: the build)\n\ncommands:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)

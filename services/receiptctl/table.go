@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/dashboard"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
@@ -31,12 +32,12 @@ func (b *board) render(w io.Writer, limit int) {
 	stale := b.health != nil && b.health.Stale
 	fmt.Fprintf(w, "\n== receiptflow windows at %s", time.Now().UTC().Format("15:04:05Z"))
 	if b.health != nil {
-		fmt.Fprintf(w, "  global watermark %s", b.health.GlobalWatermark.Format("2006-01-02T15:04Z"))
+		fmt.Fprintf(w, "  global watermark %s", b.health.GlobalWatermark.UTC().Format(dashboard.TimeLayout))
 	}
 	fmt.Fprintln(w)
 	if stale {
 		fmt.Fprintf(w, "!! STALE: the source has sent nothing since %s (stale after %s); provisional counts may be incomplete\n",
-			b.health.SourceLastSeen.Format(time.RFC3339), b.health.StaleAfter)
+			b.health.SourceLastSeen.UTC().Format(dashboard.TimeLayout), b.health.StaleAfter)
 	}
 	local := func(label string) string {
 		if b.zone == nil {
@@ -44,7 +45,7 @@ func (b *board) render(w io.Writer, limit int) {
 		}
 		return fmt.Sprintf(" %-29s", label)
 	}
-	fmt.Fprintf(w, "%-14s%s %7s %7s %-9s %6s %6s %-17s %s\n", "WINDOW", local("LOCAL"), "COUNT", "VERSION", "STATUS", "CORR", "LATE", "WATERMARK", "NOTE")
+	fmt.Fprintf(w, "%-14s%s %7s %7s %-9s %6s %6s %-20s %s\n", "WINDOW", local("LOCAL"), "COUNT", "VERSION", "STATUS", "CORR", "LATE", "WATERMARK", "NOTE")
 	for _, id := range ids {
 		s := b.windows[id]
 		var note []string
@@ -63,8 +64,8 @@ func (b *board) render(w io.Writer, limit int) {
 		if b.zone != nil {
 			label = b.zone.label(s.Start)
 		}
-		fmt.Fprintf(w, "%-14s%s %7d %7d %-9s %6d %6d %-17s %s\n", s.WindowID, local(label), s.Count, s.Version, s.Status,
-			s.Corrections, s.LateDropped, s.Watermark.Format("2006-01-02T15:04Z"), strings.Join(note, ", "))
+		fmt.Fprintf(w, "%-14s%s %7d %7d %-9s %6d %6d %-20s %s\n", s.WindowID, local(label), s.Count, s.Version, s.Status,
+			s.Corrections, s.LateDropped, s.Watermark.UTC().Format(dashboard.TimeLayout), strings.Join(note, ", "))
 	}
 }
 

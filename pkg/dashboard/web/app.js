@@ -85,6 +85,12 @@
     return hourLabel(w.start) + ':00–' + hourLabel(w.end) + ':00';
   }
 
+  // plural is n and the noun for n: '1 window', '2 windows' (many
+  // defaults to one + 's').
+  function plural(n, one, many) {
+    return n + ' ' + (n === 1 ? one : (many || one + 's'));
+  }
+
   // --- connection state ------------------------------------------------
   function setPill(id, state, text) {
     const p = $(id);
@@ -256,9 +262,15 @@
     // with room above the tallest bar for it.
     const upright = slot >= 30;
     const top = upright ? 26 : 48;
-    let max = 0;
-    for (const h of hours) max = Math.max(max, h.count);
-    const scaleMax = niceMax(max);
+    // The scale follows the final windows, so that the live hour filling
+    // up does not shrink every final bar; a provisional bar above it is
+    // clipped and marked. Without a final window, every bar counts.
+    let max = 0, maxAll = 0;
+    for (const h of hours) {
+      maxAll = Math.max(maxAll, h.count);
+      if (h.state === 'final') max = Math.max(max, h.count);
+    }
+    const scaleMax = niceMax(max || maxAll);
     const y = (n) => top + (H - top - bottom) * (1 - n / scaleMax);
     const base = y(0);
 
@@ -285,19 +297,29 @@
       const title = sv('title', {}, barTitle(h, stale));
       g.append(title);
       if (h.state === 'final' || h.state === 'provisional') {
-        const top_ = Math.min(y(h.count), base - 2);
+        const clipped = h.count > scaleMax;
+        const top_ = clipped ? y(scaleMax) : Math.min(y(h.count), base - 2);
         const fill = stale ? 'url(#hatch-stale)' : h.state === 'final' ? '#1f5fd1' : 'url(#hatch-provisional)';
         g.append(sv('rect', { class: 'body', x: x, y: top_, width: barW, height: base - top_, rx: 2, fill: fill }));
-        if (upright) {
-          g.append(sv('text', { class: 'count', x: cx, y: top_ - 4, 'text-anchor': 'middle' }, h.count));
-        } else {
-          g.append(sv('text', { class: 'count', x: cx + 4, y: top_ - 4, 'text-anchor': 'start',
-            transform: 'rotate(-90 ' + (cx + 4) + ' ' + (top_ - 4) + ')' }, h.count));
+        if (clipped) {
+          // Taller than the scale: cut at its top, a break mark across it.
+          g.setAttribute('data-clipped', 'true');
+          g.append(sv('path', { class: 'clip-mark', d: 'M' + (x - 1) + ' ' + (top_ + 7) + 'l' + (barW + 2) + ' -5m' + -(barW + 2) + ' 9l' + (barW + 2) + ' -5' }));
         }
-        if (h.corrected_by > 0) {
+        if (upright) {
+          g.append(sv('text', { class: 'count', x: cx, y: top_ - 4, 'text-anchor': 'middle' }, h.count + (clipped ? '↑' : '')));
+        } else {
+          const label = sv('text', { class: 'count', x: cx + 4, y: top_ - 4, 'text-anchor': 'start',
+            transform: 'rotate(-90 ' + (cx + 4) + ' ' + (top_ - 4) + ')' }, h.count + (clipped ? '↑' : ''));
+          // Too narrow for a badge of its own: the correction is written
+          // on the bar's own label, never beside a neighbour's.
+          if (h.corrected_by > 0) label.append(sv('tspan', { class: 'corr-inline' }, ' +' + h.corrected_by));
+          g.append(label);
+        }
+        if (h.corrected_by > 0 && upright) {
           const label = '+' + h.corrected_by;
           const cw = Math.max(label.length * 7 + 4, 18);
-          const cy = upright ? Math.max(top_ - 32, 2) : 2;
+          const cy = Math.max(top_ - 32, 2);
           g.append(sv('rect', { class: 'corr', x: cx - cw / 2, y: cy, width: cw, height: 15, rx: 3 }));
           g.append(sv('text', { class: 'corr', x: cx, y: cy + 11.5, 'text-anchor': 'middle' }, label));
         }
@@ -351,9 +373,9 @@
   function renderTable(v, lost) {
     const body = $('windows-body');
     const ws = v.windows || [];
-    $('window-count').textContent = paged ? ws.length + ' of ' + v.total_windows + ' windows held'
+    $('window-count').textContent = paged ? ws.length + ' of ' + plural(v.total_windows, 'window') + ' held'
       : ws.length < v.total_windows
-      ? 'newest ' + ws.length + ' of ' + v.total_windows : v.total_windows + ' windows';
+      ? 'newest ' + ws.length + ' of ' + v.total_windows : plural(v.total_windows, 'window');
     if (ws.length === 0) {
       body.replaceChildren(el('tr', { class: 'empty' }, el('td', { colspan: 8 }, v.loaded ? 'no windows yet' : 'waiting for data…')));
       return;
@@ -479,6 +501,8 @@
     $('h-watch').dataset.reloads = v.watch.reloads;
     if (!h) {
       for (const id of ['h-global-wm', 'h-source', 'h-report', 'h-late', 'h-corrections', 'h-correction-backlog', 'h-state', 'h-hottest']) set(id, '–');
+      // A fresh deployment: no report yet, and not stale until stale_after.
+      if (v.starting) set('h-report', el('span', { class: 'starting' }, 'starting: waiting for the first report'));
       $('partitions').tBodies[0].replaceChildren();
       $('backlog').tBodies[0].replaceChildren();
       return;
@@ -497,8 +521,12 @@
     set('h-report', fmtTime(h.updated_at), ' ', el('span', { class: 'detail' }, ago(h.updated_at, v.now)));
     set('h-late', (h.late_per_minute || 0) + ' / min', ' ', el('span', { class: 'detail' }, h.late_total + ' routed to LATE in all'));
     set('h-corrections', (h.corrections_per_minute || 0) + ' / min', ' ', el('span', { class: 'detail' }, h.corrections + ' counted as corrections in all'));
-    set('h-correction-backlog', h.correction_backlog || 0, ' ', el('span', { class: 'detail' }, 'late events awaiting offline recomputation'));
-    set('h-state', h.ledger_entries + ' ledger entries · ' + h.windows + ' windows held');
+    set('h-correction-backlog', h.correction_backlog || 0, ' ', el('span', { class: 'detail' }, ((h.correction_backlog || 0) === 1 ? 'late event' : 'late events') + ' awaiting offline recomputation'));
+    // h.windows counts window states per partition (a window with events
+    // in 4 partitions is 4), not the windows of the table.
+    set('h-state', plural(h.ledger_entries, 'ledger entry', 'ledger entries') + ' · ' +
+      plural(h.windows, 'window partial') + ' in Redis', ' ',
+      el('span', { class: 'detail' }, 'one per window and partition with events, until retired'));
     const hot = h.hottest_partitions || [];
     set('h-hottest', ...(hot.length ? hot.map((p) => el('span', { class: 'badge hot' }, 'p' + p.partition + ': ' + p.recent + '/min')) : ['none (idle)']));
 
