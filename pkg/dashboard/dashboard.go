@@ -69,6 +69,9 @@ type Config struct {
 	PrometheusURL string
 	AlertsEvery   time.Duration
 	AlertsTimeout time.Duration
+	// Explain, if set, serves GET /api/explain/{id} and the page's
+	// explanation drawer; without it they say what is missing.
+	Explain Explainer
 }
 
 // Validate reports a Config New refuses: a PrometheusURL that
@@ -238,5 +241,6 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /api/windows", s.serveWindows)
 	mux.HandleFunc("GET /api/health", s.serveHealth)
 	mux.HandleFunc("GET /api/events", s.serveEvents)
+	mux.HandleFunc("GET /api/explain/{id}", s.serveExplain)
 	return mux
 }

@@ -59,13 +59,19 @@ func fixtures(t *testing.T) map[string]string {
 // and returns its result and artifact directory.
 func boundedRun(t *testing.T, events string, cfg pipeline.Config) (*boundedrun.Result, string) {
 	t.Helper()
+	return boundedRunWith(t, events, cfg, nil)
+}
+
+// boundedRunWith is boundedRun with an AfterDrain hook.
+func boundedRunWith(t *testing.T, events string, cfg pipeline.Config, afterDrain func(context.Context, *pipeline.Pipeline) error) (*boundedrun.Result, string) {
+	t.Helper()
 	dir := t.TempDir()
 	cfg.DataDir = dir
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out := filepath.Join(dir, "out")
-	res, err := boundedrun.Run(ctx, boundedrun.Config{Config: cfg, Events: events, Out: out, HeartbeatEvery: heartbeatEvery, Now: runAt})
+	res, err := boundedrun.Run(ctx, boundedrun.Config{Config: cfg, Events: events, Out: out, HeartbeatEvery: heartbeatEvery, Now: runAt, AfterDrain: afterDrain})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,15 +2,21 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/explain"
+	"github.com/receiptflow/receiptflow/pkg/generation"
+	"github.com/receiptflow/receiptflow/pkg/reconcile"
+	"github.com/receiptflow/receiptflow/pkg/service"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // cmdExplain explains one window (docs/spec.md §6): from a run's
@@ -69,7 +75,54 @@ func cmdExplain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return explain.WriteText(stdout, e)
 }
 
-// explainLive explains window id from the deployment at c's URLs.
+// explainLive explains window id from the deployment at c's URLs (the
+// generation's recorded parameters adopted, as replay does).
 func explainLive(ctx context.Context, c *config.Common, fs *flag.FlagSet, natsSec connect.NATSSecurity, redisSec connect.RedisSecurity, parity, id string) (*explain.Explanation, error) {
-	return nil, errors.New("explaining a live deployment is not built yet: give --out D of a run")
+	if c.NATSURL == "" || c.RedisURL == "" {
+		return nil, usageError("give --out D of a run, or --nats-url and --redis-url (or NATS_URL, REDIS_URL) of a deployment")
+	}
+	if err := c.Validate(); err != nil {
+		return nil, usageError("%v", err)
+	}
+	var report *reconcile.Report
+	if parity != "" {
+		report = &reconcile.Report{}
+		b, err := os.ReadFile(parity)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, report); err != nil {
+			return nil, fmt.Errorf("%s: %w", parity, err)
+		}
+	}
+	conn, refusals, err := connectOperator(c.NATSURL, "receiptctl-explain", natsSec)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ctx, stop := refusals.Context(ctx)
+	defer stop()
+	explicit := config.Explicit(fs)
+	if !explicit("generation") {
+		active, _, err := generation.Active(ctx, conn.JS)
+		if err != nil {
+			return nil, explainRefusal(err, refusals, natsSec)
+		}
+		c.Generation = active.Generation
+	}
+	if err := c.AdoptRecorded(ctx, conn.JS, explicit); err != nil {
+		return nil, explainRefusal(err, refusals, natsSec)
+	}
+	rdb, err := connect.ConnectRedisSecure(c.RedisURL, redisSec)
+	if err != nil {
+		return nil, err
+	}
+	defer rdb.Close()
+	names := wire.For(c.Generation)
+	d := explain.Deployment{JS: conn.JS, Store: service.NewStore(rdb, names, service.ParamsOf(c)), Names: names, Parity: report}
+	e, err := d.Explain(ctx, id)
+	if err != nil {
+		return nil, explainRefusal(err, refusals, natsSec)
+	}
+	return e, nil
 }

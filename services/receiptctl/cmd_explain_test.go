@@ -1,9 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/boundedrun"
+	"github.com/receiptflow/receiptflow/pkg/pipeline"
 )
 
 // TestExplainOverARunsArtifacts: explain over a run of the seed fixture,
@@ -48,5 +57,56 @@ func TestExplainOverARunsArtifacts(t *testing.T) {
 		if code != 2 || strings.Count(strings.TrimSpace(e), "\n") != 0 {
 			t.Fatalf("%v: exit %d, %q; want 2 and one line", args, code, e)
 		}
+	}
+}
+
+// TestExplainLiveDeployment: explain against a running deployment (the
+// in-process pipeline of a run, by its URLs) prints what explain over the
+// run's artifacts prints, parity aside; an unknown window is exit 1
+// naming it; without --out or URLs it is a usage error.
+func TestExplainLiveDeployment(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	var live string
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := boundedrun.Run(ctx, boundedrun.Config{Config: pipeline.Config{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		Events: seed, Out: out, AfterDrain: func(ctx context.Context, p *pipeline.Pipeline) error {
+			code, o, e := runCLI(t, "explain", "--nats-url", p.NATSURL, "--redis-url", p.RedisURL, "--format", "json", "2026-12-02T10")
+			if code != 0 {
+				t.Errorf("live: exit %d %s", code, e)
+			}
+			live = o
+			code, _, e = runCLI(t, "explain", "--nats-url", p.NATSURL, "--redis-url", p.RedisURL, "2026-12-02T19")
+			if code != 1 || !strings.Contains(e, "2026-12-02T19") {
+				t.Errorf("live unknown window: exit %d, %q", code, e)
+			}
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, e := runCLI(t, "explain", "--out", out, "--format", "json", "--parity", filepath.Join(dir, "none.json"), "2026-12-02T10")
+	if code != 1 || !strings.Contains(e, "none.json") {
+		t.Fatalf("a named parity report that is missing: exit %d %q", code, e)
+	}
+	code, fromOut, e := runCLI(t, "explain", "--out", out, "--format", "json", "2026-12-02T10")
+	if code != 0 {
+		t.Fatalf("--out: exit %d %s", code, e)
+	}
+	var a, b map[string]any
+	if err := json.Unmarshal([]byte(live), &a); err != nil {
+		t.Fatalf("live: %v: %q", err, live)
+	}
+	if err := json.Unmarshal([]byte(fromOut), &b); err != nil {
+		t.Fatal(err)
+	}
+	delete(b, "parity")
+	delete(b, "ingest_duplicates")
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("live %v\n--out %v", a, b)
+	}
+	if code, _, e := runCLI(t, "explain", "--nats-url", "", "--redis-url", "", "2026-12-02T10"); code != 2 {
+		t.Fatalf("no source: exit %d %q", code, e)
 	}
 }
