@@ -180,7 +180,6 @@ func (d Deployment) conflicts(ctx context.Context, id string, parts []int) ([]st
 	return out, nil
 }
 
-
 // ForDeployment returns a function that explains window id of generation
 // gen of the deployment at js and rdb (the dashboard's Explainer). It only
 // reads; safe for concurrent use.

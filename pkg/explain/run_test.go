@@ -151,7 +151,9 @@ func checkTrace(t *testing.T, e *explain.Explanation, trace []boundedrun.TraceRo
 		}
 	}
 	got := slices.Clone(e.Corrections)
-	byID := func(s []explain.Correction) { sort.Slice(s, func(i, j int) bool { return s[i].EventID < s[j].EventID }) }
+	byID := func(s []explain.Correction) {
+		sort.Slice(s, func(i, j int) bool { return s[i].EventID < s[j].EventID })
+	}
 	byID(got)
 	byID(want)
 	if e.OnTime != onTime || !slices.Equal(got, want) {
