@@ -71,6 +71,13 @@ func TestReadingTheDashboardCoversThePage(t *testing.T) {
 	add("zone refused", regexp.MustCompile(`' (refused, showing UTC): '`), zone, 1)
 	labels = append(labels, "?tz=", "/api/zone", "(-04:00)")
 	add("buttons", regexp.MustCompile(`<button id="\w+" type="button"[^>]*>([^<]+)</button>`), html, 3)
+	// The explanation drawer (issue 26): its headings, its sum and its
+	// words for a missing verdict (explain.js).
+	add("drawer headings", regexp.MustCompile(`<h3>([^<(]+?) ?[<(]`), html, 2)
+	labels = append(labels, "holds its number", "counted =", "on time", "Close", "no verdict here")
+	if ex := read("pkg/dashboard/web/explain.js"); !strings.Contains(ex, "no verdict here") {
+		t.Error("explain.js no longer says \"no verdict here\"; update the labels above")
+	}
 	for _, l := range labels {
 		if !strings.Contains(doc, l) {
 			t.Errorf("the page shows %q; docs/reading-the-dashboard.md does not explain it", l)

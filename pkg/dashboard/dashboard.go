@@ -70,6 +70,9 @@ type Config struct {
 	PrometheusURL string
 	AlertsEvery   time.Duration
 	AlertsTimeout time.Duration
+	// Explain, if set, serves GET /api/explain/{id} and the page's
+	// explanation drawer; without it they say what is missing.
+	Explain Explainer
 }
 
 // Validate reports a Config New refuses: a PrometheusURL that
@@ -243,5 +246,6 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /api/health", s.serveHealth)
 	mux.HandleFunc("GET /api/events", s.serveEvents)
 	mux.HandleFunc("GET /api/zone", s.serveZone)
+	mux.HandleFunc("GET /api/explain/{id}", s.serveExplain)
 	return mux
 }

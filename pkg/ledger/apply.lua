@@ -10,7 +10,10 @@
 --                  otv, d1, d2, and the breakdown: c:<store> submissions
 --                  counted, a:<store> their amount_cents sum, u:<store>
 --                  how many of them were unpriced)
--- KEYS[2+W+k]      ledger shard k of the batch, k = 1..L (event IDKey ->
+-- KEYS[2+W+j]      explain record of window j (Keys.Explain): field
+--                  <event id> -> partial version after it, for each
+--                  correction; field "#d" -> copies dropped as duplicates
+-- KEYS[2+2W+k]     ledger shard k of the batch, k = 1..L (event IDKey ->
 --                  "C" | "L<wm>"; each a shard of one window's ledger)
 -- ARGV[1] lateness ms, ARGV[2] grace ms, ARGV[3] replay horizon ms (0: none),
 -- ARGV[4] window count W,
@@ -19,14 +22,20 @@
 --                  0: unknown), ARGV[6+2W] published mark (the last
 --                  sequence whose outputs the caller has published and
 --                  acked; 0: none), then ARGV[7+2W] record count N, then N
---                  records of 11 fields:
+--                  records of 12 fields:
 --                  seq, kind (s submission | o other type | h heartbeat),
 --                  event IDKey, window index j (1-based, 0 for h), ledger
 --                  shard index k (1-based, 0 unless s), time ms (event
 --                  time; for h the source progress), and the digest
 --                  halves h1, h2 of the event id, the RAW sequence
 --                  (0: unknown), the store (a submission's partition_key;
---                  "" unknown) and its amount in cents ("" unpriced).
+--                  "" unknown), its amount in cents ("" unpriced) and
+--                  the event id ("" unless s).
+--
+-- The explain record (receiptctl explain) is written in the same step as
+-- the count it explains: a correction's id with the version it produced,
+-- and one more duplicate for each copy the ledger drops. Neither changes
+-- the partial or its version; a replayed record ("R") changes neither.
 --
 -- A submission counted (on time or as a correction) adds to its store's
 -- breakdown in the same step as to the count, so a replay that changes no
@@ -69,7 +78,7 @@ local expect = tonumber(ARGV[5 + 2 * nw])
 local published = tonumber(ARGV[6 + 2 * nw])
 local base = 7 + 2 * nw
 local n = tonumber(ARGV[base])
-local F = 11
+local F = 12
 
 local cur = redis.call('HMGET', KEYS[1], 'seq', 'wm', 'retired', 'entries', 'pub', 'busy', 'raw')
 local seq = tonumber(cur[1]) or 0
@@ -116,7 +125,7 @@ for i = 0, n - 1 do
     d = 'R'
     if s > seq then seq = s end
     if kind == 's' then
-      local lv = redis.call('HGET', KEYS[2 + nw + k], id)
+      local lv = redis.call('HGET', KEYS[2 + 2 * nw + k], id)
       if lv and string.sub(lv, 1, 1) == 'L' then d = 'RL:' .. string.sub(lv, 2) end
     end
   elseif kind == 'h' then
@@ -133,13 +142,14 @@ for i = 0, n - 1 do
         -- Past the replay horizon: the window's state is (or may be)
         -- retired; nothing changes. A retry the ledger still knows is a
         -- plain duplicate.
-        if redis.call('HEXISTS', KEYS[2 + nw + k], id) == 1 then
+        if redis.call('HEXISTS', KEYS[2 + 2 * nw + k], id) == 1 then
           d = 'd'
+          redis.call('HINCRBY', KEYS[2 + nw + j], '#d', 1)
         else
           d = 'x:' .. string.format('%d', wm)
         end
       elseif wm >= e + grace then
-        if redis.call('HSETNX', KEYS[2 + nw + k], id, 'L' .. string.format('%d', wm)) == 1 then
+        if redis.call('HSETNX', KEYS[2 + 2 * nw + k], id, 'L' .. string.format('%d', wm)) == 1 then
           local p = partial(j)
           p.late = p.late + 1
           p.ver = p.ver + 1
@@ -148,9 +158,10 @@ for i = 0, n - 1 do
           d = 'l:' .. p.ver .. ':' .. string.format('%d', wm)
         else
           d = 'd'
+          redis.call('HINCRBY', KEYS[2 + nw + j], '#d', 1)
         end
       else
-        if redis.call('HSETNX', KEYS[2 + nw + k], id, 'C') == 1 then
+        if redis.call('HSETNX', KEYS[2 + 2 * nw + k], id, 'C') == 1 then
           local p = partial(j)
           p.n = p.n + 1
           p.ver = p.ver + 1
@@ -170,12 +181,14 @@ for i = 0, n - 1 do
           if wm >= e then
             p.corr = p.corr + 1
             d = 'k:' .. p.ver
+            redis.call('HSET', KEYS[2 + nw + j], ARGV[o + 11], p.ver)
           else
             p.otv = p.otv + 1
             d = 'c:' .. p.ver
           end
         else
           d = 'd'
+          redis.call('HINCRBY', KEYS[2 + nw + j], '#d', 1)
         end
       end
     end

@@ -78,6 +78,14 @@ func (k Keys) Partial(p int, id string) string { return k.tag(p) + "w:" + id }
 // to "C" or "L<watermark>". LedgerShard names one of them.
 func (k Keys) Ledger(p int, id string) string { return k.tag(p) + "l:" + id }
 
+// Explain is the hash of partition p's explain record of window id
+// (receiptctl explain): field <event id> -> the partial's version after
+// it, for each submission counted as a correction, and field "#d" -> the
+// copies the ledger dropped as duplicates. Written by apply.lua with the
+// count, deleted by retire.lua with the partial; it exists only where the
+// window has a correction or a duplicate.
+func (k Keys) Explain(p int, id string) string { return k.tag(p) + "x:" + id }
+
 // LedgerShard is ledger hash n (0 ≤ n < LedgerShards) of window id in
 // partition p.
 func (k Keys) LedgerShard(p int, id string, n int) string {

@@ -24,7 +24,7 @@ func (s *Store) Retire(ctx context.Context, p int, mark int64, ids []string) (in
 	keys := []string{s.keys.Checkpoint(p), s.keys.Index(p)}
 	args := []any{mark, len(ids), LedgerShards}
 	for _, id := range ids {
-		keys = append(keys, s.keys.Partial(p, id))
+		keys = append(keys, s.keys.Partial(p, id), s.keys.Explain(p, id))
 		for n := 0; n < LedgerShards; n++ {
 			keys = append(keys, s.keys.LedgerShard(p, id, n))
 		}

@@ -5,7 +5,8 @@
 -- dropped by apply.lua without touching any state).
 --
 -- KEYS[1] checkpoint, KEYS[2] index, then per window j = 1..n its partial
--- followed by its S ledger shards (1 + S keys a window).
+-- and its explain record followed by its S ledger shards (2 + S keys a
+-- window).
 -- ARGV[1] new retired mark (ms), ARGV[2] window count n, ARGV[3] shards a
 -- window S, ARGV[4..3+n] window ids.
 -- Returns {ledger entries removed, retired mark}.
@@ -17,12 +18,12 @@ local retired = tonumber(cur[1]) or 0
 local entries = tonumber(cur[2]) or 0
 local removed = 0
 for j = 1, n do
-  local b = 2 + (j - 1) * (1 + S)
+  local b = 2 + (j - 1) * (2 + S)
   for k = 1, S do
-    removed = removed + redis.call('HLEN', KEYS[b + 1 + k])
-    redis.call('DEL', KEYS[b + 1 + k])
+    removed = removed + redis.call('HLEN', KEYS[b + 2 + k])
+    redis.call('DEL', KEYS[b + 2 + k])
   end
-  redis.call('DEL', KEYS[b + 1])
+  redis.call('DEL', KEYS[b + 1], KEYS[b + 2])
   redis.call('ZREM', KEYS[2], ARGV[3 + j])
 end
 if mark > retired then retired = mark end

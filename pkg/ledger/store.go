@@ -203,13 +203,16 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, publish
 		}
 		recShard[i] = k
 	}
-	keys := make([]string, 0, 2+len(wids)+len(shardKeys))
+	keys := make([]string, 0, 2+2*len(wids)+len(shardKeys))
 	keys = append(keys, s.keys.Checkpoint(p), s.keys.Index(p))
 	for _, id := range wids {
 		keys = append(keys, s.keys.Partial(p, id))
 	}
+	for _, id := range wids {
+		keys = append(keys, s.keys.Explain(p, id))
+	}
 	keys = append(keys, shardKeys...)
-	args := make([]any, 0, 7+2*len(wids)+11*len(recs))
+	args := make([]any, 0, 7+2*len(wids)+12*len(recs))
 	args = append(args, s.lateness, s.grace, s.horizon, len(wids))
 	for _, st := range starts {
 		args = append(args, st)
@@ -220,14 +223,16 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, publish
 	args = append(args, expect, published, len(recs))
 	for i, r := range recs {
 		var h1, h2 uint32
+		eventID := ""
 		if r.Kind == Submission {
 			h1, h2 = digest.Halves(r.EventID)
+			eventID = r.EventID
 		}
 		amount := ""
 		if r.Priced {
 			amount = strconv.FormatInt(r.AmountCents, 10)
 		}
-		args = append(args, r.Seq, string(rune(r.Kind)), hids[i], recWin[i], recShard[i], r.Time, h1, h2, r.RawSeq, r.Store, amount)
+		args = append(args, r.Seq, string(rune(r.Kind)), hids[i], recWin[i], recShard[i], r.Time, h1, h2, r.RawSeq, r.Store, amount, eventID)
 	}
 	raw, err := applyScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {

@@ -135,8 +135,10 @@ type WindowCount struct {
 	LateDropped int64
 	// Digest is the digest of the counted event ids.
 	Digest digest.Digest
-	// IDs are the counted event ids in file order.
-	IDs []string
+	// IDs are the counted event ids in file order; CorrectionIDs those of
+	// them counted as corrections.
+	IDs           []string
+	CorrectionIDs []string
 	// ByPartition is the count per partition, indexed by partition.
 	ByPartition []int64
 	// Late are the window's submissions judged too late after grace.
@@ -416,6 +418,7 @@ func (b *Batch) applyRecord(d *judgedRecord) error {
 	if wp >= end {
 		w.Corrections++
 		b.Corrections++
+		w.CorrectionIDs = append(w.CorrectionIDs, d.id)
 	}
 	w.Count++
 	w.Digest.Merge(d.digest)

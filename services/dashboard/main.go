@@ -24,6 +24,8 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/buildinfo"
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/dashboard"
+	"github.com/receiptflow/receiptflow/pkg/explain"
+	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/probe"
 )
 
@@ -43,9 +45,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	staleAfter := fs.Duration("stale-after", 2*time.Minute, "silence of the source (or the publisher) after which the data is shown as stale")
 	generation := fs.String("generation", "", "generation to show (default: follow the active-generation pointer)")
 	promURL := fs.String("prometheus-url", os.Getenv("PROMETHEUS_URL"), "Prometheus whose receiptflow alerts the health panel shows, http(s)://host:port (env PROMETHEUS_URL; empty: alerts not configured)")
+	redisURL := fs.String("redis-url", os.Getenv("REDIS_URL"), "Redis of the deployment (env REDIS_URL): with it, clicking a window explains its number (GET /api/explain/{id}); empty: explanations are off")
 	var sec connect.NATSSecurity
 	sec.Register(fs)
 	version := buildinfo.Flag(fs)
+	var redisSec connect.RedisSecurity
+	redisSec.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -56,14 +61,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, buildinfo.String("dashboard"))
 		return 0
 	}
-	if err := serve(ctx, log, *natsURL, sec, *listen, *staleAfter, *generation, *promURL); err != nil {
+	var rdb ledger.Client
+	if *redisURL != "" {
+		c, err := connect.ConnectRedisSecure(*redisURL, redisSec)
+		if err != nil {
+			log.Error("dashboard stopped", "err", err)
+			return 2
+		}
+		defer c.Close()
+		rdb = c
+	}
+	if err := serve(ctx, log, *natsURL, sec, rdb, *listen, *staleAfter, *generation, *promURL); err != nil {
 		log.Error("dashboard stopped", "err", err)
 		return 1
 	}
 	return 0
 }
 
-func serve(ctx context.Context, log *slog.Logger, natsURL string, sec connect.NATSSecurity, listen string, staleAfter time.Duration, gen, promURL string) error {
+func serve(ctx context.Context, log *slog.Logger, natsURL string, sec connect.NATSSecurity, rdb ledger.Client, listen string, staleAfter time.Duration, gen, promURL string) error {
 	if natsURL == "" {
 		return errors.New("--nats-url (or NATS_URL) is required")
 	}
@@ -110,10 +125,14 @@ func serve(ctx context.Context, log *slog.Logger, natsURL string, sec connect.NA
 	defer conn.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	svc, err := dashboard.New(conn.NC, dashboard.Config{
+	dc := dashboard.Config{
 		Generation: gen, StaleAfter: staleAfter, PrometheusURL: promURL,
 		Gatherer: reg, Registerer: reg, Logger: log,
-	})
+	}
+	if rdb != nil {
+		dc.Explain = explain.ForDeployment(conn.JS, rdb)
+	}
+	svc, err := dashboard.New(conn.NC, dc)
 	if err != nil {
 		return err
 	}

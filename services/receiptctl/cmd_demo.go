@@ -18,6 +18,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/dashboard"
 	"github.com/receiptflow/receiptflow/pkg/demo"
+	"github.com/receiptflow/receiptflow/pkg/explain"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
@@ -86,7 +87,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer dconn.Close()
 	dash, err := dashboard.New(dconn.NC, dashboard.Config{Generation: c.Generation, StaleAfter: c.StaleAfter, Listener: ln,
-		Gatherer: reg, Registerer: reg})
+		Gatherer: reg, Registerer: reg, Explain: explain.ForDeployment(p.Admin.JS, p.Redis)})
 	if err != nil {
 		ln.Close()
 		return err
