@@ -246,6 +246,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /api/health", s.serveHealth)
 	mux.HandleFunc("GET /api/events", s.serveEvents)
 	mux.HandleFunc("GET /api/zone", s.serveZone)
+	mux.HandleFunc("GET /api/explain", s.serveExplainInfo)
 	mux.HandleFunc("GET /api/explain/{id}", s.serveExplain)
 	return mux
 }

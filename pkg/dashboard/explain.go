@@ -22,6 +22,19 @@ const explainTimeout = 20 * time.Second
 // for the page's drawer. 400 for a malformed id, 404 for an unknown or
 // pruned window, 409 when the records disagree, 503 without an Explainer;
 // errors are {"error": "..."}.
+// noExplain is why a dashboard without the deployment's Redis explains nothing.
+const noExplain = "explanations need the deployment's Redis: start the dashboard with --redis-url, or use receiptctl explain"
+
+// serveExplainInfo says whether this dashboard can explain windows, so the
+// page does not ask one that cannot.
+func (s *Service) serveExplainInfo(w http.ResponseWriter, _ *http.Request) {
+	info := map[string]any{"available": s.cfg.Explain != nil}
+	if s.cfg.Explain == nil {
+		info["reason"] = noExplain
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
 func (s *Service) serveExplain(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if _, err := window.ParseID(id); err != nil {
@@ -29,7 +42,7 @@ func (s *Service) serveExplain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.cfg.Explain == nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "explanations need the deployment's Redis: start the dashboard with --redis-url, or use receiptctl explain"})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": noExplain})
 		return
 	}
 	s.st.mu.Lock()

@@ -9,6 +9,11 @@
   const drawer = $('explain');
   let opener = null; // the row that opened the drawer
   let asked = ''; // the window last asked for: a late answer for another is dropped
+  // Why this dashboard cannot explain (GET /api/explain), if it cannot:
+  // then the drawer says so without asking for a window.
+  let unavailable = '';
+  fetch('/api/explain', { cache: 'no-store' }).then((r) => r.json())
+    .then((b) => { if (!b.available) unavailable = b.reason; }).catch(() => {});
 
   function el(tag, attrs, ...children) {
     const n = document.createElement(tag);
@@ -63,6 +68,11 @@
     drawer.dataset.window = id;
     drawer.dataset.state = 'loading';
     drawer.focus(); // the dialog, not its Close button: the Enter that opened it must not close it
+    if (unavailable) {
+      fail(unavailable);
+      drawer.dataset.state = 'error';
+      return;
+    }
     try {
       const r = await fetch('/api/explain/' + encodeURIComponent(id), { cache: 'no-store' });
       const body = await r.json();
