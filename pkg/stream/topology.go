@@ -75,10 +75,11 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n wire.Names, c Config)
 	}
 	for _, b := range []string{n.Bucket(), wire.ControlBucket} {
 		if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:   b,
-			History:  1,
-			Storage:  jetstream.FileStorage,
-			Replicas: c.Replicas,
+			Bucket:      b,
+			Description: wire.DescribeBucket(b),
+			History:     1,
+			Storage:     jetstream.FileStorage,
+			Replicas:    c.Replicas,
 		}); err != nil {
 			return fmt.Errorf("stream: ensure bucket %s: %w", b, err)
 		}
@@ -145,7 +146,8 @@ func rawUpToDate(old, cfg jetstream.StreamConfig, record map[string]string) bool
 		}
 	}
 	return slices.Equal(old.Subjects, cfg.Subjects) && old.Retention == cfg.Retention && old.Replicas == cfg.Replicas &&
-		old.Duplicates == cfg.Duplicates && old.MaxAge == cfg.MaxAge && old.AllowAtomicPublish == cfg.AllowAtomicPublish
+		old.Duplicates == cfg.Duplicates && old.MaxAge == cfg.MaxAge && old.AllowAtomicPublish == cfg.AllowAtomicPublish &&
+		old.Description == cfg.Description
 }
 
 // RawMetadata returns RAW's stream metadata (nil when RAW does not exist).
@@ -182,13 +184,14 @@ func ensurePointer(ctx context.Context, js jetstream.JetStream) error {
 // streamConfig is the configuration of stream base; c has its defaults.
 func streamConfig(n wire.Names, base string, c Config) jetstream.StreamConfig {
 	cfg := jetstream.StreamConfig{
-		Name:       n.Stream(base),
-		Subjects:   []string{n.Wildcard(base)},
-		Storage:    jetstream.FileStorage,
-		Retention:  jetstream.LimitsPolicy,
-		Replicas:   c.Replicas,
-		Duplicates: c.DupWindow,
-		MaxAge:     c.MaxAge,
+		Name:        n.Stream(base),
+		Description: wire.Describe(base),
+		Subjects:    []string{n.Wildcard(base)},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Replicas:    c.Replicas,
+		Duplicates:  c.DupWindow,
+		MaxAge:      c.MaxAge,
 	}
 	switch base {
 	case wire.Raw:
@@ -274,6 +277,7 @@ func open(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec) (jetst
 	}
 	cfg := jetstream.ConsumerConfig{
 		Durable:       spec.Durable,
+		Description:   strings.TrimSpace("receiptflow: " + spec.Durable + " reads " + spec.Stream + " " + spec.Filter),
 		FilterSubject: spec.Filter,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       30 * time.Second,

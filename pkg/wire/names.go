@@ -18,6 +18,32 @@ const (
 )
 
 // DefaultGeneration is the live generation of a fresh deployment.
+// Describe is the description of stream base (Raw, Valid, ...) that the
+// set-up gives it, for operators listing streams (nats stream ls).
+func Describe(base string) string {
+	switch base {
+	case Raw:
+		return "receiptflow: every record as ingest published it, one subject per partition, with heartbeats"
+	case Valid:
+		return "receiptflow: the records the validator accepted, in frames, one subject per partition"
+	case Rejected:
+		return "receiptflow: the records the validator rejected, with reason and RAW sequence"
+	case Late:
+		return "receiptflow: submissions routed away from a window: after its grace, or retired"
+	case Changes:
+		return "receiptflow: the windower's notices of changed windows, read by the publisher"
+	}
+	return "receiptflow: " + base
+}
+
+// DescribeBucket is the description the set-up gives KV bucket b.
+func DescribeBucket(b string) string {
+	if b == ControlBucket {
+		return "receiptflow: which state generation readers follow (meta.generation)"
+	}
+	return "receiptflow: window snapshots and pipeline health (meta.*) of one state generation"
+}
+
 const DefaultGeneration = "1"
 
 // ControlBucket is the KV bucket holding the active-generation pointer
