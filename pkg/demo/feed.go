@@ -66,6 +66,34 @@ func (o Config) withDefaults() Config {
 // Cases lists the seed cases in the order the feed injects them.
 var Cases = []string{"retry", "out_of_order", "correction", "too_late", "unsupported_schema", "conflicting_duplicate", "other_types", "malformed_json", "v1_event"}
 
+// What says, for a reader of the demo, what case name sent and what the
+// pipeline does with it.
+func What(name string) string {
+	switch name {
+	case "retry":
+		return "the last submission sent again: dropped as a duplicate, counted once"
+	case "out_of_order":
+		return "a submission 3 minutes older than the last: still counted in its own hour"
+	case "correction":
+		return "a submission of the previous hour after its end: counted in grace, the window's corrections go up"
+	case "too_late":
+		return "a submission 2.5 hours old, past its window's grace: routed to LATE, not counted"
+	case "unsupported_schema":
+		return "a record of schema_version 3: rejected"
+	case "conflicting_duplicate":
+		return "the last event id again with other content: rejected conflicting_duplicate"
+	case "other_types":
+		return "a draft_saved and a viewed event: valid, not submissions, not counted"
+	case "malformed_json":
+		return "a line that is not JSON: rejected"
+	case "v1_event":
+		return "a schema 1 record (occurred_minute): counted like a v2 one"
+	case "idle":
+		return "the source pauses, so readers see STALE and the pipeline's heartbeats"
+	}
+	return ""
+}
+
 type feed struct {
 	o    Config
 	sink Sink

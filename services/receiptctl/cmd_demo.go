@@ -108,8 +108,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	banner := fmt.Sprintf("receiptflow demo · %d partitions · Ctrl-C to stop\n"+
-		"  dashboard  %s\n  metrics    %s\n  NATS       %s\n  Redis      %s\n  (these in %s)\n",
-		c.Partitions, urls.Dashboard, urls.Metrics, urls.NATS, urls.Redis, urlsFile)
+		"  dashboard  %s\n  metrics    %s\n  NATS       %s\n  Redis      %s\n  (these in %s)\n"+
+		"  feed       sample submissions, and every %s one fault case, named in a \"feed:\" line with what it sends\n",
+		c.Partitions, urls.Dashboard, urls.Metrics, urls.NATS, urls.Redis, urlsFile, *caseEvery)
 	tty := isTerminal(stdout)
 	if !tty {
 		io.WriteString(stdout, banner) // once; a terminal keeps it at the top
@@ -144,15 +145,20 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				return err
 			}
 		case name := <-cases:
-			msg := "feed: " + name
-			if name == "idle" {
-				msg = fmt.Sprintf("feed: idle for %s (STALE from %s in)", *idleFor, c.StaleAfter)
-			}
-			scr.note(msg)
+			scr.note(feedLine(name, *idleFor, c.StaleAfter))
 		case <-t.C:
 			if v := dash.View(*rows); v.Loaded {
 				scr.show(v)
 			}
 		}
 	}
+}
+
+// feedLine is the demo's line for a case the feed just sent: its name and
+// what it is (demo.What), so a reader knows what to look for on the page.
+func feedLine(name string, idleFor, staleAfter time.Duration) string {
+	if name == "idle" {
+		return fmt.Sprintf("feed: idle for %s (STALE from %s in) — %s", idleFor, staleAfter, demo.What(name))
+	}
+	return "feed: " + name + " — " + demo.What(name)
 }
