@@ -44,7 +44,7 @@ ifneq ($(wildcard services/dashboard/*.go),)
 BINARIES += dashboard
 endif
 
-.PHONY: all build test lint alerts vet race rest rest-ingest rest-e2e unit faults chaos e2e bench profile demo handoff clean
+.PHONY: all build test lint alerts vet race rest unit faults chaos e2e bench profile demo handoff clean
 
 all: build
 
@@ -70,21 +70,18 @@ vet:
 ## test of every module (real servers, no cache): schemas, pkg and services
 ## under -race (pkg/ingest without), the e2e packages, and the
 ## process-level fault tests. The fault tests mostly wait (kills, stalls,
-## elections), so they start first and run beside lint, alerts and the
-## e2e and pure-logic packages (rest-e2e); their output follows as it
-## comes, then race and the slow cluster tests of pkg/ingest run on a
-## quiet machine (about 20 minutes on 2 cores in all).
+## elections), so they start first and run beside lint and alerts, which
+## only compute; their output follows lint's as it comes, then race and
+## rest run.
 test:
 	@log=$$(mktemp); \
 	echo "make test: the fault tests start in the background; their output follows lint's"; \
 	( $(MAKE) --no-print-directory faults >$$log 2>&1; echo $$? >$$log.rc ) & pid=$$!; \
 	$(MAKE) --no-print-directory lint alerts; checks=$$?; \
-	e2e=0; if [ $$checks -eq 0 ]; then $(MAKE) --no-print-directory rest-e2e; e2e=$$?; fi; \
 	tail -n +1 -f --pid=$$pid $$log; wait; faults=$$(cat $$log.rc); rm -f $$log $$log.rc; \
 	if [ $$checks -ne 0 ]; then echo "make test: lint or alerts failed"; exit 1; fi; \
-	if [ $$e2e -ne 0 ]; then echo "make test: the e2e or pure-logic tests failed"; exit 1; fi; \
 	if [ $$faults -ne 0 ]; then echo "make test: the fault tests failed"; exit 1; fi; \
-	$(MAKE) --no-print-directory race rest-ingest
+	$(MAKE) --no-print-directory race rest
 
 ## alerts: the Prometheus alerting rules (docs/alerts.md) with promtool
 ## (installed into $(TOOLBIN) when missing): check the rules, check
@@ -115,15 +112,9 @@ race:
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(RACE_PKGS)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) -skip '$(INGEST_SLOW)' ./pkg/ingest
 
-## rest: the unit tests race leaves out, without -race: rest-ingest (the
-## slow cluster tests of pkg/ingest) and rest-e2e (the pure-logic packages
-## and the e2e packages but the fault tests)
-rest: rest-ingest rest-e2e
-
-rest-ingest:
+## rest: the unit tests race leaves out, without -race
+rest:
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) -run '$(INGEST_SLOW)' ./pkg/ingest
-
-rest-e2e:
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PURE_PKGS) $(E2E_UNIT)
 
 ## unit: every test but the process-level fault tests, without -race
