@@ -126,15 +126,9 @@ func (d Deployment) read(ctx context.Context, kv jetstream.KeyValue, id string) 
 
 // late reads the LATE stream's rows of window id (one per event id).
 func (d Deployment) late(ctx context.Context, id string) ([]Late, error) {
-	seen := map[string]bool{}
 	var out []Late
-	err := stream.ReadAll(ctx, d.JS, d.Names.Stream(wire.Late), func(m jetstream.Msg) error {
-		var le wire.LateEvent
-		if err := json.Unmarshal(m.Data(), &le); err != nil {
-			return fmt.Errorf("explain: LATE message: %w", err)
-		}
-		if le.WindowID == id && !seen[le.EventID] {
-			seen[le.EventID] = true
+	err := stream.ReadLate(ctx, d.JS, d.Names, func(le wire.LateEvent) error {
+		if le.WindowID == id {
 			out = append(out, Late{EventID: le.EventID, Reason: le.Reason, Watermark: le.Watermark})
 		}
 		return nil

@@ -55,17 +55,8 @@ func (p *Pipeline) LateRows(ctx context.Context) ([]reconcile.LateRow, error) {
 // ReadLate reads generation n's LATE stream, one row per distinct event id
 // (first occurrence).
 func ReadLate(ctx context.Context, js jetstream.JetStream, n wire.Names) ([]reconcile.LateRow, error) {
-	seen := map[string]bool{}
 	var out []reconcile.LateRow
-	err := stream.ReadAll(ctx, js, n.Stream(wire.Late), func(m jetstream.Msg) error {
-		var le wire.LateEvent
-		if err := json.Unmarshal(m.Data(), &le); err != nil {
-			return fmt.Errorf("run: LATE message: %w", err)
-		}
-		if seen[le.EventID] {
-			return nil
-		}
-		seen[le.EventID] = true
+	err := stream.ReadLate(ctx, js, n, func(le wire.LateEvent) error {
 		out = append(out, reconcile.LateRow{EventID: le.EventID, WindowID: le.WindowID, Reason: le.Reason,
 			Watermark: le.Watermark, Partition: le.Partition, Seq: le.Seq})
 		return nil

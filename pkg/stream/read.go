@@ -2,11 +2,14 @@ package stream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // Ordered creates an ordered consumer on st. done deletes the server-side
@@ -80,4 +83,21 @@ func ReadAll(ctx context.Context, js jetstream.JetStream, name string, fn func(j
 			return fmt.Errorf("stream: %s: no message after waiting, last sequence %d not reached", name, last)
 		}
 	}
+}
+
+// ReadLate calls fn with each event of generation n's LATE stream, once per
+// event id (the first row: a replay routes an id to LATE again).
+func ReadLate(ctx context.Context, js jetstream.JetStream, n wire.Names, fn func(wire.LateEvent) error) error {
+	seen := map[string]bool{}
+	return ReadAll(ctx, js, n.Stream(wire.Late), func(m jetstream.Msg) error {
+		var le wire.LateEvent
+		if err := json.Unmarshal(m.Data(), &le); err != nil {
+			return fmt.Errorf("stream: LATE message: %w", err)
+		}
+		if seen[le.EventID] {
+			return nil
+		}
+		seen[le.EventID] = true
+		return fn(le)
+	})
 }
