@@ -6,6 +6,14 @@ package faults
 // publishes and while the services deliver a backlog. The leaders of RAW
 // and VALID are hit at least twice each. Every final window must equal the
 // clean run's and parity must hold. The seed of each schedule is logged.
+//
+// These tests run in parallel with each other (two at a time on two
+// cores: go test's -parallel is GOMAXPROCS), after every serial test of
+// the package: a cluster test waits most of its time (stalls, elections,
+// restarts on the store) and uses about half a core, and none depends on
+// another's speed. Each cluster has its own ports, stores and redis-server.
+// TestClusterPartitions stays serial: its nftables rules act on loopback
+// addresses.
 
 import (
 	"bufio"
@@ -40,6 +48,7 @@ const clusterChunks = 20
 // clusterIngestFaults runs k faults while the fixture is ingested in
 // chunks, then starts the services and checks the outcome.
 func clusterIngestFaults(t *testing.T, k int, kind string, fault func(c *clusterDeployment, ctx context.Context, r *rand.Rand, admin *connect.Conn, target string)) {
+	t.Parallel()
 	r := chaosRand(t)
 	brokerSet.cleanRun(t)
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
@@ -70,6 +79,7 @@ func clusterIngestFaults(t *testing.T, k int, kind string, fault func(c *cluster
 // their recoveries are over; without the hold, a small chunk can be
 // delivered before its fault.)
 func clusterDeliveryFaults(t *testing.T, k int, kind string, fault func(c *clusterDeployment, ctx context.Context, r *rand.Rand, admin *connect.Conn, target string)) {
+	t.Parallel()
 	r := chaosRand(t)
 	brokerSet.cleanRun(t)
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
@@ -134,6 +144,7 @@ var unconfirmedRe = regexp.MustCompile(`record at line (\d+) \(event_id "([^"]*)
 // with every earlier record in RAW (docs/spec.md §4). With the nodes back, the
 // file published again gives the clean run's windows.
 func TestClusterIngestQuorumLost(t *testing.T) {
+	t.Parallel()
 	brokerSet.cleanRun(t)
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
@@ -289,6 +300,7 @@ const ldmConf = "lame_duck_duration: \"30s\"\nlame_duck_grace_period: \"1s\"\n"
 // again on its store, and the next one goes only when every replica of RAW
 // and VALID is current again. Nothing may be lost or counted twice.
 func TestClusterRollingRestart(t *testing.T) {
+	t.Parallel()
 	brokerSet.cleanRun(t)
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
