@@ -14,7 +14,8 @@ import (
 // BenchmarkApply applies batches of new submissions to one partition on a
 // real redis-server, as the windower does with a batch (1000 records over
 // a few windows). Besides ns/op (one batch) it reports per event: wall-us,
-// client-us, redis-us and script-us (as BenchmarkClaimThrough).
+// client-us, redis-us and script-us (as BenchmarkClaimThrough). Apply is
+// unfenced (static mode), ApplyFenced carries an epoch.
 func BenchmarkApply(b *testing.B) {
 	const batch = 1000
 	r := testenv.RedisServer(b)
@@ -75,5 +76,5 @@ type applyBench struct {
 }
 
 func applyBenches(s *Store) []applyBench {
-	return []applyBench{{"Apply", s}}
+	return []applyBench{{"Apply", s}, {"ApplyFenced", s.Fence(map[int]uint64{0: 7})}}
 }
