@@ -33,6 +33,8 @@ type Deps struct {
 	Common config.Common
 	Names  wire.Names
 	Owned  []int
+	// Epochs are the owned partitions' fencing tokens (service.Deps.Epochs).
+	Epochs map[int]uint64
 	NATS   *connect.Conn
 	// Redis is the client Store uses (a *redis.ClusterClient with
 	// --redis-cluster).
@@ -52,7 +54,7 @@ type Runner = service.Runner
 // Service returns the dependencies service.Build wires a service from.
 func (d *Deps) Service() service.Deps {
 	return service.Deps{
-		Params: service.ParamsOf(&d.Common), Names: d.Names, Owned: d.Owned,
+		Params: service.ParamsOf(&d.Common), Names: d.Names, Owned: d.Owned, Epochs: d.Epochs,
 		JS: d.NATS.JS, Redis: d.Redis, Validator: d.Validator,
 		Logger: d.Logger, Registerer: d.Registerer, Failpoints: d.Failpoints,
 	}
@@ -202,6 +204,12 @@ func (p *process) prepare() (err error) {
 	}
 	if d.Owned == nil {
 		d.Owned = config.Split(c.Partitions, o.instance, o.instances)
+	}
+	if o.fenceEpoch > 0 {
+		d.Epochs = map[int]uint64{}
+		for _, q := range d.Owned {
+			d.Epochs[q] = o.fenceEpoch
+		}
 	}
 	if d.Failpoints, err = failpoint.Parse(c.Failpoints, failpoint.Process); err != nil {
 		return err
@@ -389,6 +397,15 @@ func (p *process) runOnce(ctx context.Context, svc Runner, guard *redisGuard) (a
 		h.fullRestarts.Add(1)
 		p.log.Warn("the broker's store is full: waiting for room and starting the service again", "err", runErr)
 		return restart, runErr
+	}
+	if errors.Is(runErr, ledger.ErrFenced) && ctx.Err() == nil {
+		// A later owner holds a partition: this instance changes nothing
+		// more there. Static mode has no lease to read again: it stays up,
+		// not ready, serving /metrics, until it is stopped.
+		p.log.Error("fenced: a later owner holds a partition; this instance processes nothing more until it is stopped", "err", runErr)
+		h.wait("SIGTERM: fenced by a later owner, this instance processes nothing more (" + runErr.Error() + ")")
+		<-ctx.Done()
+		return stop, nil
 	}
 	if runErr == nil || ctx.Err() != nil || !p.w.connectionLost(ctx, runErr, p.d) {
 		return stop, runErr

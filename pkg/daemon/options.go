@@ -24,6 +24,7 @@ type options struct {
 	owned      string
 	instance   int
 	instances  int
+	fenceEpoch uint64
 	httpAddr   string
 	ensure     bool
 	ensureOnly bool
@@ -46,6 +47,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.owned, "owned", "", "partitions this instance processes, e.g. 0-3 (default: split by --instance/--instances)")
 	fs.IntVar(&o.instance, "instance", envInt("RECEIPTS_INSTANCE", 0), "this instance's index (env RECEIPTS_INSTANCE)")
 	fs.IntVar(&o.instances, "instances", envInt("RECEIPTS_INSTANCES", 1), "number of instances splitting the partitions (env RECEIPTS_INSTANCES)")
+	fs.Uint64Var(&o.fenceEpoch, "fence-epoch", 0,
+		"testing only: the fencing epoch of every owned partition in static mode (docs/architecture.md, \"Fencing\"; default 0: not fenced)")
 	fs.StringVar(&o.httpAddr, "http-addr", envStr("RECEIPTS_HTTP_ADDR", "127.0.0.1:0"), "address of /metrics, /healthz and /readyz (env RECEIPTS_HTTP_ADDR)")
 	fs.BoolVar(&o.ensure, "ensure-streams", envBool("RECEIPTS_ENSURE_STREAMS", true),
 		"create or update the streams and buckets at start (env RECEIPTS_ENSURE_STREAMS); needs admin rights, so least-privilege deployments set it false and run --ensure-only once")

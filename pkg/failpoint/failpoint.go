@@ -2,9 +2,12 @@
 // (docs/spec.md §7), so that fault tests and `receiptctl run --failpoints` exercise
 // real crashes.
 //
-// Syntax: NAME=crash@every:N[,NAME=crash@every:N...], e.g.
+// Syntax: NAME=ACTION@every:N[,NAME=ACTION@every:N...], e.g.
 // "windower.after-write=crash@every:37". The Nth, 2Nth, ... hit of NAME
-// crashes.
+// fires. ACTION crash kills the process; stop (a process of its own
+// only) stops it with SIGSTOP where it is, as a long pause would, until
+// something sends it SIGCONT (the fencing test, docs/architecture.md);
+// in-process a stop is a crash.
 package failpoint
 
 import (
@@ -50,6 +53,7 @@ const (
 type point struct {
 	every int
 	hits  int
+	stop  bool // stop@: SIGSTOP instead of a crash (Process mode)
 }
 
 // Set is a parsed failpoint specification. A nil *Set never fires. Safe for
@@ -77,14 +81,18 @@ func Parse(spec string, mode Mode) (*Set, error) {
 			return nil, fmt.Errorf("failpoint: unknown failpoint %q (known: %s)", name, strings.Join(Known, ", "))
 		}
 		n, ok := strings.CutPrefix(action, "crash@every:")
+		stop := false
 		if !ok {
-			return nil, fmt.Errorf("failpoint: %q: only crash@every:N is supported", item)
+			n, stop = strings.CutPrefix(action, "stop@every:")
+		}
+		if !ok && !stop {
+			return nil, fmt.Errorf("failpoint: %q: want crash@every:N or stop@every:N", item)
 		}
 		every, err := strconv.Atoi(n)
 		if err != nil || every < 1 {
 			return nil, fmt.Errorf("failpoint: %q: N must be a positive integer", item)
 		}
-		s.points[name] = &point{every: every}
+		s.points[name] = &point{every: every, stop: stop}
 	}
 	return s, nil
 }
@@ -99,15 +107,17 @@ func known(name string) bool {
 }
 
 // Hit records one pass through failpoint name. When it fires it kills the
-// process (Process mode) or returns an error wrapping ErrCrash (InProcess).
+// process (Process mode), stops it until SIGCONT and returns nil (stop,
+// Process mode), or returns an error wrapping ErrCrash (InProcess).
 func (s *Set) Hit(name string) error {
 	if s == nil {
 		return nil
 	}
 	s.mu.Lock()
 	p := s.points[name]
-	fire := false
+	fire, stop := false, false
 	if p != nil {
+		stop = p.stop
 		p.hits++
 		fire = p.hits%p.every == 0
 		if fire {
@@ -117,6 +127,11 @@ func (s *Set) Hit(name string) error {
 	s.mu.Unlock()
 	if !fire {
 		return nil
+	}
+	if s.mode == Process && stop {
+		fmt.Fprintf(os.Stderr, "failpoint %s fired: stopping process (SIGSTOP)\n", name)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		return nil // continued (SIGCONT): go on where it stopped
 	}
 	if s.mode == Process {
 		fmt.Fprintf(os.Stderr, "failpoint %s fired: killing process\n", name)

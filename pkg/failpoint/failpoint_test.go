@@ -38,9 +38,24 @@ func TestParseAndHit(t *testing.T) {
 }
 
 func TestParseErrors(t *testing.T) {
-	for _, spec := range []string{"nope=crash@every:3", "windower.after-write", "windower.after-write=crash@every:0", "windower.after-write=panic"} {
+	for _, spec := range []string{"nope=crash@every:3", "windower.after-write", "windower.after-write=crash@every:0", "windower.after-write=panic", "windower.after-write=stop@every:x"} {
 		if _, err := Parse(spec, InProcess); err == nil {
 			t.Errorf("Parse(%q) accepted", spec)
 		}
+	}
+}
+
+// TestStopInProcessIsACrash: stop@every:N parses; in-process (no process
+// of its own to stop) it fires as a crash.
+func TestStopInProcessIsACrash(t *testing.T) {
+	s, err := Parse("windower.before-write=stop@every:2", InProcess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Hit(WindowerBeforeWrite); err != nil {
+		t.Fatalf("first hit fired: %v", err)
+	}
+	if err := s.Hit(WindowerBeforeWrite); !errors.Is(err, ErrCrash) {
+		t.Fatalf("second hit: %v, want ErrCrash", err)
 	}
 }

@@ -21,6 +21,8 @@ import (
 // CPU, mostly go-redis), redis-us (the server's user+system CPU, INFO cpu)
 // and script-us (EVALSHA's usec of INFO commandstats, which includes the
 // commands a script runs); and evalsha/batch, the script calls of a batch.
+// ClaimThroughFenced is ClaimThrough with the partition's epoch (its mark
+// checks the fence).
 func BenchmarkClaimThrough(b *testing.B) {
 	const batch = 500
 	r := testenv.RedisServer(b)
@@ -28,6 +30,7 @@ func BenchmarkClaimThrough(b *testing.B) {
 	b.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
 	s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
+	fencedStore := s.Fence(map[int]uint64{0: 7})
 	day := time.Now().Unix() / 86400
 	for _, bench := range []struct {
 		name string
@@ -39,6 +42,10 @@ func BenchmarkClaimThrough(b *testing.B) {
 		}},
 		{"ClaimThrough", func(p int, claims []Claim, through uint64) error {
 			_, _, err := s.ClaimThrough(ctx, p, claims, through, 0)
+			return err
+		}},
+		{"ClaimThroughFenced", func(p int, claims []Claim, through uint64) error {
+			_, _, err := fencedStore.ClaimThrough(ctx, p, claims, through, 0)
 			return err
 		}},
 	} {

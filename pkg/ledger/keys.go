@@ -118,6 +118,18 @@ func (k Keys) ClaimsRetired() string { return k.Prefix + "claims:retired" }
 // which partition p has written its claims (ledger.Claimed).
 func (k Keys) ClaimProgress() string { return k.Prefix + "claims:progress" }
 
+// ClaimFence is the hash of the validator partitions' fences (fence.go):
+// field p holds the largest epoch a mark of partition p carried. On Redis
+// Cluster each copy of the progress has its own, in its slot
+// (claimFenceOf).
+func (k Keys) ClaimFence() string { return k.Prefix + "claims:fence" }
+
+// claimFenceOf is the fence hash beside the progress key progress (one of
+// ClaimProgress, ClaimProgressCopy).
+func claimFenceOf(progress string) string {
+	return strings.TrimSuffix(progress, "progress") + "fence"
+}
+
 // ClaimProgressCopy is copy k of the claim progress on Redis Cluster,
 // one on each master (ledger.Claimed): the hash tag {cp<k>} puts it in a
 // slot of that master.

@@ -80,12 +80,26 @@ func progressOf(cmd *redis.MapStringStringCmd) (Claimed, error) {
 }
 
 // progressArgs are progress.lua's arguments: mark partition p through seq
-// if its progress is at least floor, or only read when p < 0.
-func progressArgs(p int, seq, floor uint64) []any {
+// if its progress is at least floor, fenced by the store's epoch of p, or
+// only read when p < 0.
+func (s *Store) progressArgs(p int, seq, floor uint64) []any {
 	if p < 0 {
 		return []any{"", 0, 0}
 	}
-	return []any{strconv.Itoa(p), strconv.FormatUint(seq, 10), strconv.FormatUint(floor, 10)}
+	args := []any{strconv.Itoa(p), strconv.FormatUint(seq, 10), strconv.FormatUint(floor, 10)}
+	if e := s.epoch(p); e > 0 {
+		args = append(args, strconv.FormatUint(e, 10))
+	}
+	return args
+}
+
+// progressKeysOf are progress.lua's keys for the progress copy key: the
+// fence hash beside it too when the call marks a fenced partition p.
+func (s *Store) progressKeysOf(key string, p int) []string {
+	if p < 0 || s.epoch(p) == 0 {
+		return []string{key}
+	}
+	return []string{key, claimFenceOf(key)}
 }
 
 // runProgress runs progress.lua on every key the progress is kept under
@@ -99,11 +113,11 @@ func (s *Store) runProgress(ctx context.Context, p int, seq, floor uint64) (Clai
 		if err != nil {
 			return err
 		}
-		args := progressArgs(p, seq, floor)
+		args := s.progressArgs(p, seq, floor)
 		if len(keys) == 1 {
-			v, err := progressScript.EvalSha(ctx, s.rdb, keys, args...).Result()
+			v, err := progressScript.EvalSha(ctx, s.rdb, s.progressKeysOf(keys[0], p), args...).Result()
 			if err != nil {
-				return regressed(err)
+				return fenced(regressed(err))
 			}
 			pr, err = parseProgress(v)
 			return err
@@ -111,7 +125,7 @@ func (s *Store) runProgress(ctx context.Context, p int, seq, floor uint64) (Clai
 		pipe := s.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(keys))
 		for i, k := range keys {
-			cmds[i] = progressScript.EvalSha(ctx, pipe, []string{k}, args...)
+			cmds[i] = progressScript.EvalSha(ctx, pipe, s.progressKeysOf(k, p), args...)
 		}
 		pipe.Exec(ctx) // each command's error is read below
 		pr, err = mergeProgress(cmds)
@@ -122,14 +136,20 @@ func (s *Store) runProgress(ctx context.Context, p int, seq, floor uint64) (Clai
 
 // mergeProgress reads progress.lua's replies from every copy of the
 // progress: a partition's progress is the least among them (absent from
-// one: none). A NOSCRIPT reply wins, so the calls are made again; then any
-// other error; then a REGRESSED one, as ErrClaimsRegressed.
+// one: none). A NOSCRIPT reply wins, so the calls are made again; then a
+// FENCED one, as ErrFenced; then any other error; then a REGRESSED one, as
+// ErrClaimsRegressed.
 func mergeProgress(cmds []*redis.Cmd) (Claimed, error) {
 	var lost error
 	copies := make([]Claimed, 0, len(cmds))
 	for _, c := range cmds {
 		if err := c.Err(); redis.HasErrorPrefix(err, "NOSCRIPT") {
 			return nil, err
+		}
+	}
+	for _, c := range cmds {
+		if err := c.Err(); redis.HasErrorPrefix(err, "FENCED") {
+			return nil, fenced(err)
 		}
 	}
 	for _, c := range cmds {
@@ -270,7 +290,8 @@ func (s *Store) ClaimProgress(ctx context.Context) (Claimed, error) {
 // none): finding less, it writes nothing and fails with
 // ErrClaimsRegressed. Progress never goes back, so marking again, or an
 // older sequence, is a no-op. One partition must have one writer (the
-// validator instance that owns it).
+// validator instance that owns it); on a fenced store (Fence) a later
+// owner's epoch fails the mark with ErrFenced, nothing marked.
 func (s *Store) MarkClaimed(ctx context.Context, p int, seq, floor uint64) (Claimed, error) {
 	pr, err := s.runProgress(ctx, p, seq, floor)
 	if err != nil {
@@ -291,7 +312,9 @@ func (s *Store) MarkClaimed(ctx context.Context, p int, seq, floor uint64) (Clai
 // a cluster pipeline sends to each node in parallel, so there they are
 // three round trips, one after the other. floor is as for MarkClaimed:
 // progress below it fails the call with ErrClaimsRegressed, and the
-// verdicts are then not to be used. Safe to call twice with the same
+// verdicts are then not to be used. On a fenced store (Fence) a later
+// owner's epoch fails the mark with ErrFenced; the claims may have been
+// written, which is harmless (fence.go). Safe to call twice with the same
 // arguments.
 func (s *Store) ClaimThrough(ctx context.Context, p int, claims []Claim, through, floor uint64) ([]bool, Claimed, error) {
 	var (
@@ -317,11 +340,11 @@ func (s *Store) ClaimThrough(ctx context.Context, p int, claims []Claim, through
 		// before it (a Redis that frees memory between them would
 		// otherwise take the mark after refusing the claims with OOM).
 		pipe := s.rdb.TxPipeline()
-		read := progressScript.EvalSha(ctx, pipe, key, progressArgs(-1, 0, 0)...)
+		read := progressScript.EvalSha(ctx, pipe, key, s.progressArgs(-1, 0, 0)...)
 		b = s.queueClaims(ctx, pipe, claims, splitNone, nil)
-		progressScript.EvalSha(ctx, pipe, key, progressArgs(p, through, floor)...)
+		progressScript.EvalSha(ctx, pipe, s.progressKeysOf(key[0], p), s.progressArgs(p, through, floor)...)
 		if cmds, err := pipe.Exec(ctx); err != nil {
-			return regressed(queuedErr(cmds, err))
+			return fenced(regressed(queuedErr(cmds, err)))
 		}
 		var err error
 		before, err = parseProgress(read.Val())

@@ -19,10 +19,11 @@ var (
 // end at or before mark) and raises p's retired mark to mark, atomically.
 // From then on apply drops events of windows ending at or before the mark
 // (decision Retired). Retiring again is a no-op. It returns the ledger
-// entries removed.
+// entries removed, or an error wrapping ErrFenced (nothing deleted) when a
+// later owner holds p (Fence).
 func (s *Store) Retire(ctx context.Context, p int, mark int64, ids []string) (int64, error) {
 	keys := []string{s.keys.Checkpoint(p), s.keys.Index(p)}
-	args := []any{mark, len(ids), LedgerShards}
+	args := []any{mark, len(ids), LedgerShards, s.epoch(p)}
 	for _, id := range ids {
 		keys = append(keys, s.keys.Partial(p, id), s.keys.Explain(p, id))
 		for n := 0; n < LedgerShards; n++ {
@@ -32,7 +33,7 @@ func (s *Store) Retire(ctx context.Context, p int, mark int64, ids []string) (in
 	}
 	raw, err := retireScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
-		return 0, fmt.Errorf("ledger: retire partition %d: %w", p, err)
+		return 0, fmt.Errorf("ledger: retire partition %d: %w", p, fenced(err))
 	}
 	if len(raw) != 2 {
 		return 0, fmt.Errorf("ledger: retire partition %d: bad reply %v", p, raw)

@@ -8,11 +8,21 @@
 -- and its explain record followed by its S ledger shards (2 + S keys a
 -- window).
 -- ARGV[1] new retired mark (ms), ARGV[2] window count n, ARGV[3] shards a
--- window S, ARGV[4..3+n] window ids.
--- Returns {ledger entries removed, retired mark}.
+-- window S, ARGV[4] the writer's epoch (ledger.Fence; 0: not fenced),
+-- ARGV[5..4+n] window ids.
+-- Returns {ledger entries removed, retired mark}, or the error FENCED when
+-- a later owner's epoch holds the partition (nothing is deleted).
 local mark = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
 local S = tonumber(ARGV[3])
+local epoch = tonumber(ARGV[4])
+if epoch > 0 then
+  local fence = tonumber(redis.call('HGET', KEYS[1], 'fence')) or 0
+  if fence > epoch then
+    return redis.error_reply('FENCED epoch ' .. ARGV[4] .. ' is below the fence ' .. string.format('%d', fence))
+  end
+  if epoch > fence then redis.call('HSET', KEYS[1], 'fence', ARGV[4]) end
+end
 local cur = redis.call('HMGET', KEYS[1], 'retired', 'entries')
 local retired = tonumber(cur[1]) or 0
 local entries = tonumber(cur[2]) or 0
@@ -24,7 +34,7 @@ for j = 1, n do
     redis.call('DEL', KEYS[b + 2 + k])
   end
   redis.call('DEL', KEYS[b + 1], KEYS[b + 2])
-  redis.call('ZREM', KEYS[2], ARGV[3 + j])
+  redis.call('ZREM', KEYS[2], ARGV[4 + j])
 end
 if mark > retired then retired = mark end
 entries = entries - removed

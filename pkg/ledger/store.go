@@ -49,7 +49,10 @@ type Store struct {
 	lateness int64
 	grace    int64
 	horizon  int64
-	copies   progressCopies
+	copies   *progressCopies
+	// epochs are the fencing tokens of the partitions the caller owns
+	// (Fence; nil: not fenced).
+	epochs map[int]uint64
 }
 
 // Config configures a Store.
@@ -68,7 +71,7 @@ type Config struct {
 // NewStore returns a Store over rdb configured by c.
 func NewStore(rdb Client, c Config) *Store {
 	return &Store{rdb: rdb, keys: c.Keys, lateness: c.Lateness.Milliseconds(), grace: c.Grace.Milliseconds(),
-		horizon: c.Horizon.Milliseconds()}
+		horizon: c.Horizon.Milliseconds(), copies: &progressCopies{}}
 }
 
 // Horizon returns the replay horizon in ms (0: never retire).
@@ -163,7 +166,9 @@ type Result struct {
 // ErrRegressed instead of applying on top of the loss. published is the
 // last sequence whose outputs (LATE, CHANGES) the caller has published:
 // it is kept in the checkpoint (Checkpoint.Published), so a restarted
-// writer knows where to resume to publish lost outputs again.
+// writer knows where to resume to publish lost outputs again. On a fenced
+// store (Fence) a later owner's epoch fails it with ErrFenced, nothing
+// applied.
 func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, published uint64) (*Result, error) {
 	widx := map[string]int{}
 	var starts []int64
@@ -212,7 +217,7 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, publish
 		keys = append(keys, s.keys.Explain(p, id))
 	}
 	keys = append(keys, shardKeys...)
-	args := make([]any, 0, 7+2*len(wids)+12*len(recs))
+	args := make([]any, 0, 8+2*len(wids)+12*len(recs))
 	args = append(args, s.lateness, s.grace, s.horizon, len(wids))
 	for _, st := range starts {
 		args = append(args, st)
@@ -220,7 +225,7 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, publish
 	for _, id := range wids {
 		args = append(args, id)
 	}
-	args = append(args, expect, published, len(recs))
+	args = append(args, expect, published, s.epoch(p), len(recs))
 	for i, r := range recs {
 		var h1, h2 uint32
 		eventID := ""
@@ -239,7 +244,7 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, publish
 		if redis.HasErrorPrefix(err, "REGRESSED") {
 			return nil, fmt.Errorf("ledger: apply partition %d: %w: %v", p, ErrRegressed, err)
 		}
-		return nil, fmt.Errorf("ledger: apply partition %d: %w", p, err)
+		return nil, fmt.Errorf("ledger: apply partition %d: %w", p, fenced(err))
 	}
 	if len(raw) != 3+len(recs) {
 		return nil, fmt.Errorf("ledger: apply partition %d: %d replies for %d records", p, len(raw), len(recs))
@@ -309,7 +314,17 @@ func parseDecision(s string) (Decision, error) {
 	return Decision{}, fmt.Errorf("unknown decision %q", s)
 }
 
+// markScript raises the published mark (ARGV[1]) of the checkpoint
+// KEYS[1], fenced by the writer's epoch ARGV[2] (apply.lua's fence).
 var markScript = redis.NewScript(`
+local epoch = tonumber(ARGV[2])
+if epoch > 0 then
+  local fence = tonumber(redis.call('HGET', KEYS[1], 'fence')) or 0
+  if fence > epoch then
+    return redis.error_reply('FENCED epoch ' .. ARGV[2] .. ' is below the fence ' .. string.format('%d', fence))
+  end
+  if epoch > fence then redis.call('HSET', KEYS[1], 'fence', ARGV[2]) end
+end
 local cur = tonumber(redis.call('HGET', KEYS[1], 'pub')) or 0
 local seq = tonumber(redis.call('HGET', KEYS[1], 'seq')) or 0
 local want = tonumber(ARGV[1])
@@ -319,10 +334,10 @@ return 1`)
 
 // MarkPublished records that the outputs of partition p's records up to
 // seq are published (the mark only moves forward and never past the
-// checkpoint). Safe to call twice.
+// checkpoint). Safe to call twice. Fenced like Apply.
 func (s *Store) MarkPublished(ctx context.Context, p int, seq uint64) error {
-	if err := markScript.Run(ctx, s.rdb, []string{s.keys.Checkpoint(p)}, seq).Err(); err != nil {
-		return fmt.Errorf("ledger: mark published %d: %w", p, err)
+	if err := markScript.Run(ctx, s.rdb, []string{s.keys.Checkpoint(p)}, seq, s.epoch(p)).Err(); err != nil {
+		return fmt.Errorf("ledger: mark published %d: %w", p, fenced(err))
 	}
 	return nil
 }

@@ -69,7 +69,10 @@ type Deps struct {
 	Names wire.Names
 	// Owned lists the partitions this instance processes (nil: all).
 	Owned []int
-	JS    jetstream.JetStream
+	// Epochs holds the fencing token of each owned partition (its lease's
+	// epoch); nil or a zero token: not fenced (static --instance/--instances).
+	Epochs map[int]uint64
+	JS     jetstream.JetStream
 	// Redis is the client of the instance's ledger store (NewStore).
 	Redis      ledger.Client
 	Validator  *contract.Validator
@@ -98,13 +101,13 @@ func Build(name string, d Deps) (Runner, error) {
 	switch name {
 	case Validator:
 		return validator.New(d.JS, store, validator.Config{
-			Names: d.Names, Partitions: d.Partitions, HotKeys: d.HotKeys, Owned: d.Owned, Validator: d.Validator,
+			Names: d.Names, Partitions: d.Partitions, HotKeys: d.HotKeys, Owned: d.Owned, Epochs: d.Epochs, Validator: d.Validator,
 			Logger: d.Logger, Registerer: d.Registerer, Failpoints: d.Failpoints,
 			IdleEvery: w.BarrierIdle, BarrierPoll: w.BarrierPoll, Linger: w.ConsumeLinger,
 		}), nil
 	case Windower:
 		return windower.New(d.JS, store, windower.Config{
-			Names: d.Names, Partitions: d.Partitions, Owned: d.Owned,
+			Names: d.Names, Partitions: d.Partitions, Owned: d.Owned, Epochs: d.Epochs,
 			Logger: d.Logger, Registerer: d.Registerer, Failpoints: d.Failpoints, Trace: d.Trace,
 			Linger: w.ConsumeLinger,
 		}), nil

@@ -119,3 +119,11 @@ func (p *MainProc) Wait(t testing.TB, limit time.Duration) int {
 		return -1
 	}
 }
+
+// Signal sends sig to the process (SIGSTOP and SIGCONT in fencing tests).
+func (p *MainProc) Signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("%v: %v", sig, err)
+	}
+}

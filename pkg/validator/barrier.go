@@ -253,6 +253,9 @@ func (s *Service) claimOnce(ctx context.Context, p int, batch []jetstream.Msg, c
 	s.bar.busy(p)
 	for {
 		conflicts, before, err := s.store.ClaimThrough(ctx, p, claims, r.through, s.bar.floorOf(p))
+		if err != nil {
+			err = s.fenced(p, err)
+		}
 		if errors.Is(err, ledger.ErrClaimsRegressed) {
 			if err := s.reclaim(ctx, p); err != nil {
 				return nil, err
@@ -363,8 +366,9 @@ func (s *Service) rawLast(ctx context.Context) (uint64, error) {
 }
 
 // trackIdle turns the barrier on for partition p (its consumer spec), and
-// starts its idle progress; the returned stop ends it and waits for it.
-func (s *Service) trackIdle(ctx context.Context, p int, spec stream.ConsumerSpec) (stop func()) {
+// starts its idle progress; the returned stop ends it and waits for it. A
+// mark refused for a later owner calls fence with ledger.ErrFenced.
+func (s *Service) trackIdle(ctx context.Context, p int, spec stream.ConsumerSpec, fence context.CancelCauseFunc) (stop func()) {
 	s.bar.mu.Lock()
 	s.bar.local[p] = true
 	if s.bar.reclaim[p] == nil {
@@ -376,7 +380,7 @@ func (s *Service) trackIdle(ctx context.Context, p int, spec stream.ConsumerSpec
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.idleProgress(ctx, p, spec)
+		s.idleProgress(ctx, p, spec, fence)
 	}()
 	return func() { cancel(); <-done }
 }
@@ -389,7 +393,7 @@ func (s *Service) trackIdle(ctx context.Context, p int, spec stream.ConsumerSpec
 // through L. The L used is the one read a tick before the consumer info:
 // on a replicated stream the consumer's leader may be a moment behind the
 // stream's, and a tick gives it the time to have stored what L covers.
-func (s *Service) idleProgress(ctx context.Context, p int, spec stream.ConsumerSpec) {
+func (s *Service) idleProgress(ctx context.Context, p int, spec stream.ConsumerSpec, fence context.CancelCauseFunc) {
 	t := time.NewTicker(s.cfg.IdleEvery)
 	defer t.Stop()
 	var prev uint64
@@ -404,7 +408,10 @@ func (s *Service) idleProgress(ctx context.Context, p int, spec stream.ConsumerS
 		// nothing to process (regress.go).
 		if time.Since(checked) >= checkEvery {
 			checked = time.Now()
-			if err := s.checkClaims(ctx, p, spec); err != nil && ctx.Err() == nil {
+			if err := s.checkClaims(ctx, p, spec); errors.Is(err, ledger.ErrFenced) {
+				fence(err)
+				return
+			} else if err != nil && ctx.Err() == nil {
 				s.cfg.Logger.Warn("claim progress check", "partition", p, "err", err)
 			}
 		}
@@ -436,8 +443,15 @@ func (s *Service) idleProgress(ctx context.Context, p int, spec stream.ConsumerS
 			continue
 		}
 		pr, err := s.store.MarkClaimed(ctx, p, cand, s.bar.floorOf(p))
+		if err != nil {
+			err = s.fenced(p, err)
+		}
 		if errors.Is(err, ledger.ErrClaimsRegressed) {
 			err = s.reclaim(ctx, p)
+		}
+		if errors.Is(err, ledger.ErrFenced) {
+			fence(err)
+			return
 		}
 		if err != nil {
 			if ctx.Err() == nil && !connect.RedisFull(err) { // a full Redis: the daemon logs it once

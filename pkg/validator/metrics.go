@@ -13,6 +13,9 @@ type metrics struct {
 	// regressions counts state found behind what was written (Redis lost
 	// acknowledged writes), by state: claims.
 	regressions *prometheus.CounterVec
+	// fenced counts claim progress marks refused because a later owner
+	// holds the partition (ledger.ErrFenced).
+	fenced prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -31,7 +34,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "receiptflow_validator_state_regressions_total",
 			Help: "Times Redis state was found behind what this service had written there (lost acknowledged writes), by state; each one was rebuilt from the streams.",
 		}, []string{"state"}),
+		fenced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "receiptflow_validator_fenced_writes_total",
+			Help: "Claim progress marks refused because a later owner (a larger epoch) holds the RAW partition; the instance stopped processing it.",
+		}),
 	}
+	m.fenced = telemetry.Register(reg, m.fenced)
 	m.in = telemetry.Register(reg, m.in)
 	m.regressions = telemetry.Register(reg, m.regressions)
 	m.out = telemetry.Register(reg, m.out)

@@ -82,7 +82,7 @@ func (s *Service) reclaim(ctx context.Context, p int) error {
 	}
 	pr, err = s.store.MarkClaimed(ctx, p, floor, 0)
 	if err != nil {
-		return err
+		return s.fenced(p, err)
 	}
 	s.bar.observe(pr)
 	s.bar.raise(p, floor)

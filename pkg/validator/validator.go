@@ -53,7 +53,13 @@ type Config struct {
 	// that each RAW partition feeds exactly its VALID partition.
 	HotKeys window.HotKeys
 	// Owned lists the partitions this instance processes (nil: all).
-	Owned     []int
+	Owned []int
+	// Epochs holds the fencing token of each owned partition (service.Deps
+	// .Epochs; nil or 0: not fenced). Each claim progress mark of RAW
+	// partition p carries Epochs[p] (ledger.Store.Fence); a mark refused
+	// because a later owner holds p stops the instance with an error
+	// wrapping ledger.ErrFenced, before the batch is published or acked.
+	Epochs    map[int]uint64
 	Validator *contract.Validator
 	Batch     int
 	Logger    *slog.Logger
@@ -159,6 +165,9 @@ func (s *Service) publishValid(ctx context.Context, msgs []*nats.Msg) error {
 // New returns a validator using js for streams and store for claims.
 func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
 	cfg = cfg.withDefaults()
+	if len(cfg.Epochs) > 0 {
+		store = store.Fence(cfg.Epochs)
+	}
 	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer), validate: checkFunc(cfg.Validator),
 		bar: newBarrier(cfg.Registerer)}
 }
@@ -195,13 +204,26 @@ func (s *Service) Run(ctx context.Context) error {
 // handle returned nil for it (docs/spec.md §4); a gap in the deliveries
 // resumes after the last batch handled, whose outputs are stored.
 func (s *Service) runPartition(ctx context.Context, p int) error {
+	// A mark refused for a later owner (ledger.ErrFenced) stops the
+	// partition from the idle progress too: cancelled with that cause.
+	ctx, fence := context.WithCancelCause(ctx)
+	defer fence(nil)
+	err := s.consumePartition(ctx, p, fence)
+	if cause := context.Cause(ctx); errors.Is(cause, ledger.ErrFenced) {
+		return cause
+	}
+	return err
+}
+
+// consumePartition is runPartition's consume loop; fence stops it.
+func (s *Service) consumePartition(ctx context.Context, p int, fence context.CancelCauseFunc) error {
 	spec := stream.ConsumerSpec{
 		Stream:  s.cfg.Names.Stream(wire.Raw),
 		Durable: s.durable(p),
 		Filter:  s.cfg.Names.Subject(wire.Raw, p),
 		AckAll:  true,
 	}
-	defer s.trackIdle(ctx, p, spec)() // claim progress while idle (barrier.go)
+	defer s.trackIdle(ctx, p, spec, fence)() // claim progress while idle (barrier.go)
 	// What the consumer acknowledged was claimed: Redis holding less lost
 	// it, and it is claimed again before the first batch (regress.go).
 	if err := s.checkClaims(ctx, p, spec); err != nil {
@@ -416,6 +438,17 @@ func (s *Service) frames(p int, items []item) []*nats.Msg {
 		}
 	}
 	return out
+}
+
+// fenced counts and logs err when it says a later owner holds partition
+// p (ledger.ErrFenced), and returns it.
+func (s *Service) fenced(p int, err error) error {
+	if errors.Is(err, ledger.ErrFenced) {
+		s.m.fenced.Inc()
+		s.cfg.Logger.Warn("a later owner holds the partition: this instance stops processing it, nothing more published or acknowledged",
+			"partition", p, "epoch", s.cfg.Epochs[p], "err", err)
+	}
+	return err
 }
 
 // rejectMsg is the REJECTED message of the RAW record at seq. It carries

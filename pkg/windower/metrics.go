@@ -16,6 +16,9 @@ type metrics struct {
 	// regressions counts Redis state found behind what was applied (lost
 	// acknowledged writes), by state: checkpoint.
 	regressions *prometheus.CounterVec
+	// fenced counts steps refused because a later owner holds the
+	// partition (ledger.ErrFenced).
+	fenced prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -44,5 +47,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "receiptflow_windower_state_regressions_total",
 			Help: "Times Redis state was found behind what this service had applied there (lost acknowledged writes), by state; each one was replayed from VALID.",
 		}, []string{"state"})),
+		fenced: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "receiptflow_windower_fenced_writes_total",
+			Help: "Redis steps refused because a later owner (a larger epoch) holds the partition; the instance stopped processing it.",
+		})),
 	}
 }

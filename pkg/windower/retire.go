@@ -94,7 +94,7 @@ func (s *Service) retire(ctx context.Context, p int) error {
 	}
 	removed, err := s.store.Retire(ctx, p, mark, retire)
 	if err != nil {
-		return err
+		return s.fenced(p, err)
 	}
 	s.m.retired.Add(float64(len(retire)))
 	s.cfg.Logger.Info("windows retired", "partition", p, "windows", len(retire), "ledger_entries", removed,

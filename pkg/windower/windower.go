@@ -39,7 +39,13 @@ type Config struct {
 	Names      wire.Names
 	Partitions int
 	// Owned lists the partitions this instance processes (nil: all).
-	Owned      []int
+	Owned []int
+	// Epochs holds the fencing token of each owned partition (service.Deps
+	// .Epochs; nil or 0: not fenced). Every Redis step of partition p
+	// carries Epochs[p] (ledger.Store.Fence); a step refused because a
+	// later owner holds p stops the instance with an error wrapping
+	// ledger.ErrFenced, nothing more acknowledged.
+	Epochs     map[int]uint64
 	Batch      int
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -103,6 +109,9 @@ type Service struct {
 // New returns a windower that applies to store and reads/writes js.
 func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
 	cfg = cfg.withDefaults()
+	if len(cfg.Epochs) > 0 {
+		store = store.Fence(cfg.Epochs)
+	}
 	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer), confirmEvery: confirmEvery,
 		nonce: strconv.FormatInt(time.Now().UnixNano(), 36)}
 }
@@ -162,7 +171,11 @@ func (s *Service) Run(ctx context.Context) error {
 				case <-t.C:
 				}
 				for _, p := range owned {
-					if err := s.retire(ctx, p); err != nil && ctx.Err() == nil {
+					err := s.retire(ctx, p)
+					if errors.Is(err, ledger.ErrFenced) {
+						return err
+					}
+					if err != nil && ctx.Err() == nil {
 						s.cfg.Logger.Warn("retirement pass failed", "partition", p, "err", err)
 					}
 				}
@@ -334,11 +347,22 @@ func (s *Service) handle(ctx context.Context, p int, ps *partState, batch []jets
 	// the applied records not redelivered yet if the instance died next.
 	done := recs[len(recs)-1].Seq
 	if err := s.store.MarkPublished(ctx, p, done); err != nil {
-		return nil, 0, err
+		return nil, 0, s.fenced(p, err)
 	}
 	s.m.watermark.WithLabelValues(strconv.Itoa(p)).Set(float64(res.Watermark) / 1000)
 	s.m.entries.Add(float64(res.Added))
 	return res, done, nil
+}
+
+// fenced counts and logs err when it says a later owner holds partition
+// p (ledger.ErrFenced), and returns it.
+func (s *Service) fenced(p int, err error) error {
+	if errors.Is(err, ledger.ErrFenced) {
+		s.m.fenced.Inc()
+		s.cfg.Logger.Warn("a later owner holds the partition: this instance stops processing it, nothing more acknowledged",
+			"partition", p, "epoch", s.cfg.Epochs[p], "err", err)
+	}
+	return err
 }
 
 // maxApplyRecords bounds the records of one script call: a batch of many
@@ -358,7 +382,7 @@ func (s *Service) apply(ctx context.Context, p int, recs []ledger.Record, lastSe
 		began := time.Now()
 		r, err := s.store.Apply(ctx, p, recs[:n], lastSeq, published)
 		if err != nil {
-			return nil, err
+			return nil, s.fenced(p, err)
 		}
 		s.m.script.Observe(time.Since(began).Seconds())
 		recs, lastSeq = recs[n:], r.Seq
