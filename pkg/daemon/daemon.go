@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,6 +34,9 @@ type Deps struct {
 	Common config.Common
 	Names  wire.Names
 	Owned  []int
+	// Epochs are the owned partitions' lease epochs in group mode (nil:
+	// static --instance/--instances or --owned).
+	Epochs map[int]uint64
 	NATS   *connect.Conn
 	// Redis is the client Store uses (a *redis.ClusterClient with
 	// --redis-cluster).
@@ -52,7 +56,7 @@ type Runner = service.Runner
 // Service returns the dependencies service.Build wires a service from.
 func (d *Deps) Service() service.Deps {
 	return service.Deps{
-		Params: service.ParamsOf(&d.Common), Names: d.Names, Owned: d.Owned,
+		Params: service.ParamsOf(&d.Common), Names: d.Names, Owned: d.Owned, Epochs: d.Epochs,
 		JS: d.NATS.JS, Redis: d.Redis, Validator: d.Validator,
 		Logger: d.Logger, Registerer: d.Registerer, Failpoints: d.Failpoints,
 	}
@@ -109,6 +113,9 @@ type process struct {
 	natsOpts []nats.Option
 	topology stream.Config
 	role     role
+	// roles is the role of the partitions owned now, which the stats
+	// follow (it changes in group mode).
+	roles atomic.Pointer[role]
 }
 
 func run(ctx context.Context, name string, args []string, log *slog.Logger, build func(*Deps) (Runner, error)) error {
@@ -200,7 +207,7 @@ func (p *process) prepare() (err error) {
 	if d.Owned, err = config.ParseOwned(o.owned, c.Partitions); err != nil {
 		return err
 	}
-	if d.Owned == nil {
+	if d.Owned == nil && !o.group {
 		d.Owned = config.Split(c.Partitions, o.instance, o.instances)
 	}
 	if d.Failpoints, err = failpoint.Parse(c.Failpoints, failpoint.Process); err != nil {
@@ -227,6 +234,9 @@ func (p *process) connect(ctx context.Context) (connected bool, err error) {
 		return false, probe.ListenHint("--http-addr", p.o.httpAddr, err)
 	}
 	p.port.Metrics(p.reg)
+	if p.name == service.Validator || p.name == service.Windower {
+		p.port.Detail(p.h.detail)
+	}
 	log.Info("http listening", "addr", p.port.Addr())
 	log.Info("connecting", "nats", connect.RedactURL(c.NATSURL), "nats_auth", p.o.natsSec,
 		"redis", connect.RedactURL(c.RedisURL), "redis_auth", p.o.redisSec)
@@ -263,7 +273,7 @@ func (p *process) connect(ctx context.Context) (connected bool, err error) {
 			return false, ensureFailed(err)
 		}
 	}
-	p.role = roleOf(p.name, d.Names, d.Owned, c.Partitions)
+	p.role = roleOf(p.name, d.Names, p.topologyOwned(), c.Partitions)
 	if err := p.role.waitTopology(ctx, d.NATS.JS, p.w, p.refused); err != nil {
 		p.shutdown()
 		return false, stopped(ctx, log, err)
@@ -274,7 +284,7 @@ func (p *process) connect(ctx context.Context) (connected bool, err error) {
 			return false, stopped(ctx, log, err)
 		}
 		c = p.c
-		p.role = roleOf(p.name, d.Names, d.Owned, c.Partitions)
+		p.role = roleOf(p.name, d.Names, p.topologyOwned(), c.Partitions)
 	}
 	d.Store = service.NewStore(d.Redis, d.Names, service.ParamsOf(&c))
 	return true, nil
@@ -288,6 +298,19 @@ func (p *process) adopt(ctx context.Context) error {
 	}
 	p.topology = p.c.Topology(p.o.replicas)
 	return nil
+}
+
+// topologyOwned is the partitions whose consumers connect waits for: all
+// of them in group mode (any may come to this instance), else the owned.
+func (p *process) topologyOwned() []int {
+	if !p.o.group {
+		return p.d.Owned
+	}
+	all := make([]int, p.c.Partitions)
+	for i := range all {
+		all[i] = i
+	}
+	return all
 }
 
 func (p *process) pingRedis(ctx context.Context) error { return pingRedis(ctx, p.d.Redis) }
@@ -304,14 +327,29 @@ func (p *process) shutdown() {
 }
 
 // supervise builds the service and runs it until ctx ends or it fails for
-// good, sampling stats meanwhile; it returns the service's last error.
+// good, sampling stats meanwhile; it returns the service's last error. In
+// group mode it first joins the kind's group, builds the service over the
+// partitions the group holds, and builds it again whenever they change
+// (the service stops cleanly first, then the partitions to hand over are
+// released); at the end it releases every lease.
 func (p *process) supervise(ctx context.Context, build func(*Deps) (Runner, error)) error {
 	// Each start of the service gets a fresh value built against the
 	// same connections; the collectors the previous one registered are
 	// unregistered first.
 	svcReg := &ownedRegisterer{Registerer: p.reg}
 	p.d.Registerer = svcReg
-	svc, err := build(p.d)
+	var gs *groups
+	if p.o.group {
+		var err error
+		if gs, err = p.joinGroup(ctx); err != nil {
+			return err
+		}
+		defer gs.leave(p)
+		p.takeOwned(gs)
+	} else {
+		p.setOwned(p.d.Owned)
+	}
+	svc, err := p.build(gs, build)
 	if err != nil {
 		return err
 	}
@@ -324,6 +362,7 @@ func (p *process) supervise(ctx context.Context, build func(*Deps) (Runner, erro
 	go func() {
 		defer wg.Done()
 		st := newStats(p.name, p.role, p.d, p.h, guard, p.reg, p.log)
+		st.roles = &p.roles
 		st.stallAfter = p.o.stallAfter
 		st.loop(statsCtx, p.o.statsEvery)
 	}()
@@ -335,7 +374,18 @@ func (p *process) supervise(ctx context.Context, build func(*Deps) (Runner, erro
 			return err
 		}
 		began := time.Now()
-		next, runErr := p.runOnce(ctx, svc, guard)
+		runCtx, cancelRun := context.WithCancelCause(ctx)
+		gs.watchOwnership(runCtx, cancelRun, p.d.Owned)
+		next, runErr := p.runOnce(runCtx, svc, guard)
+		reassigned := errors.Is(context.Cause(runCtx), errReassigned)
+		cancelRun(nil)
+		if gs != nil && ctx.Err() == nil && (reassigned || lostPartition(runErr)) {
+			if !reassigned {
+				p.log.Warn("a later owner holds a partition: reading the leases again", "err", runErr)
+			}
+			gs.handOver(ctx, p)
+			next = rebuild
+		}
 		switch next {
 		case stop:
 			return runErr
@@ -345,10 +395,22 @@ func (p *process) supervise(ctx context.Context, build func(*Deps) (Runner, erro
 			}
 		}
 		svcReg.reset()
-		if svc, err = build(p.d); err != nil {
+		if gs != nil {
+			p.takeOwned(gs)
+		}
+		if svc, err = p.build(gs, build); err != nil {
 			return err
 		}
 	}
+}
+
+// build builds the service over Deps.Owned; a group member that owns
+// nothing runs idle until its partitions change.
+func (p *process) build(gs *groups, build func(*Deps) (Runner, error)) (Runner, error) {
+	if gs != nil && len(p.d.Owned) == 0 {
+		return idle{}, nil
+	}
+	return build(p.d)
 }
 
 // What supervise does after the service stopped.

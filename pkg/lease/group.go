@@ -42,6 +42,8 @@ type Group struct {
 
 	wake    chan struct{} // the watcher saw a change
 	changed chan struct{} // Owned or Excess changed (capacity 1)
+	ready   chan struct{} // closed after the first step
+	once    sync.Once
 
 	op sync.Mutex // serialises the writes: step, Release, Leave
 
@@ -84,7 +86,7 @@ func Join(ctx context.Context, js jetstream.JetStream, cfg Config) (*Group, erro
 	}
 	ttl := ttlOf(cfg.TTL)
 	return &Group{cfg: cfg, js: js, kv: kv, ttl: ttl, period: ttl / 3, since: time.Now(),
-		wake: make(chan struct{}, 1), changed: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), ready: make(chan struct{}),
 		members: map[string]bool{}, holders: map[int]string{}, held: map[int]*holding{}}, nil
 }
 
@@ -97,6 +99,10 @@ func (g *Group) TTL() time.Duration { return g.ttl }
 // Changed receives when the partitions held or the excess change: the
 // service should stop, Release the Excess, and start again with Owned.
 func (g *Group) Changed() <-chan struct{} { return g.changed }
+
+// Ready is closed once Run has seen the bucket and taken what it could
+// of its target the first time.
+func (g *Group) Ready() <-chan struct{} { return g.ready }
 
 // Owned returns the partitions held now and their epochs.
 func (g *Group) Owned() map[int]uint64 {
@@ -146,6 +152,7 @@ func (g *Group) Run(ctx context.Context) error {
 		if g.isSynced() {
 			g.step(ctx, renew)
 			renew = false
+			g.once.Do(func() { close(g.ready) })
 		}
 		select {
 		case <-ctx.Done():

@@ -69,7 +69,10 @@ type Deps struct {
 	Names wire.Names
 	// Owned lists the partitions this instance processes (nil: all).
 	Owned []int
-	JS    jetstream.JetStream
+	// Epochs holds the fencing token of each owned partition (its lease's
+	// epoch); nil or a zero token: not fenced (static --instance/--instances).
+	Epochs map[int]uint64
+	JS     jetstream.JetStream
 	// Redis is the client of the instance's ledger store (NewStore).
 	Redis      ledger.Client
 	Validator  *contract.Validator

@@ -1,0 +1,5 @@
+package ledger
+
+import "errors"
+
+var ErrFenced = errors.New("ledger: fenced: a later owner holds the partition")
