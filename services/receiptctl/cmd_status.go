@@ -94,7 +94,7 @@ func writeStatus(w io.Writer, v lease.View, partitions int, now time.Time) {
 			if len(ps) > 0 {
 				age = oldest.Round(time.Second).String()
 			}
-			rows = append(rows, []string{m.ID, intList(ps), age, now.Sub(m.Renewed).Round(100 * time.Millisecond).String() + " ago", m.Info})
+			rows = append(rows, []string{m.ID, intList(ps), age, now.Sub(m.Renewed).Round(100*time.Millisecond).String() + " ago", m.Info})
 		}
 		fmt.Fprintf(w, "\n%s: %d live in the group\n", kind, len(rows))
 		if len(rows) > 0 {
