@@ -95,7 +95,7 @@ func TestClusterNATSNodeLossKeepsWindows(t *testing.T) {
 	svcCtx, stopServices := secServiceContext()
 	defer stopServices()
 	procs := []*secProc{
-		secStartService(t, svcCtx, "validator", "validator", secServiceArgs("validator", urls, rs.url(), ackTimeout)),
+		secStartService(t, svcCtx, "validator", "validator", secServiceArgs("validator", urls, rs.url(), "--instance", "0", "--instances", "1", ackTimeout)),
 		secStartService(t, svcCtx, "windower-0", "windower", secServiceArgs("windower", urls, rs.url(), "--instance", "0", "--instances", "2", ackTimeout)),
 		secStartService(t, svcCtx, "windower-1", "windower", secServiceArgs("windower", urls, rs.url(), "--instance", "1", "--instances", "2", ackTimeout)),
 		secStartService(t, svcCtx, "publisher", "publisher", secServiceArgs("publisher", urls, rs.url(), ackTimeout)),
@@ -331,7 +331,7 @@ func TestClusterRedisScriptsStayInOneSlot(t *testing.T) {
 		svcCtx, stop := secServiceContext()
 		defer stop()
 		procs := []*secProc{
-			secStartService(t, svcCtx, "validator", "validator", args("validator")),
+			secStartService(t, svcCtx, "validator", "validator", args("validator", "--instance", "0", "--instances", "1")),
 			secStartService(t, svcCtx, "windower-0", "windower", args("windower", "--instance", "0", "--instances", "2")),
 			secStartService(t, svcCtx, "windower-1", "windower", args("windower", "--instance", "1", "--instances", "2")),
 			secStartService(t, svcCtx, "publisher", "publisher", args("publisher")),

@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -251,7 +250,7 @@ func TestDeployCompose(t *testing.T) {
 	}
 	aclUsers := deployReadACL(t)
 	hostPorts := map[string]string{}
-	windowerIdx := map[string]bool{}
+	windowerIdx := map[string]bool{} // the scalable services seen
 	var natsNodes []string
 	for name, s := range c.Services {
 		if s.Image == "" && s.Build == nil {
@@ -333,15 +332,22 @@ func TestDeployCompose(t *testing.T) {
 				t.Errorf("service %s may try to create streams (RECEIPTS_ENSURE_STREAMS=%q)", name, env["RECEIPTS_ENSURE_STREAMS"])
 			}
 		}
-		if strings.HasPrefix(name, "windower") {
-			if env["RECEIPTS_INSTANCES"] != "2" || windowerIdx[env["RECEIPTS_INSTANCE"]] {
-				t.Errorf("windower %s: instance %q of %q", name, env["RECEIPTS_INSTANCE"], env["RECEIPTS_INSTANCES"])
+		// Validators and windowers scale with --scale: no index (they
+		// share the partitions through leases), no published port.
+		if name == "validator" || name == "windower" {
+			for _, k := range []string{"RECEIPTS_INSTANCE", "RECEIPTS_INSTANCES", "RECEIPTS_OWNED"} {
+				if _, ok := env[k]; ok {
+					t.Errorf("%s sets %s: it cannot be scaled with --scale", name, k)
+				}
 			}
-			windowerIdx[env["RECEIPTS_INSTANCE"]] = true
+			if len(s.Ports) > 0 {
+				t.Errorf("%s publishes ports %v: a second replica would clash", name, s.Ports)
+			}
+			windowerIdx[name] = true
 		}
 	}
-	if len(windowerIdx) != 2 || !windowerIdx["0"] || !windowerIdx["1"] {
-		t.Errorf("windower instances %v, want 0 and 1 of 2", windowerIdx)
+	if !windowerIdx["validator"] || !windowerIdx["windower"] {
+		t.Errorf("scalable services %v, want validator and windower", windowerIdx)
 	}
 	for name, sec := range c.Secrets {
 		if _, err := os.Stat(filepath.Join(deployRoot, sec.File)); err != nil {
@@ -364,7 +370,7 @@ func TestDeployCompose(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"setup", "validator", "windower-0", "windower-1", "publisher", "dashboard", "redis"} {
+	for _, name := range []string{"setup", "validator", "windower", "publisher", "dashboard", "redis"} {
 		if _, ok := c.Services[name]; !ok {
 			t.Errorf("service %s missing", name)
 		}
@@ -675,9 +681,20 @@ func TestDeployKubernetes(t *testing.T) {
 						t.Errorf("%s may try to create streams", cname)
 					}
 				}
-				if cm.str("name") == "windower" {
-					if n, _ := strconv.Atoi(env["RECEIPTS_INSTANCES"]); n != asInt(d.get("spec")["replicas"]) {
-						t.Errorf("%s: RECEIPTS_INSTANCES %q but %v replicas", cname, env["RECEIPTS_INSTANCES"], d.get("spec")["replicas"])
+				// Validators and windowers are Deployments without an
+				// index: they share the partitions through leases, and an
+				// autoscaler may change their replicas.
+				if n := cm.str("name"); n == "windower" || n == "validator" {
+					if kind != "Deployment" {
+						t.Errorf("%s: a %s, want a Deployment (no index)", cname, kind)
+					}
+					for _, k := range []string{"RECEIPTS_INSTANCE", "RECEIPTS_INSTANCES"} {
+						if _, ok := env[k]; ok {
+							t.Errorf("%s sets %s: the replicas would not share the partitions through leases", cname, k)
+						}
+					}
+					if st := d.str("spec", "strategy", "type"); st == "Recreate" {
+						t.Errorf("%s: strategy Recreate stops every replica at once; leases hand partitions over on a rolling update", cname)
 					}
 				}
 				for _, probe := range []string{"readinessProbe", "livenessProbe"} {
@@ -713,6 +730,22 @@ func TestDeployKubernetes(t *testing.T) {
 			if !match.ports[target] {
 				t.Errorf("Service %s targets port %s, which %s does not expose", name, target, match.owner)
 			}
+		}
+	}
+	// Every HorizontalPodAutoscaler scales a validator or windower
+	// Deployment that exists, between 1 and at most P replicas (more would
+	// idle: a partition is the unit of work).
+	if len(byKind["HorizontalPodAutoscaler"]) == 0 {
+		t.Errorf("no HorizontalPodAutoscaler example")
+	}
+	for name, h := range byKind["HorizontalPodAutoscaler"] {
+		ref := h.get("spec", "scaleTargetRef")
+		target := fmt.Sprint(ref["name"])
+		if ref["kind"] != "Deployment" || byKind["Deployment"][target] == nil || (target != "validator" && target != "windower") {
+			t.Errorf("HorizontalPodAutoscaler %s scales %v %v, want the validator or windower Deployment", name, ref["kind"], target)
+		}
+		if lo, hi := asInt(h.get("spec")["minReplicas"]), asInt(h.get("spec")["maxReplicas"]); lo < 1 || hi < lo || hi > 8 {
+			t.Errorf("HorizontalPodAutoscaler %s: replicas %d..%d, want 1 <= min <= max <= 8 (P)", name, lo, hi)
 		}
 	}
 	// StatefulSets name an existing (headless) Service.

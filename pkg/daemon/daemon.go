@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,7 +34,9 @@ type Deps struct {
 	Common config.Common
 	Names  wire.Names
 	Owned  []int
-	// Epochs are the owned partitions' fencing tokens (service.Deps.Epochs).
+	// Epochs are the owned partitions' fencing tokens (service.Deps.Epochs):
+	// their lease epochs in group mode, --fence-epoch in static mode (nil:
+	// not fenced).
 	Epochs map[int]uint64
 	NATS   *connect.Conn
 	// Redis is the client Store uses (a *redis.ClusterClient with
@@ -111,6 +114,9 @@ type process struct {
 	natsOpts []nats.Option
 	topology stream.Config
 	role     role
+	// roles is the role of the partitions owned now, which the stats
+	// follow (it changes in group mode).
+	roles atomic.Pointer[role]
 }
 
 func run(ctx context.Context, name string, args []string, log *slog.Logger, build func(*Deps) (Runner, error)) error {
@@ -202,7 +208,7 @@ func (p *process) prepare() (err error) {
 	if d.Owned, err = config.ParseOwned(o.owned, c.Partitions); err != nil {
 		return err
 	}
-	if d.Owned == nil {
+	if d.Owned == nil && !o.group {
 		d.Owned = config.Split(c.Partitions, o.instance, o.instances)
 	}
 	if o.fenceEpoch > 0 {
@@ -235,6 +241,9 @@ func (p *process) connect(ctx context.Context) (connected bool, err error) {
 		return false, probe.ListenHint("--http-addr", p.o.httpAddr, err)
 	}
 	p.port.Metrics(p.reg)
+	if p.name == service.Validator || p.name == service.Windower {
+		p.port.Detail(p.h.detail)
+	}
 	log.Info("http listening", "addr", p.port.Addr())
 	log.Info("connecting", "nats", connect.RedactURL(c.NATSURL), "nats_auth", p.o.natsSec,
 		"redis", connect.RedactURL(c.RedisURL), "redis_auth", p.o.redisSec)
@@ -271,7 +280,7 @@ func (p *process) connect(ctx context.Context) (connected bool, err error) {
 			return false, ensureFailed(err)
 		}
 	}
-	p.role = roleOf(p.name, d.Names, d.Owned, c.Partitions)
+	p.role = roleOf(p.name, d.Names, p.topologyOwned(), c.Partitions)
 	if err := p.role.waitTopology(ctx, d.NATS.JS, p.w, p.refused); err != nil {
 		p.shutdown()
 		return false, stopped(ctx, log, err)
@@ -282,7 +291,7 @@ func (p *process) connect(ctx context.Context) (connected bool, err error) {
 			return false, stopped(ctx, log, err)
 		}
 		c = p.c
-		p.role = roleOf(p.name, d.Names, d.Owned, c.Partitions)
+		p.role = roleOf(p.name, d.Names, p.topologyOwned(), c.Partitions)
 	}
 	d.Store = service.NewStore(d.Redis, d.Names, service.ParamsOf(&c))
 	return true, nil
@@ -296,6 +305,19 @@ func (p *process) adopt(ctx context.Context) error {
 	}
 	p.topology = p.c.Topology(p.o.replicas)
 	return nil
+}
+
+// topologyOwned is the partitions whose consumers connect waits for: all
+// of them in group mode (any may come to this instance), else the owned.
+func (p *process) topologyOwned() []int {
+	if !p.o.group {
+		return p.d.Owned
+	}
+	all := make([]int, p.c.Partitions)
+	for i := range all {
+		all[i] = i
+	}
+	return all
 }
 
 func (p *process) pingRedis(ctx context.Context) error { return pingRedis(ctx, p.d.Redis) }
@@ -312,14 +334,29 @@ func (p *process) shutdown() {
 }
 
 // supervise builds the service and runs it until ctx ends or it fails for
-// good, sampling stats meanwhile; it returns the service's last error.
+// good, sampling stats meanwhile; it returns the service's last error. In
+// group mode it first joins the kind's group, builds the service over the
+// partitions the group holds, and builds it again whenever they change
+// (the service stops cleanly first, then the partitions to hand over are
+// released); at the end it releases every lease.
 func (p *process) supervise(ctx context.Context, build func(*Deps) (Runner, error)) error {
 	// Each start of the service gets a fresh value built against the
 	// same connections; the collectors the previous one registered are
 	// unregistered first.
 	svcReg := &ownedRegisterer{Registerer: p.reg}
 	p.d.Registerer = svcReg
-	svc, err := build(p.d)
+	var gs *groups
+	if p.o.group {
+		var err error
+		if gs, err = p.joinGroup(ctx); err != nil {
+			return err
+		}
+		defer gs.leave(p)
+		p.takeOwned(gs)
+	} else {
+		p.setOwned(p.d.Owned)
+	}
+	svc, err := p.build(gs, build)
 	if err != nil {
 		return err
 	}
@@ -332,6 +369,7 @@ func (p *process) supervise(ctx context.Context, build func(*Deps) (Runner, erro
 	go func() {
 		defer wg.Done()
 		st := newStats(p.name, p.role, p.d, p.h, guard, p.reg, p.log)
+		st.roles = &p.roles
 		st.stallAfter = p.o.stallAfter
 		st.loop(statsCtx, p.o.statsEvery)
 	}()
@@ -343,7 +381,18 @@ func (p *process) supervise(ctx context.Context, build func(*Deps) (Runner, erro
 			return err
 		}
 		began := time.Now()
-		next, runErr := p.runOnce(ctx, svc, guard)
+		runCtx, cancelRun := context.WithCancelCause(ctx)
+		gs.watchOwnership(runCtx, cancelRun, p.d.Owned)
+		next, runErr := p.runOnce(runCtx, svc, guard)
+		reassigned := errors.Is(context.Cause(runCtx), errReassigned)
+		cancelRun(nil)
+		if gs != nil && ctx.Err() == nil && (reassigned || lostPartition(runErr)) {
+			if !reassigned {
+				p.log.Warn("a later owner holds a partition: reading the leases again", "err", runErr)
+			}
+			gs.handOver(ctx, p)
+			next = rebuild
+		}
 		switch next {
 		case stop:
 			return runErr
@@ -353,10 +402,22 @@ func (p *process) supervise(ctx context.Context, build func(*Deps) (Runner, erro
 			}
 		}
 		svcReg.reset()
-		if svc, err = build(p.d); err != nil {
+		if gs != nil {
+			p.takeOwned(gs)
+		}
+		if svc, err = p.build(gs, build); err != nil {
 			return err
 		}
 	}
+}
+
+// build builds the service over Deps.Owned; a group member that owns
+// nothing runs idle until its partitions change.
+func (p *process) build(gs *groups, build func(*Deps) (Runner, error)) (Runner, error) {
+	if gs != nil && len(p.d.Owned) == 0 {
+		return idle{}, nil
+	}
+	return build(p.d)
 }
 
 // What supervise does after the service stopped.
@@ -398,10 +459,11 @@ func (p *process) runOnce(ctx context.Context, svc Runner, guard *redisGuard) (a
 		p.log.Warn("the broker's store is full: waiting for room and starting the service again", "err", runErr)
 		return restart, runErr
 	}
-	if errors.Is(runErr, ledger.ErrFenced) && ctx.Err() == nil {
+	if errors.Is(runErr, ledger.ErrFenced) && ctx.Err() == nil && !p.o.group {
 		// A later owner holds a partition: this instance changes nothing
 		// more there. Static mode has no lease to read again: it stays up,
-		// not ready, serving /metrics, until it is stopped.
+		// not ready, serving /metrics, until it is stopped. (A group
+		// member reads its leases again: supervise.)
 		p.log.Error("fenced: a later owner holds a partition; this instance processes nothing more until it is stopped", "err", runErr)
 		h.wait("SIGTERM: fenced by a later owner, this instance processes nothing more (" + runErr.Error() + ")")
 		<-ctx.Done()

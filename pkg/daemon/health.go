@@ -29,7 +29,24 @@ type health struct {
 	// it is not; redisFull follows its OOM refusals.
 	redisRefused atomic.Pointer[string]
 	redisFull    atomic.Pointer[connect.FullWatch]
+	// owned is the partitions the service runs now (/readyz, the
+	// owned_partitions gauge).
+	owned atomic.Pointer[[]int]
 }
+
+// setOwned records the partitions the service runs now.
+func (h *health) setOwned(owned []int) { h.owned.Store(&owned) }
+
+// ownedNow returns the partitions the service runs now.
+func (h *health) ownedNow() []int {
+	if o := h.owned.Load(); o != nil {
+		return *o
+	}
+	return nil
+}
+
+// detail is what /readyz adds to its answer: the partitions owned.
+func (h *health) detail() string { return ownedText(h.ownedNow()) }
 
 // storeFull reports whether the service waits for room in the broker's
 // store.

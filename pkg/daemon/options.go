@@ -11,6 +11,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/buildinfo"
 	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/connect"
+	"github.com/receiptflow/receiptflow/pkg/lease"
 )
 
 // options are the process flags beyond config.Common.
@@ -18,12 +19,16 @@ type options struct {
 	version *bool // --version: print buildinfo.String and exit
 	// explicit reports whether a flag of Common was given (flag or env):
 	// such a value must agree with the deployment's record.
-	explicit   func(string) bool
-	natsSec    connect.NATSSecurity
-	redisSec   connect.RedisSecurity
-	owned      string
-	instance   int
-	instances  int
+	explicit  func(string) bool
+	natsSec   connect.NATSSecurity
+	redisSec  connect.RedisSecurity
+	owned     string
+	instance  int
+	instances int
+	// group: a validator or windower given no --instance, --instances or
+	// --owned joins its kind's group (pkg/lease) with leases of leaseTTL.
+	group      bool
+	leaseTTL   time.Duration
 	fenceEpoch uint64
 	httpAddr   string
 	ensure     bool
@@ -49,6 +54,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.instances, "instances", envInt("RECEIPTS_INSTANCES", 1), "number of instances splitting the partitions (env RECEIPTS_INSTANCES)")
 	fs.Uint64Var(&o.fenceEpoch, "fence-epoch", 0,
 		"testing only: the fencing epoch of every owned partition in static mode (docs/architecture.md, \"Fencing\"; default 0: not fenced)")
+	fs.DurationVar(&o.leaseTTL, "lease-ttl", envDuration("RECEIPTS_LEASE_TTL", lease.DefaultTTL),
+		"without --instance/--instances/--owned, a validator or windower shares the partitions with the others of its kind through leases of this TTL: a stopped or stalled instance's partitions move after it (env RECEIPTS_LEASE_TTL; whole seconds, at least 1s)")
 	fs.StringVar(&o.httpAddr, "http-addr", envStr("RECEIPTS_HTTP_ADDR", "127.0.0.1:0"), "address of /metrics, /healthz and /readyz (env RECEIPTS_HTTP_ADDR)")
 	fs.BoolVar(&o.ensure, "ensure-streams", envBool("RECEIPTS_ENSURE_STREAMS", true),
 		"create or update the streams and buckets at start (env RECEIPTS_ENSURE_STREAMS); needs admin rights, so least-privilege deployments set it false and run --ensure-only once")
@@ -109,6 +116,11 @@ func parse(name string, args []string) (config.Common, options, error) {
 		return c, o, errVersion
 	}
 	o.explicit = config.Explicit(fs)
+	static := os.Getenv("RECEIPTS_INSTANCE") != "" || os.Getenv("RECEIPTS_INSTANCES") != ""
+	fs.Visit(func(f *flag.Flag) {
+		static = static || f.Name == "instance" || f.Name == "instances" || f.Name == "owned"
+	})
+	o.group = !static && (name == "validator" || name == "windower")
 	if err := c.Validate(); err != nil {
 		return c, o, err
 	}
@@ -123,6 +135,8 @@ func parse(name string, args []string) (config.Common, options, error) {
 		return c, o, fmt.Errorf("--replicas must be between 1 and 5, got %d", o.replicas)
 	case o.statsEvery <= 0:
 		return c, o, errors.New("--stats-interval must be positive")
+	case o.leaseTTL < time.Second:
+		return c, o, fmt.Errorf("--lease-ttl must be at least 1s, got %s", o.leaseTTL)
 	case o.stallAfter <= 0:
 		return c, o, errors.New("--stall-after must be positive")
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,6 +22,7 @@ import (
 // (its eviction policy, for /readyz). Every gauge is named receiptflow_<svc>_*.
 type stats struct {
 	r     role
+	roles *atomic.Pointer[role] // the role now, when it changes (group mode)
 	d     *Deps
 	h     *health
 	guard *redisGuard
@@ -94,7 +97,12 @@ func newStats(svc string, r role, d *Deps, h *health, guard *redisGuard, reg pro
 			Help: "Writes of this service the broker refused because its store was full."},
 			func() float64 { return float64(h.full.Refusals() + h.fullRestarts.Load()) }),
 	)
-	if len(r.state) > 0 {
+	if r.name == "validator" || r.name == "windower" {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: ns + "owned_partitions",
+			Help: "Partitions this instance processes now (its leases in a group; --instance/--instances or --owned otherwise)."},
+			func() float64 { return float64(len(h.ownedNow())) }))
+	}
+	if len(r.state) > 0 || r.perPartition {
 		reg.MustRegister(s.entries, s.windows, s.watermark, s.lag)
 	}
 	return s
@@ -121,7 +129,30 @@ func (s *stats) loop(ctx context.Context, every time.Duration) {
 	}
 }
 
+// follow takes the role of the partitions owned now: the gauges of
+// consumers and partitions no longer owned are dropped.
+func (s *stats) follow() {
+	if s.roles == nil {
+		return
+	}
+	r := s.roles.Load()
+	if r == nil || slices.Equal(r.consumers, s.r.consumers) && slices.Equal(r.state, s.r.state) {
+		return
+	}
+	s.r = *r
+	for _, g := range []*prometheus.GaugeVec{s.pending, s.ackPending, s.redelivered} {
+		g.Reset()
+	}
+	if s.r.perPartition {
+		for _, g := range []*prometheus.GaugeVec{s.entries, s.windows, s.watermark, s.lag} {
+			g.Reset()
+		}
+	}
+	s.marks = map[consumerRef]*progress{}
+}
+
 func (s *stats) sample(ctx context.Context, every time.Duration) {
+	s.follow()
 	ctx, cancel := context.WithTimeout(ctx, every)
 	defer cancel()
 	if err := s.d.Redis.Ping(ctx).Err(); err == nil {

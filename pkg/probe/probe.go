@@ -20,6 +20,7 @@ type Port struct {
 	srv     *http.Server
 	ln      net.Listener
 	ready   func() string
+	detail  atomic.Pointer[func() string]
 	metrics atomic.Pointer[http.Handler]
 	app     atomic.Pointer[http.Handler]
 	done    chan struct{}
@@ -55,11 +56,18 @@ func Serve(ln net.Listener, ready func() string) *Port {
 		io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		more := ""
+		if d := p.detail.Load(); d != nil {
+			more = "\n" + (*d)()
+		}
 		if reason := p.ready(); reason != "" {
-			http.Error(w, "not ready: "+reason, http.StatusServiceUnavailable)
+			http.Error(w, "not ready: "+reason+more, http.StatusServiceUnavailable)
 			return
 		}
 		io.WriteString(w, "ready\n")
+		if more != "" {
+			io.WriteString(w, more[1:]+"\n")
+		}
 	})
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 		if h := p.metrics.Load(); h != nil {
@@ -101,6 +109,10 @@ func (p *Port) Metrics(g prometheus.Gatherer) {
 	var h http.Handler = promhttp.HandlerFor(g, promhttp.HandlerOpts{})
 	p.metrics.Store(&h)
 }
+
+// Detail adds the line f returns to every answer of /readyz, after the
+// first (ready, or not ready and why).
+func (p *Port) Detail(f func() string) { p.detail.Store(&f) }
 
 // Mount hands every path but the probes (and /metrics, once given) to h.
 func (p *Port) Mount(h http.Handler) { p.app.Store(&h) }

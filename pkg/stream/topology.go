@@ -40,6 +40,10 @@ const DefaultDupWindow = 2 * time.Minute
 // DefaultMaxAge is Config.MaxAge's default (the --retention default): 7 days.
 const DefaultMaxAge = 7 * 24 * time.Hour
 
+// LeaseMarkerTTL is how long the lease bucket keeps the marker a key's
+// expiry leaves (LimitMarkerTTL).
+const LeaseMarkerTTL = time.Minute
+
 func (c Config) withDefaults() Config {
 	if c.DupWindow <= 0 {
 		c.DupWindow = DefaultDupWindow
@@ -83,6 +87,18 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n wire.Names, c Config)
 		}); err != nil {
 			return fmt.Errorf("stream: ensure bucket %s: %w", b, err)
 		}
+	}
+	// The lease bucket: every write carries its own TTL (Nats-TTL), and
+	// an expired key leaves a marker watchers see (pkg/lease).
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:         n.LeaseBucket(),
+		Description:    wire.DescribeBucket(n.LeaseBucket()),
+		History:        1,
+		Storage:        jetstream.FileStorage,
+		Replicas:       c.Replicas,
+		LimitMarkerTTL: LeaseMarkerTTL,
+	}); err != nil {
+		return fmt.Errorf("stream: ensure bucket %s: %w", n.LeaseBucket(), err)
 	}
 	if n.Generation == wire.DefaultGeneration {
 		return ensurePointer(ctx, js)

@@ -61,7 +61,7 @@ func CheckServiceLifecycle(t *testing.T, svc string) {
 	}
 	CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 		code, body, err := get("/readyz")
-		if err != nil || code != http.StatusOK || body != "ready\n" {
+		if err != nil || code != http.StatusOK || !strings.HasPrefix(body, "ready\n") {
 			return fmt.Errorf("/readyz: %d %q %v", code, body, err)
 		}
 		return nil

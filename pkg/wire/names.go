@@ -41,6 +41,9 @@ func DescribeBucket(b string) string {
 	if b == ControlBucket {
 		return "receiptflow: which state generation readers follow (meta.generation)"
 	}
+	if strings.HasPrefix(b, leaseBucketPrefix) {
+		return "receiptflow: members of the validator and windower groups and their partition leases (pkg/lease) of one state generation"
+	}
 	return "receiptflow: window snapshots and pipeline health (meta.*) of one state generation"
 }
 
@@ -101,6 +104,12 @@ func (n Names) prefix(base string) string {
 
 // Bucket is the KV bucket of this generation's window snapshots and health.
 func (n Names) Bucket() string { return "receipts-" + n.Generation }
+
+const leaseBucketPrefix = "receipts-leases-"
+
+// LeaseBucket is the KV bucket of this generation's validator and windower
+// groups: members and partition leases (pkg/lease).
+func (n Names) LeaseBucket() string { return leaseBucketPrefix + n.Generation }
 
 // RedisPrefix is the prefix of every Redis key of this generation.
 func (n Names) RedisPrefix() string { return "rf:" + n.Generation + ":" }

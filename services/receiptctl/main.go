@@ -40,6 +40,7 @@ func init() {
 		"rebuild":   {cmdRebuild, "replay RAW into a new generation, reconcile it, and switch readers only if parity holds"},
 		"backfill":  {cmdBackfill, "re-admit the active generation's too-late LATE events into a new generation with a wider grace; switch only if parity holds"},
 		"switch":    {cmdSwitch, "switch readers to generation G (refused without a passing parity record unless --force)"},
+		"status":    {cmdStatus, "the live validator and windower instances of each group: their partitions and lease age (docs/spec.md §9)"},
 		"watch":     {cmdWatch, "follow the KV bucket of a running deployment in a terminal (live table)"},
 		"explain":   {cmdExplain, "why a window holds its number: on-time count, corrections, late events, duplicates, conflicts, parity (--out D of a run, or a deployment)"},
 		"windows":   {cmdWindows, "query the retained history: hourly windows (pruned hours from their day rollup) or day rollups in [--from, --to); --time-zone for local hours and days"},

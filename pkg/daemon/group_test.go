@@ -1,0 +1,205 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/ledger"
+	"github.com/receiptflow/receiptflow/pkg/testenv"
+)
+
+// recorder is the service a group member builds: it records the
+// partitions and epochs of every build and runs until ctx ends.
+type recorder struct {
+	mu     sync.Mutex
+	builds []map[int]uint64
+	runs   int // services running now
+}
+
+func (r *recorder) build(d *Deps) (Runner, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(d.Owned) != len(d.Epochs) {
+		return nil, fmt.Errorf("owned %v but epochs %v", d.Owned, d.Epochs)
+	}
+	r.builds = append(r.builds, maps.Clone(d.Epochs))
+	return runFunc(func(ctx context.Context) error {
+		r.mu.Lock()
+		r.runs++
+		r.mu.Unlock()
+		<-ctx.Done()
+		r.mu.Lock()
+		r.runs--
+		r.mu.Unlock()
+		return nil
+	}), nil
+}
+
+// owned returns the partitions of the service running now (nil: none).
+func (r *recorder) owned() map[int]uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.runs == 0 || len(r.builds) == 0 {
+		return nil
+	}
+	return r.builds[len(r.builds)-1]
+}
+
+type runFunc func(ctx context.Context) error
+
+func (f runFunc) Run(ctx context.Context) error { return f(ctx) }
+
+var httpAddr = regexp.MustCompile(`"msg":"http listening"[^\n]*?"addr":"([^"]+)"`)
+
+// groupProc is one windower started without indices, in-process.
+type groupProc struct {
+	rec    recorder
+	log    syncBuf
+	cancel context.CancelFunc
+	done   chan int
+}
+
+func startGroupProc(t *testing.T, natsURL, redisURL string) *groupProc {
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &groupProc{cancel: cancel, done: make(chan int, 1)}
+	go func() {
+		g.done <- Main(ctx, "windower", []string{"--nats-url", natsURL, "--redis-url", redisURL, "--partitions", "4",
+			"--http-addr", "127.0.0.1:0", "--lease-ttl", "2s", "--stats-interval", "100ms"}, &g.log, g.rec.build)
+	}()
+	t.Cleanup(func() { cancel(); <-g.done })
+	return g
+}
+
+func (g *groupProc) readyz() string { return g.get("/readyz") }
+
+func (g *groupProc) get(path string) string {
+	m := httpAddr.FindStringSubmatch(g.log.String())
+	if m == nil {
+		return ""
+	}
+	resp, err := http.Get("http://" + m[1] + path)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// split returns nil when the running services own the 4 partitions once
+// between them, at most ceil(4/n) each, and /readyz says so.
+func split(gs ...*groupProc) error {
+	seen := map[int]bool{}
+	for _, g := range gs {
+		own := g.rec.owned()
+		if len(own) > (4+len(gs)-1)/len(gs) {
+			return fmt.Errorf("one runs %v", own)
+		}
+		for p, e := range own {
+			if seen[p] || e == 0 {
+				return fmt.Errorf("partition %d twice, or epoch %d", p, e)
+			}
+			seen[p] = true
+		}
+		ps := slices.Sorted(maps.Keys(own))
+		if want := ownedText(ps); !strings.Contains(g.readyz(), want) {
+			return fmt.Errorf("/readyz %q lacks %q; log:\n%s", g.readyz(), want, g.log.String())
+		}
+	}
+	if len(seen) != 4 {
+		return fmt.Errorf("%d of 4 partitions run", len(seen))
+	}
+	return nil
+}
+
+// TestGroupMembersShareAndHandOver: windowers started without
+// --instance/--instances split the partitions; the services are built with
+// the owned partitions and their epochs; a second member takes its share
+// from the first (which rebuilds with the rest); SIGTERM hands the
+// partitions back and exits 0.
+func TestGroupMembersShareAndHandOver(t *testing.T) {
+	_, natsURL := testenv.NATS(t)
+	r := testenv.RedisServer(t)
+	a := startGroupProc(t, natsURL, r.URL())
+	testenv.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error { return split(a) })
+	first := a.rec.owned()
+	b := startGroupProc(t, natsURL, r.URL())
+	testenv.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error { return split(a, b) })
+	for p, e := range b.rec.owned() {
+		if e <= first[p] {
+			t.Errorf("partition %d: the new owner's epoch %d is not above the first's %d", p, e, first[p])
+		}
+	}
+	a.cancel()
+	if code := <-a.done; code != 0 {
+		t.Fatalf("exit %d after SIGTERM:\n%s", code, a.log.String())
+	}
+	a.done <- 0 // for the cleanup
+	if !strings.Contains(a.log.String(), "partitions handed over") {
+		t.Errorf("no hand-over logged:\n%s", a.log.String())
+	}
+	testenv.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		if err := split(b); err != nil {
+			return err
+		}
+		if m := b.get("/metrics"); !strings.Contains(m, "receiptflow_windower_owned_partitions 4") {
+			return fmt.Errorf("no owned_partitions 4 in /metrics")
+		}
+		return nil
+	})
+}
+
+// TestFencedRunRebuilds: a service whose Run fails with ledger.ErrFenced
+// lost a partition; the daemon reads the leases again and builds it anew
+// instead of exiting.
+func TestFencedRunRebuilds(t *testing.T) {
+	_, natsURL := testenv.NATS(t)
+	r := testenv.RedisServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var log syncBuf
+	var mu sync.Mutex
+	builds := 0
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, "validator", []string{"--nats-url", natsURL, "--redis-url", r.URL(), "--partitions", "2",
+			"--http-addr", "127.0.0.1:0", "--lease-ttl", "2s"}, &log, func(d *Deps) (Runner, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			builds++
+			if builds == 1 {
+				return runFunc(func(context.Context) error { return fmt.Errorf("apply: %w", ledger.ErrFenced) }), nil
+			}
+			return runFunc(func(ctx context.Context) error { <-ctx.Done(); return nil }), nil
+		})
+	}()
+	testenv.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		select {
+		case code := <-done:
+			t.Fatalf("exit %d:\n%s", code, log.String())
+		default:
+		}
+		if builds < 2 {
+			return fmt.Errorf("%d builds", builds)
+		}
+		return nil
+	})
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d:\n%s", code, log.String())
+	}
+	if !strings.Contains(log.String(), "a later owner holds a partition") {
+		t.Errorf("the fenced run is not logged:\n%s", log.String())
+	}
+}

@@ -1,0 +1,333 @@
+package lease
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
+)
+
+const (
+	testP   = 8
+	testTTL = 2 * time.Second
+)
+
+// bed is a NATS server with the lease bucket, and a record of every write
+// to it in order (headers included), taken from the bucket's stream.
+type bed struct {
+	t      *testing.T
+	url    string
+	js     jetstream.JetStream
+	bucket string
+	mu     sync.Mutex
+	writes []write
+}
+
+// write is one message of the lease bucket's stream.
+type write struct {
+	seq    uint64
+	key    string
+	holder string // "" for a marker (release, expiry)
+	reason string // a marker's: PURGE (a release) or MaxAge (an expiry)
+}
+
+func newBed(t *testing.T) *bed {
+	_, url := testenv.NATS(t)
+	js := testenv.JetStream(t, url)
+	n := wire.For("")
+	ctx := context.Background()
+	if err := stream.Ensure(ctx, js, n, stream.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	b := &bed{t: t, url: url, js: js, bucket: n.LeaseBucket()}
+	c, err := js.OrderedConsumer(ctx, "KV_"+b.bucket, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := c.Consume(func(m jetstream.Msg) {
+		md, _ := m.Metadata()
+		w := write{seq: md.Sequence.Stream, key: strings.TrimPrefix(m.Subject(), "$KV."+b.bucket+".")}
+		if op := m.Headers().Get("KV-Operation"); op != "" {
+			w.reason = op
+		} else if r := m.Headers().Get(jetstream.MarkerReasonHeader); r != "" {
+			w.reason = r
+		} else {
+			var v leaseValue
+			if jsonErr := json.Unmarshal(m.Data(), &v); jsonErr == nil {
+				w.holder = v.Holder
+			}
+		}
+		b.mu.Lock()
+		b.writes = append(b.writes, w)
+		b.mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cc.Stop)
+	return b
+}
+
+// mark returns the bucket's last revision.
+func (b *bed) mark() uint64 {
+	b.t.Helper()
+	s, err := b.js.Stream(context.Background(), "KV_"+b.bucket)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return s.CachedInfo().State.LastSeq
+}
+
+// member is a Group run as the daemon runs it: on Changed it releases
+// the excess at once (a service with nothing to drain).
+type member struct {
+	g      *Group
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	epochs map[int][]uint64 // every epoch Owned reported per partition
+}
+
+func (b *bed) join(id string) *member {
+	b.t.Helper()
+	g, err := Join(context.Background(), testenv.JetStream(b.t, b.url), Config{Bucket: b.bucket, Kind: "windower", ID: id, Partitions: testP, TTL: testTTL})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &member{g: g, cancel: cancel, done: make(chan struct{}), epochs: map[int][]uint64{}}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = g.Run(ctx) }()
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-g.Changed():
+			}
+			if ex := g.Excess(); len(ex) > 0 {
+				_ = g.Release(ctx, ex...)
+			}
+			m.note()
+		}
+	}()
+	go func() { wg.Wait(); close(m.done) }()
+	b.t.Cleanup(func() { m.stop() })
+	return m
+}
+
+// note records the epochs Owned reports.
+func (m *member) note() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for p, e := range m.g.Owned() {
+		if es := m.epochs[p]; len(es) == 0 || es[len(es)-1] != e {
+			m.epochs[p] = append(es, e)
+		}
+	}
+}
+
+// stop ends Run without releasing anything (a stalled or killed member).
+func (m *member) stop() { m.cancel(); <-m.done }
+
+// settled returns nil when ms own every partition once between them
+// and none more than ceil(P/len(ms)).
+func settled(ms ...*member) error {
+	seen := map[int]string{}
+	for _, m := range ms {
+		own := m.g.Owned()
+		if len(own) > ceilDiv(testP, len(ms)) {
+			return fmt.Errorf("%s owns %d partitions, more than ceil(%d/%d)", m.g.ID(), len(own), testP, len(ms))
+		}
+		for p := range own {
+			if o, ok := seen[p]; ok {
+				return fmt.Errorf("partition %d owned by %s and %s", p, o, m.g.ID())
+			}
+			seen[p] = m.g.ID()
+		}
+	}
+	if len(seen) != testP {
+		return fmt.Errorf("%d of %d partitions owned: %v", len(seen), testP, seen)
+	}
+	return nil
+}
+
+// checkHistory asserts on every write of the bucket so far: a lease is
+// taken only when it has no holder (never two owners of one partition),
+// and the epochs of successive owners grow. It returns the markers that
+// ended a holding after revision from, by reason.
+func (b *bed) checkHistory(from uint64) map[string]int {
+	b.t.Helper()
+	last := b.mark()
+	testenv.CheckFor(b.t, wait, 10*time.Millisecond, func() error {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if n := len(b.writes); n == 0 || b.writes[n-1].seq < last {
+			return fmt.Errorf("recorded %d writes, the bucket is at revision %d", n, last)
+		}
+		return nil
+	})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	holder := map[string]string{}
+	epoch := map[string]uint64{}
+	ended := map[string]int{}
+	for _, w := range b.writes {
+		if !strings.Contains(w.key, ".lease.") {
+			continue
+		}
+		switch h := holder[w.key]; {
+		case w.holder == "":
+			if h != "" && w.seq > from {
+				ended[w.reason]++
+			}
+			holder[w.key] = ""
+		case h == "":
+			if w.seq <= epoch[w.key] {
+				b.t.Errorf("%s taken at revision %d after an owner with epoch %d", w.key, w.seq, epoch[w.key])
+			}
+			holder[w.key], epoch[w.key] = w.holder, w.seq
+		case h != w.holder:
+			b.t.Errorf("%s written by %s at revision %d while %s holds it", w.key, w.holder, w.seq, h)
+		}
+	}
+	return ended
+}
+
+// checkEpochs asserts the epochs each member saw per partition grow.
+func checkEpochs(t *testing.T, ms ...*member) {
+	t.Helper()
+	for _, m := range ms {
+		m.note()
+		m.mu.Lock()
+		for p, es := range m.epochs {
+			if !slices.IsSorted(es) || len(slices.Compact(slices.Clone(es))) != len(es) {
+				t.Errorf("%s: epochs of partition %d do not grow: %v", m.g.ID(), p, es)
+			}
+		}
+		m.mu.Unlock()
+	}
+}
+
+// wait is the longest a condition below may take; every one is bounded by
+// a few lease periods when the mechanism works.
+const wait = 6 * testTTL
+
+// TestFairShare: n = 1..4 members of one group share P = 8 partitions,
+// each owned once and none more than ceil(P/n).
+func TestFairShare(t *testing.T) {
+	for n := 1; n <= 4; n++ {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			b := newBed(t)
+			var ms []*member
+			for i := range n {
+				ms = append(ms, b.join(fmt.Sprintf("m%d", i)))
+			}
+			testenv.CheckFor(t, wait, 50*time.Millisecond, func() error { return settled(ms...) })
+			b.checkHistory(0)
+			checkEpochs(t, ms...)
+		})
+	}
+}
+
+// TestJoinEvensOut: a member joining a settled group of two gets its share
+// within two lease periods (the bound of docs/spec.md §9).
+func TestJoinEvensOut(t *testing.T) {
+	b := newBed(t)
+	a, c := b.join("a"), b.join("c")
+	testenv.CheckFor(t, wait, 50*time.Millisecond, func() error { return settled(a, c) })
+	d := b.join("d")
+	testenv.CheckFor(t, 2*testTTL, 20*time.Millisecond, func() error { return settled(a, c, d) })
+	b.checkHistory(0)
+	checkEpochs(t, a, c, d)
+}
+
+// TestLeaveHandsOver: a member that leaves releases its leases, and the
+// others take them from the release, not from an expiry.
+func TestLeaveHandsOver(t *testing.T) {
+	b := newBed(t)
+	a, c := b.join("a"), b.join("c")
+	testenv.CheckFor(t, wait, 50*time.Millisecond, func() error { return settled(a, c) })
+	from := b.mark()
+	a.stop()
+	if err := a.g.Leave(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if own := a.g.Owned(); len(own) != 0 {
+		t.Errorf("after Leave, Owned = %v", own)
+	}
+	testenv.CheckFor(t, wait, 20*time.Millisecond, func() error { return settled(c) })
+	ended := b.checkHistory(from)
+	if ended["MaxAge"] != 0 || ended["PURGE"] != testP/2 {
+		t.Errorf("holdings ended by %v, want %d releases (PURGE) and no expiry (MaxAge)", ended, testP/2)
+	}
+	checkEpochs(t, c)
+}
+
+// TestStalledMemberLosesItsPartitions: a member that stops renewing
+// (killed, stopped) loses its partitions when their TTL expires; it stops
+// counting them as owned by then, and the others take them over.
+func TestStalledMemberLosesItsPartitions(t *testing.T) {
+	b := newBed(t)
+	a, c := b.join("a"), b.join("c")
+	testenv.CheckFor(t, wait, 50*time.Millisecond, func() error { return settled(a, c) })
+	before := a.g.Owned()
+	from := b.mark()
+	a.stop()
+	testenv.CheckFor(t, wait, 20*time.Millisecond, func() error {
+		if own := a.g.Owned(); len(own) != 0 {
+			return fmt.Errorf("the stalled member still counts %v as owned", own)
+		}
+		return settled(c)
+	})
+	ended := b.checkHistory(from)
+	if ended["MaxAge"] != len(before) {
+		t.Errorf("holdings ended by %v, want %d expiries (MaxAge)", ended, len(before))
+	}
+	for p, e := range c.g.Owned() {
+		if old, ok := before[p]; ok && e <= old {
+			t.Errorf("partition %d: successor's epoch %d not above the stalled owner's %d", p, e, old)
+		}
+	}
+	checkEpochs(t, c)
+}
+
+// TestChurn: members join, leave and stall in turn; the history never
+// shows two owners of a partition and every member's epochs grow.
+func TestChurn(t *testing.T) {
+	b := newBed(t)
+	live := []*member{b.join("a"), b.join("b")}
+	all := slices.Clone(live)
+	for i, step := range []string{"join", "leave", "join", "stall", "join"} {
+		testenv.CheckFor(t, wait, 20*time.Millisecond, func() error { return settled(live...) })
+		switch step {
+		case "join":
+			m := b.join(fmt.Sprintf("j%d", i))
+			live, all = append(live, m), append(all, m)
+		case "leave":
+			live[0].stop()
+			if err := live[0].g.Leave(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			live = live[1:]
+		case "stall":
+			live[0].stop()
+			live = live[1:]
+		}
+	}
+	testenv.CheckFor(t, wait, 20*time.Millisecond, func() error { return settled(live...) })
+	b.checkHistory(0)
+	checkEpochs(t, all...)
+}
