@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/receiptflow/receiptflow/pkg/internal/telemetry"
 	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
@@ -70,8 +71,8 @@ func newStats(svc string, r role, d *Deps, h *health, guard *redisGuard, reg pro
 			Help: "Dedup ledger entries held in Redis (state size)."}, part),
 		windows: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "state_windows",
 			Help: "Windows held in Redis (state size)."}, part),
-		watermark: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "checkpoint_watermark_seconds",
-			Help: "Watermark in the Redis checkpoint, seconds since the epoch (the publisher: the global watermark, the minimum over partitions)."}, part),
+		watermark: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "checkpoint_watermark_timestamp_seconds",
+			Help: "Watermark in the Redis checkpoint, a Unix time in seconds (the publisher: the global watermark, the minimum over partitions)."}, part),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "watermark_lag_seconds",
 			Help: "Wall clock minus the checkpoint watermark: how far event time trails real time."}, part),
 		redisUp: prometheus.NewGauge(prometheus.GaugeOpts{Name: ns + "redis_up",
@@ -95,7 +96,9 @@ func newStats(svc string, r role, d *Deps, h *health, guard *redisGuard, reg pro
 			func() float64 { return float64(h.full.Refusals() + h.fullRestarts.Load()) }),
 	)
 	if len(r.state) > 0 {
-		reg.MustRegister(s.entries, s.windows, s.watermark, s.lag)
+		reg.MustRegister(s.entries, s.windows, s.watermark, s.lag,
+			// The former name, exported alongside for one release (CHANGELOG.md).
+			telemetry.Renamed(s.watermark, ns+"checkpoint_watermark_seconds", ns+"checkpoint_watermark_timestamp_seconds", part...))
 	}
 	return s
 }
