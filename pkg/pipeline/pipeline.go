@@ -5,8 +5,9 @@
 // service.Build), restarting an instance that stopped (a failpoint crash,
 // a lost connection) with fresh connections after the pause of
 // service.Restarts. It also reads what its services wrote (windows, LATE,
-// REJECTED) and their consumers' backlog. The bounded run with its
-// artifacts is pkg/boundedrun.
+// REJECTED) and their consumers' backlog, which it exports as a service
+// process does (Config.Registerer). The bounded run with its artifacts is
+// pkg/boundedrun.
 package pipeline
 
 import (
