@@ -806,7 +806,7 @@ func TestDeployGrafanaDashboard(t *testing.T) {
 	// and lag, consumer pending, batch sizes, script latency, KV writes,
 	// state size.
 	for _, m := range []string{"receiptflow_validator_messages_in_total", "receiptflow_windower_events_total", "receiptflow_windower_watermark_lag_seconds",
-		"receiptflow_windower_consumer_pending_messages", "receiptflow_windower_batch_size", "receiptflow_windower_script_seconds",
+		"receiptflow_windower_consumer_pending_messages", "receiptflow_windower_batch_size_messages", "receiptflow_windower_script_seconds",
 		"receiptflow_publisher_kv_writes_total", "receiptflow_windower_state_ledger_entries"} {
 		if !used[m] {
 			t.Errorf("the dashboard does not plot %s", m)
@@ -816,12 +816,13 @@ func TestDeployGrafanaDashboard(t *testing.T) {
 }
 
 // deployKnownMetrics returns the metric names the code registers:
-// "receiptflow_..." literals, and pkg/daemon's per-service ones.
+// "receiptflow_..." literals, and the per-service ones (ns + "...": every
+// service process's, pkg/daemon and pkg/service).
 func deployKnownMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	known := map[string]bool{}
 	lit := regexp.MustCompile(`"(receiptflow_[a-z_]+)"`)
-	perSvc := regexp.MustCompile(`ns \+ "([a-z_]+)"`)
+	perSvc := regexp.MustCompile(`\bns ?\+ ?"([a-z_]+)"`)
 	err := filepath.Walk(filepath.Join(deployRoot, "pkg"), func(path string, info os.FileInfo, err error) error {
 		if err != nil || info.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return err
@@ -833,7 +834,7 @@ func deployKnownMetrics(t *testing.T) map[string]bool {
 		for _, m := range lit.FindAllStringSubmatch(string(b), -1) {
 			known[m[1]] = true
 		}
-		if strings.Contains(path, filepath.Join("pkg", "daemon")) {
+		if strings.Contains(path, filepath.Join("pkg", "daemon")) || strings.Contains(path, filepath.Join("pkg", "service")) {
 			for _, m := range perSvc.FindAllStringSubmatch(string(b), -1) {
 				for _, svc := range []string{"validator", "windower", "publisher"} {
 					known["receiptflow_"+svc+"_"+m[1]] = true

@@ -186,17 +186,20 @@ func TestSecurityPipelineRunsWithDeployedPermissions(t *testing.T) {
 	secNoSecretsLogged(t, logs...)
 }
 
-// secWantMetrics are metric families each service must expose.
+// secWantMetrics are metric families each service must expose, former
+// names of renamed metrics included for as long as CHANGELOG.md promises.
 var secWantMetrics = map[string][]string{
-	"validator": {"receiptflow_validator_messages_in_total", "receiptflow_validator_messages_out_total", "receiptflow_validator_batch_size_bucket",
+	"validator": {"receiptflow_validator_messages_in_total", "receiptflow_validator_messages_out_total", "receiptflow_validator_batch_size_messages_bucket",
+		"receiptflow_validator_batch_size_bucket",
 		"receiptflow_validator_consumer_pending_messages", "receiptflow_validator_consumer_ack_pending_messages",
 		"receiptflow_validator_nats_connected", "receiptflow_validator_redis_up", "receiptflow_validator_ready"},
-	"windower": {"receiptflow_windower_events_total", "receiptflow_windower_script_seconds_bucket", "receiptflow_windower_batch_size_bucket",
-		"receiptflow_windower_watermark_seconds", "receiptflow_windower_consumer_pending_messages",
+	"windower": {"receiptflow_windower_events_total", "receiptflow_windower_script_seconds_bucket", "receiptflow_windower_batch_size_messages_bucket",
+		"receiptflow_windower_watermark_timestamp_seconds", "receiptflow_windower_watermark_seconds", "receiptflow_windower_consumer_pending_messages",
 		"receiptflow_windower_state_ledger_entries", "receiptflow_windower_state_windows", "receiptflow_windower_watermark_lag_seconds",
 		"receiptflow_windower_ready"},
 	"publisher": {"receiptflow_publisher_kv_writes_total", "receiptflow_publisher_consumer_pending_messages",
-		"receiptflow_publisher_state_ledger_entries", "receiptflow_publisher_state_windows", "receiptflow_publisher_checkpoint_watermark_seconds",
+		"receiptflow_publisher_state_ledger_entries", "receiptflow_publisher_state_windows", "receiptflow_publisher_checkpoint_watermark_timestamp_seconds",
+		"receiptflow_publisher_checkpoint_watermark_seconds",
 		"receiptflow_publisher_ready"},
 }
 

@@ -8,12 +8,15 @@ require github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 
 require github.com/cenkalti/backoff/v5 v5.0.3
 
-require golang.org/x/sync v0.25.0
+require (
+	github.com/prometheus/client_model v0.6.3
+	golang.org/x/sync v0.25.0
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect

@@ -19,8 +19,8 @@ import (
 // histograms are the service histograms the bench reports as means: how
 // large the batches were and how long the apply script took.
 var histograms = []string{
-	"receiptflow_validator_batch_size",
-	"receiptflow_windower_batch_size",
+	"receiptflow_validator_batch_size_messages",
+	"receiptflow_windower_batch_size_messages",
 	"receiptflow_windower_script_seconds",
 }
 
@@ -140,6 +140,6 @@ func describeBatches(m map[string]histMean) string {
 		return "no service metrics"
 	}
 	return fmt.Sprintf("mean batch: validator %.1f, windower %.1f; apply script %.2f ms",
-		m["receiptflow_validator_batch_size"].mean(), m["receiptflow_windower_batch_size"].mean(),
+		m["receiptflow_validator_batch_size_messages"].mean(), m["receiptflow_windower_batch_size_messages"].mean(),
 		1000*m["receiptflow_windower_script_seconds"].mean())
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/receiptflow/receiptflow/pkg/internal/telemetry"
+	"github.com/receiptflow/receiptflow/pkg/service"
 	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
@@ -28,15 +30,13 @@ type stats struct {
 	guard *redisGuard
 	log   *slog.Logger
 
-	pending     *prometheus.GaugeVec
-	ackPending  *prometheus.GaugeVec
-	redelivered *prometheus.GaugeVec
-	entries     *prometheus.GaugeVec
-	windows     *prometheus.GaugeVec
-	watermark   *prometheus.GaugeVec
-	lag         *prometheus.GaugeVec
-	redisUp     prometheus.Gauge
-	sampleErrs  prometheus.Counter
+	backlog    *service.BacklogGauges
+	entries    *prometheus.GaugeVec
+	windows    *prometheus.GaugeVec
+	watermark  *prometheus.GaugeVec
+	lag        *prometheus.GaugeVec
+	redisUp    prometheus.Gauge
+	sampleErrs prometheus.Counter
 
 	// stallAfter bounds how long a consumer may go without progress
 	// (see progress) before /readyz says so.
@@ -57,24 +57,18 @@ type progress struct {
 
 func newStats(svc string, r role, d *Deps, h *health, guard *redisGuard, reg prometheus.Registerer, log *slog.Logger) *stats {
 	ns := "receiptflow_" + svc + "_"
-	cons := []string{"stream", "consumer"}
 	part := []string{"partition"}
 	if !r.perPartition {
 		part = nil
 	}
 	s := &stats{r: r, d: d, h: h, guard: guard, log: log, marks: map[consumerRef]*progress{},
-		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "consumer_pending_messages",
-			Help: "Messages in the stream not yet delivered to this service's consumer."}, cons),
-		ackPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "consumer_ack_pending_messages",
-			Help: "Messages delivered to this service's consumer and not yet acknowledged."}, cons),
-		redelivered: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "consumer_redelivered_messages",
-			Help: "Messages of this service's consumer delivered more than once and not yet acknowledged."}, cons),
+		backlog: service.NewBacklogGauges(svc, reg),
 		entries: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "state_ledger_entries",
 			Help: "Dedup ledger entries held in Redis (state size)."}, part),
 		windows: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "state_windows",
 			Help: "Windows held in Redis (state size)."}, part),
-		watermark: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "checkpoint_watermark_seconds",
-			Help: "Watermark in the Redis checkpoint, seconds since the epoch (the publisher: the global watermark, the minimum over partitions)."}, part),
+		watermark: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "checkpoint_watermark_timestamp_seconds",
+			Help: "Watermark in the Redis checkpoint, a Unix time in seconds (the publisher: the global watermark, the minimum over partitions)."}, part),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: ns + "watermark_lag_seconds",
 			Help: "Wall clock minus the checkpoint watermark: how far event time trails real time."}, part),
 		redisUp: prometheus.NewGauge(prometheus.GaugeOpts{Name: ns + "redis_up",
@@ -83,7 +77,7 @@ func newStats(svc string, r role, d *Deps, h *health, guard *redisGuard, reg pro
 			Help: "Failed samples of consumer backlog or state size."}),
 	}
 	nc := d.NATS.NC
-	reg.MustRegister(s.pending, s.ackPending, s.redelivered, s.redisUp, s.sampleErrs,
+	reg.MustRegister(s.redisUp, s.sampleErrs,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: ns + "nats_connected", Help: "1 while connected to NATS."},
 			func() float64 { return b2f(nc.IsConnected()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: ns + "nats_reconnects_total", Help: "NATS reconnections."},
@@ -103,7 +97,9 @@ func newStats(svc string, r role, d *Deps, h *health, guard *redisGuard, reg pro
 			func() float64 { return float64(len(h.ownedNow())) }))
 	}
 	if len(r.state) > 0 || r.perPartition {
-		reg.MustRegister(s.entries, s.windows, s.watermark, s.lag)
+		reg.MustRegister(s.entries, s.windows, s.watermark, s.lag,
+			// The former name, exported alongside for one release (CHANGELOG.md).
+			telemetry.Renamed(s.watermark, ns+"checkpoint_watermark_seconds", ns+"checkpoint_watermark_timestamp_seconds", part...))
 	}
 	return s
 }
@@ -140,9 +136,7 @@ func (s *stats) follow() {
 		return
 	}
 	s.r = *r
-	for _, g := range []*prometheus.GaugeVec{s.pending, s.ackPending, s.redelivered} {
-		g.Reset()
-	}
+	s.backlog.Reset()
 	if s.r.perPartition {
 		for _, g := range []*prometheus.GaugeVec{s.entries, s.windows, s.watermark, s.lag} {
 			g.Reset()
@@ -195,9 +189,7 @@ func (s *stats) sample(ctx context.Context, every time.Duration) {
 			m.moved = now
 		}
 		m.floor = ci.AckFloor.Stream
-		s.pending.WithLabelValues(c.Stream, c.Durable).Set(float64(ci.NumPending))
-		s.ackPending.WithLabelValues(c.Stream, c.Durable).Set(float64(ci.NumAckPending))
-		s.redelivered.WithLabelValues(c.Stream, c.Durable).Set(float64(ci.NumRedelivered))
+		s.backlog.Set(ci)
 	}
 	s.judgeProgress(now)
 	if len(s.r.state) == 0 {

@@ -5,8 +5,9 @@
 // service.Build), restarting an instance that stopped (a failpoint crash,
 // a lost connection) with fresh connections after the pause of
 // service.Restarts. It also reads what its services wrote (windows, LATE,
-// REJECTED) and their consumers' backlog. The bounded run with its
-// artifacts is pkg/boundedrun.
+// REJECTED) and their consumers' backlog, which it exports as a service
+// process does (Config.Registerer). The bounded run with its artifacts is
+// pkg/boundedrun.
 package pipeline
 
 import (
@@ -63,7 +64,11 @@ type Config struct {
 	Stream     stream.Config
 	Failpoints *failpoint.Set
 	Logger     *slog.Logger
+	// Registerer receives the services' metrics and, sampled every
+	// StatsEvery (0: service.DefaultStatsEvery), their consumers' backlog
+	// gauges, as a service process exports them (nil: none).
 	Registerer prometheus.Registerer
+	StatsEvery time.Duration
 	// Trace receives the windower's decisions (see windower.Config.Trace).
 	Trace func(p int, recs []windower.Trace)
 	// Services selects which services to run (default all three).
@@ -202,6 +207,10 @@ func Start(ctx context.Context, cfg Config) (p *Pipeline, err error) {
 		p.wg.Add(1)
 		go p.supervise(runCtx, svc)
 	}
+	if cfg.Registerer != nil {
+		p.wg.Add(1)
+		go p.sampleBacklog(runCtx)
+	}
 	return p, nil
 }
 
@@ -247,6 +256,40 @@ func (p *Pipeline) supervise(ctx context.Context, svc string) {
 		}
 		if stream.Pause(ctx, restarts.Next(time.Since(began), err)) != nil {
 			return
+		}
+	}
+}
+
+// sampleBacklog sets the backlog gauges of every service's consumers
+// (service.BacklogGauges) every StatsEvery until ctx ends.
+func (p *Pipeline) sampleBacklog(ctx context.Context) {
+	defer p.wg.Done()
+	every := p.cfg.StatsEvery
+	if every <= 0 {
+		every = service.DefaultStatsEvery
+	}
+	owned := make([]int, p.cfg.Partitions)
+	for i := range owned {
+		owned[i] = i
+	}
+	gauges := make([]*service.BacklogGauges, len(p.cfg.Services))
+	for i, svc := range p.cfg.Services {
+		gauges[i] = service.NewBacklogGauges(svc, p.cfg.Registerer)
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		for i, svc := range p.cfg.Services {
+			// An error (a server restarting) leaves the last values; the
+			// next sample tries again.
+			sctx, cancel := context.WithTimeout(ctx, every)
+			_ = gauges[i].Sample(sctx, p.Admin.JS, service.Consumers(svc, p.Names, owned))
+			cancel()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }

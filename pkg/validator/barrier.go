@@ -31,7 +31,8 @@ package validator
 // The price of the rule: a partition that no validator runs stalls every
 // other partition's valid events (heartbeats and rejections still flow).
 // A waiting partition logs which partition it waits for and exports it in
-// receiptflow_validator_barrier_waiting_for.
+// receiptflow_validator_barrier_waiting{partition,waiting_for}: 1 while
+// it waits for that partition, else 0.
 //
 // One partition must have one running validator instance (Config.Owned
 // splits them); two sharing one durable would mark each other's progress.
@@ -92,6 +93,9 @@ type barrier struct {
 	floor   map[int]uint64
 	reclaim map[int]*sync.Mutex // one claims rebuild at a time per partition
 
+	waiting *prometheus.GaugeVec
+	// waitingFor is waiting's former shape, the partition waited for as
+	// the value (-1: none); exported for one release (CHANGELOG.md).
 	waitingFor *prometheus.GaugeVec
 	waited     *prometheus.CounterVec
 	rechecks   prometheus.Counter
@@ -105,9 +109,13 @@ func newBarrier(reg prometheus.Registerer) *barrier {
 		floor:   map[int]uint64{},
 		reclaim: map[int]*sync.Mutex{},
 		wake:    make(chan struct{}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "receiptflow_validator_barrier_waiting",
+			Help: "1 while RAW partition partition waits for the claims of partition waiting_for before it publishes, else 0.",
+		}, []string{"partition", "waiting_for"}),
 		waitingFor: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "receiptflow_validator_barrier_waiting_for",
-			Help: "The RAW partition whose claims this partition waits for before it publishes (-1: not waiting).",
+			Help: "Deprecated: use receiptflow_validator_barrier_waiting{partition,waiting_for}; this metric is removed in the next release (CHANGELOG.md). The RAW partition whose claims this partition waits for before it publishes (-1: not waiting).",
 		}, []string{"partition"}),
 		waited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "receiptflow_validator_barrier_wait_seconds_total",
@@ -118,6 +126,7 @@ func newBarrier(reg prometheus.Registerer) *barrier {
 			Help: "Batches whose claims were read again after waiting for other partitions.",
 		}),
 	}
+	b.waiting = telemetry.Register(reg, b.waiting)
 	b.waitingFor = telemetry.Register(reg, b.waitingFor)
 	b.waited = telemetry.Register(reg, b.waited)
 	b.rechecks = telemetry.Register(reg, b.rechecks)
@@ -309,7 +318,22 @@ func (s *Service) waitClaimed(ctx context.Context, p int, target uint64) error {
 	label := strconv.Itoa(p)
 	start := time.Now()
 	warned := start
+	waitedFor := -1 // the partition the gauge says p waits for
+	mark := func(q int) {
+		if q == waitedFor {
+			return
+		}
+		if waitedFor >= 0 {
+			s.bar.waiting.WithLabelValues(label, strconv.Itoa(waitedFor)).Set(0)
+		}
+		if q >= 0 {
+			s.bar.waiting.WithLabelValues(label, strconv.Itoa(q)).Set(1)
+		}
+		s.bar.waitingFor.WithLabelValues(label).Set(float64(q))
+		waitedFor = q
+	}
 	defer func() {
+		mark(-1)
 		s.bar.waitingFor.WithLabelValues(label).Set(-1)
 		s.bar.waited.WithLabelValues(label).Add(time.Since(start).Seconds())
 	}()
@@ -320,7 +344,7 @@ func (s *Service) waitClaimed(ctx context.Context, p int, target uint64) error {
 		if !lag {
 			return nil
 		}
-		s.bar.waitingFor.WithLabelValues(label).Set(float64(q))
+		mark(q)
 		if time.Since(warned) >= stallWarn {
 			warned = time.Now()
 			s.cfg.Logger.Warn("validator partition waits for another partition's claims before publishing (is a validator running it?)",

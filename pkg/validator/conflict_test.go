@@ -298,11 +298,15 @@ func TestConflictBarrierStallsWithoutOtherPartition(t *testing.T) {
 		e.publish(2, "only-1", event(t, "only-1", 2, 1))
 		e.startWith(reg, 1, 2, 3)
 		testenv.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
-			if v := gaugeValue(t, reg, "receiptflow_validator_barrier_waiting_for", "2"); v != 0 {
-				return fmt.Errorf("partition 2 waits for %v, want 0", v)
+			if v := gaugeLabelled(t, reg, "receiptflow_validator_barrier_waiting", "partition", "2", "waiting_for", "0"); v != 1 {
+				return fmt.Errorf("barrier_waiting{partition=2,waiting_for=0} is %v, want 1", v)
 			}
 			return nil
 		})
+		// The deprecated gauge, exported for one release, says the same.
+		if v := gaugeValue(t, reg, "receiptflow_validator_barrier_waiting_for", "2"); v != 0 {
+			t.Errorf("partition 2 waits for %v, want 0", v)
+		}
 		// It waits after its claims, before publishing: nothing is in VALID.
 		if n := e.count(wire.Valid); n != 0 {
 			t.Fatalf("VALID holds %d messages while partition 0 has not claimed", n)
@@ -312,6 +316,9 @@ func TestConflictBarrierStallsWithoutOtherPartition(t *testing.T) {
 		wantOutcome(t, got, 1, "valid")
 		wantOutcome(t, got, 2, "valid")
 		testenv.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+			if v := gaugeLabelled(t, reg, "receiptflow_validator_barrier_waiting", "partition", "2", "waiting_for", "0"); v != 0 {
+				return fmt.Errorf("partition 2 still waits for partition 0: %v", v)
+			}
 			if v := gaugeValue(t, reg, "receiptflow_validator_barrier_waiting_for", "2"); v != -1 {
 				return fmt.Errorf("partition 2 still waits for %v", v)
 			}
@@ -502,6 +509,35 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name, partition string) 
 					return m.GetGauge().GetValue()
 				}
 			}
+		}
+	}
+	return math.NaN()
+}
+
+// gaugeLabelled reads the gauge name of reg whose labels are the given
+// name, value pairs (NaN when absent).
+func gaugeLabelled(t *testing.T, reg *prometheus.Registry, name string, pairs ...string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(pairs); i += 2 {
+				if labels[pairs[i]] != pairs[i+1] {
+					continue series
+				}
+			}
+			return m.GetGauge().GetValue()
 		}
 	}
 	return math.NaN()

@@ -6,6 +6,12 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/internal/telemetry"
 )
 
+// The kinds of RAW message receiptflow_validator_messages_in_total counts.
+const (
+	kindRecord    = "record"
+	kindHeartbeat = "heartbeat"
+)
+
 type metrics struct {
 	in    *prometheus.CounterVec
 	out   *prometheus.CounterVec
@@ -21,13 +27,13 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		in: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "receiptflow_validator_messages_in_total", Help: "RAW messages read, by kind.",
+			Name: "receiptflow_validator_messages_in_total", Help: "RAW messages handled, by kind (record: an event, valid or rejected; heartbeat).",
 		}, []string{"kind"}),
 		out: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "receiptflow_validator_messages_out_total", Help: "Messages published, by outcome (valid, rejected_<reason>).",
 		}, []string{"outcome"}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "receiptflow_validator_batch_size", Help: "Messages per processed batch.",
+			Name: "receiptflow_validator_batch_size_messages", Help: "RAW messages per processed batch.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 		}),
 		regressions: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -44,5 +50,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.regressions = telemetry.Register(reg, m.regressions)
 	m.out = telemetry.Register(reg, m.out)
 	m.batch = telemetry.Register(reg, m.batch)
+	// The former name, exported alongside for one release (CHANGELOG.md).
+	telemetry.Register(reg, telemetry.Renamed(m.batch, "receiptflow_validator_batch_size", "receiptflow_validator_batch_size_messages"))
 	return m
 }

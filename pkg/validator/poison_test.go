@@ -17,6 +17,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/receiptflow/receiptflow/pkg/contract"
@@ -40,6 +41,12 @@ type rig struct {
 
 func newRig(t *testing.T, maxDeliveries int) *rig {
 	t.Helper()
+	return newRigWith(t, maxDeliveries, nil)
+}
+
+// newRigWith is newRig with the validator's metrics on reg.
+func newRigWith(t *testing.T, maxDeliveries int, reg prometheus.Registerer) *rig {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	_, url := testenv.NATS(t)
@@ -56,7 +63,7 @@ func newRig(t *testing.T, maxDeliveries int) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(js, store, Config{Names: names, Partitions: 8, Validator: v, MaxDeliveries: maxDeliveries,
+	s := New(js, store, Config{Names: names, Partitions: 8, Validator: v, MaxDeliveries: maxDeliveries, Registerer: reg,
 		Now: func() time.Time { return time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC) }})
 	// The production consumer's shape (ack all, RAW partition 0), with a
 	// short ack wait so that an unacknowledged batch comes back quickly

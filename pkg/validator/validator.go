@@ -264,12 +264,14 @@ type item struct {
 const maxFrameRecords = 2000
 
 // prepared is a batch read once: its frame items, the valid records
-// waiting for their claims, their claims, and the rejections.
+// waiting for their claims, their claims, the rejections, and how many of
+// its messages were heartbeats.
 type prepared struct {
-	items    []item
-	valid    []pending
-	claims   []ledger.Claim
-	rejected []*nats.Msg
+	items      []item
+	valid      []pending
+	claims     []ledger.Claim
+	rejected   []*nats.Msg
+	heartbeats int
 }
 
 // prepare validates a batch of partition p.
@@ -279,6 +281,7 @@ func (s *Service) prepare(p int, batch []jetstream.Msg) (*prepared, error) {
 	items := make([]item, 0, len(batch))
 	var valid []pending
 	var claims []ledger.Claim
+	heartbeats := 0
 	for _, m := range batch {
 		meta, err := m.Metadata()
 		if err != nil {
@@ -286,13 +289,13 @@ func (s *Service) prepare(p int, batch []jetstream.Msg) (*prepared, error) {
 		}
 		seq := meta.Sequence.Stream
 		if hb := m.Headers().Get(wire.HdrHeartbeat); hb != "" {
+			heartbeats++
 			t, err := strconv.ParseInt(hb, 10, 64)
 			if err != nil {
 				rejected = append(rejected, s.rejectMsg(seq, m.Data(), contract.Reject(contract.ReasonInvalidField, "", "heartbeat progress %q is not an integer", hb)))
 				continue
 			}
 			items = append(items, item{vp: p, rec: wire.FrameRecord{Kind: wire.FrameHeartbeat, RawSeq: seq, Time: t}})
-			s.m.in.WithLabelValues("heartbeat").Inc()
 			continue
 		}
 		if rej := s.poison(meta, m.Data()); rej != nil {
@@ -314,7 +317,7 @@ func (s *Service) prepare(p int, batch []jetstream.Msg) (*prepared, error) {
 		// looked up, or advance the retirement past live claims.
 		claims = append(claims, ledger.Claim{EventID: it.rec.EventID, Fingerprint: it.rec.Fingerprint, Seq: seq, Day: ingestDay(meta.Timestamp)})
 	}
-	return &prepared{items: items, valid: valid, claims: claims, rejected: rejected}, nil
+	return &prepared{items: items, valid: valid, claims: claims, rejected: rejected, heartbeats: heartbeats}, nil
 }
 
 func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) error {
@@ -384,7 +387,10 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 		// Nats-Msg-Id, so what was stored is not stored twice.
 		return stream.Retry(err)
 	}
-	// The batch is handled; the consume loop acks it when this returns.
+	// The batch is handled (counted once, however often it was tried);
+	// the consume loop acks it when this returns.
+	s.m.in.WithLabelValues(kindHeartbeat).Add(float64(pre.heartbeats))
+	s.m.in.WithLabelValues(kindRecord).Add(float64(len(batch) - pre.heartbeats))
 	return s.cfg.Failpoints.Hit(failpoint.ValidatorAfterPublish)
 }
 

@@ -22,12 +22,12 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
-	return &metrics{
+	m := &metrics{
 		decisions: telemetry.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "receiptflow_windower_events_total", Help: "VALID messages applied, by decision.",
 		}, []string{"decision"})),
 		batch: telemetry.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "receiptflow_windower_batch_size", Help: "Messages per script call.",
+			Name: "receiptflow_windower_batch_size_messages", Help: "VALID messages per script call.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 		})),
 		script: telemetry.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -35,7 +35,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		})),
 		watermark: telemetry.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "receiptflow_windower_watermark_seconds", Help: "Partition watermark, seconds since the epoch.",
+			Name: "receiptflow_windower_watermark_timestamp_seconds", Help: "Partition watermark, a Unix time in seconds.",
 		}, []string{"partition"})),
 		entries: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "receiptflow_windower_ledger_entries_added_total", Help: "Ledger entries written.",
@@ -52,4 +52,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Redis steps refused because a later owner (a larger epoch) holds the partition; the instance stopped processing it.",
 		})),
 	}
+	// Former names, exported alongside for one release (CHANGELOG.md).
+	telemetry.Register(reg, telemetry.Renamed(m.batch, "receiptflow_windower_batch_size", "receiptflow_windower_batch_size_messages"))
+	telemetry.Register(reg, telemetry.Renamed(m.watermark, "receiptflow_windower_watermark_seconds",
+		"receiptflow_windower_watermark_timestamp_seconds", "partition"))
+	return m
 }

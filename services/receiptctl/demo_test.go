@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -102,6 +103,32 @@ func TestDemoBannerURLsMetricsAndStale(t *testing.T) {
 		t.Errorf("GET %s: %d", urls.Dashboard, code)
 	}
 	wait("window line", func() bool { return strings.Contains(out.String(), " window ") })
+	// The consumer backlog gauges the docs name (docs/alerts.md,
+	// docs/reading-the-dashboard.md) are in the demo's /metrics as in a
+	// service's, and records are counted in. Before, neither was.
+	var missing []string
+	said := ""
+	wait("consumer backlog and messages-in metrics", func() bool {
+		_, body := get(urls.Metrics)
+		missing = missing[:0]
+		for _, m := range []string{`receiptflow_validator_messages_in_total{kind="record"}`} {
+			if !strings.Contains(body, m) {
+				missing = append(missing, m)
+			}
+		}
+		for _, svc := range []string{"validator", "windower", "publisher"} {
+			for _, g := range []string{"pending", "ack_pending", "redelivered"} {
+				if m := "receiptflow_" + svc + "_consumer_" + g + "_messages{"; !strings.Contains(body, m) {
+					missing = append(missing, m)
+				}
+			}
+		}
+		if now := fmt.Sprint(missing); len(missing) > 0 && now != said {
+			t.Logf("not yet in /metrics: %s", now)
+			said = now
+		}
+		return len(missing) == 0
+	})
 	// The idle phase starts 4 s in; the source is stale 3 s into it.
 	wait("STALE status of the idle source", func() bool { return strings.Contains(out.String(), "STALE: the source has sent nothing since") })
 	if !strings.Contains(out.String(), "feed: idle for 1m33s (STALE from 3s in)") {
