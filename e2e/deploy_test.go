@@ -106,6 +106,9 @@ type deployACLUser struct {
 	hashes   []string
 	keys     []string
 	commands map[string]bool // +cmd (lower case), after -@all
+	// selectors are the user's selectors, "(...)" each, as written: a
+	// command they grant is allowed only on their keys.
+	selectors []string
 }
 
 func deployReadACL(t *testing.T) map[string]deployACLUser {
@@ -121,7 +124,19 @@ func deployReadACL(t *testing.T) map[string]deployACLUser {
 			t.Fatalf("users.acl:%d: %q is not a user line (the file format has no comments)", i+1, line)
 		}
 		u := deployACLUser{commands: map[string]bool{}}
-		for _, r := range f[2:] {
+		for i := 2; i < len(f); i++ {
+			r := f[i]
+			if strings.HasPrefix(r, "(") {
+				sel := []string{}
+				for ; i < len(f); i++ {
+					sel = append(sel, f[i])
+					if strings.HasSuffix(f[i], ")") {
+						break
+					}
+				}
+				u.selectors = append(u.selectors, strings.Join(sel, " "))
+				continue
+			}
 			switch {
 			case r == "on":
 				u.on = true
@@ -162,6 +177,18 @@ func TestDeployRedisACL(t *testing.T) {
 		}
 		if name != "admin" && (u.commands["@all"] || containsString(u.keys, "~*")) {
 			t.Errorf("service user %s has every command or every key", name)
+		}
+	}
+	// The publisher deletes a window's explain records when it prunes the
+	// window (ledger.Store.Forget): DEL of those keys and no other, as a
+	// selector. No other user has one.
+	for name, u := range users {
+		want := []string(nil)
+		if name == "publisher" {
+			want = []string{"(~rf:1:{p*}:x:* -@all +del)"}
+		}
+		if !equalStrings(u.selectors, want) {
+			t.Errorf("user %s: selectors %q, want %q", name, u.selectors, want)
 		}
 	}
 	// A service reads Redis's eviction policy with INFO memory and never

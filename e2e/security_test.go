@@ -439,6 +439,17 @@ func TestSecurityRedisRefusesOutsideRights(t *testing.T) {
 		t.Fatalf("validator claims an event id: %v", err)
 	}
 
+	// The publisher forgets a pruned window's explain records.
+	pub := rs.client("publisher", secPassword(t, "redis", "publisher"))
+	defer pub.Close()
+	if err := win.HSet(ctx, "rf:1:{p0}:x:2026-12-02T09", "#o", 1, "#v", 1).Err(); err != nil {
+		t.Fatalf("windower writes an explain record: %v", err)
+	}
+	pubStore := ledger.NewStore(pub, ledger.Config{Keys: ledger.Keys{Prefix: "rf:1:"}})
+	if err := pubStore.Forget(ctx, []int{0, 1}, "2026-12-02T09"); err != nil {
+		t.Fatalf("publisher forgets a pruned window's explain records: %v", err)
+	}
+
 	t.Run("no credentials", func(t *testing.T) {
 		anon := redis.NewClient(&redis.Options{Addr: rs.addr, DisableIdentity: true, Protocol: 2, MaxRetries: -1})
 		defer anon.Close()
@@ -480,6 +491,9 @@ func TestSecurityRedisRefusesOutsideRights(t *testing.T) {
 		"publisher": {
 			{"write a checkpoint", redisDo("HSET", ckpt, "seq", 999)},
 			{"delete state", redisDo("DEL", ckpt)},
+			{"delete a partial (its DEL is for explain records only)", redisDo("DEL", "rf:1:{p0}:w:2026-12-02T10")},
+			{"delete a ledger shard from a script", redisDo("EVAL", "return redis.call('DEL', KEYS[1])", 1, "rf:1:{p0}:l:2026-12-02T10:3")},
+			{"write an explain record", redisDo("HSET", "rf:1:{p0}:x:2026-12-02T10", "#d", 1)},
 			{"write from a script", redisDo("EVAL", "return redis.call('HSET', KEYS[1], 'seq', 999)", 1, ckpt)},
 			{"apply a batch (apply.lua)", func(ctx context.Context, c *redis.Client) error {
 				_, err := ledger.NewStore(c, ledger.Config{Keys: ledger.Keys{Prefix: "rf:1:"}, Lateness: time.Minute, Grace: time.Hour}).Apply(ctx, 0, []ledger.Record{{Seq: 9, Kind: ledger.Submission, EventID: "x", Time: 1764669600000}}, 0, 0)
