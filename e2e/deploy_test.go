@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -162,10 +163,13 @@ func TestDeployRedisACL(t *testing.T) {
 	if d, ok := users["default"]; !ok || d.on {
 		t.Errorf("the default user must be listed and off")
 	}
-	if _, ok := users["dashboard"]; ok {
-		t.Errorf("the dashboard must have no Redis user")
+	// The dashboard's explanation drawer reads partition keys: explain.lua
+	// and HEXISTS of ledger shards (conflicts), nothing that writes.
+	if got := users["dashboard"]; !equalStrings(got.keys, []string{"~rf:1:{p*}:*"}) ||
+		!reflect.DeepEqual(got.commands, map[string]bool{"evalsha": true, "eval": true, "hget": true, "hgetall": true, "hexists": true, "ping": true, "hello": true}) {
+		t.Errorf("user dashboard: keys %v, commands %v; want the partition keys, read commands only", got.keys, got.commands)
 	}
-	for _, name := range []string{"admin", "validator", "windower", "publisher", "probe"} {
+	for _, name := range []string{"admin", "validator", "windower", "publisher", "dashboard", "probe"} {
 		u, ok := users[name]
 		if !ok || !u.on || len(u.hashes) != 1 {
 			t.Errorf("user %s: listed %v, on %v, %d password hashes; want listed, on, one", name, ok, u.on, len(u.hashes))
@@ -207,10 +211,9 @@ func TestDeployRedisACL(t *testing.T) {
 		"read.lua":     {"windower", "publisher"},
 		"claims.lua":   {"validator"},
 		"progress.lua": {"validator"},
-		// receiptctl explain against a deployment: an operator's command,
-		// run as admin (the dashboard has no Redis user, so its drawer
-		// needs --redis-url with an operator's credentials).
-		"explain.lua": {"admin"},
+		// receiptctl explain against a deployment (an operator, as admin)
+		// and the dashboard's explanation drawer.
+		"explain.lua": {"admin", "dashboard"},
 	}
 	scripts, err := filepath.Glob(filepath.Join(deployRoot, "pkg", "ledger", "*.lua"))
 	if err != nil || len(scripts) == 0 {
@@ -355,7 +358,7 @@ func TestDeployCompose(t *testing.T) {
 				t.Errorf("service %s: %s user %s reads %s, want %s", name, pair[2], user, file, secPasswordFile(pair[2], user))
 			}
 		}
-		if env["REDIS_URL"] != "" || env["NATS_USER"] != "" && name != "setup" && name != "dashboard" {
+		if (env["REDIS_URL"] != "" || env["NATS_USER"] != "") && name != "setup" && name != "dashboard" {
 			if env["RECEIPTS_ENSURE_STREAMS"] != "false" {
 				t.Errorf("service %s may try to create streams (RECEIPTS_ENSURE_STREAMS=%q)", name, env["RECEIPTS_ENSURE_STREAMS"])
 			}
@@ -698,7 +701,8 @@ func TestDeployKubernetes(t *testing.T) {
 					if p.labels["receiptflow.io/redis-client"] != "true" {
 						t.Errorf("%s uses Redis but the Redis NetworkPolicy keeps it out", cname)
 					}
-					if env["RECEIPTS_ENSURE_STREAMS"] != "false" {
+					// The dashboard creates nothing (it has no such flag).
+					if env["RECEIPTS_ENSURE_STREAMS"] != "false" && cm.str("name") != "dashboard" {
 						t.Errorf("%s may try to create streams", cname)
 					}
 				}
