@@ -129,6 +129,24 @@ func TestSecurityPipelineRunsWithDeployedPermissions(t *testing.T) {
 		return nil
 	})
 
+	// The publisher read the pointer under its rights: its bucket says
+	// generation 1 is active, and that it is generation 1's.
+	secCheckFor(t, 10*time.Second, func() error {
+		kv, err := dashConn.JS.KeyValue(ctx, "receipts-1")
+		if err != nil {
+			return err
+		}
+		e, err := kv.Get(ctx, wire.ActiveKey)
+		if err != nil {
+			return err
+		}
+		var m wire.GenerationMeta
+		if err := json.Unmarshal(e.Value(), &m); err != nil || m != wire.MetaOf("1", "1") {
+			return fmt.Errorf("receipts-1 %s = %s (%v)", wire.ActiveKey, e.Value(), err)
+		}
+		return nil
+	})
+
 	// The dashboard explains a window as receiptctl explain does (as admin).
 	adminRedisStore := rs.client("admin", secPassword(t, "redis", "admin"))
 	defer adminRedisStore.Close()
