@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -105,6 +106,9 @@ type deployACLUser struct {
 	hashes   []string
 	keys     []string
 	commands map[string]bool // +cmd (lower case), after -@all
+	// selectors are the user's selectors, "(...)" each, as written: a
+	// command they grant is allowed only on their keys.
+	selectors []string
 }
 
 func deployReadACL(t *testing.T) map[string]deployACLUser {
@@ -120,7 +124,19 @@ func deployReadACL(t *testing.T) map[string]deployACLUser {
 			t.Fatalf("users.acl:%d: %q is not a user line (the file format has no comments)", i+1, line)
 		}
 		u := deployACLUser{commands: map[string]bool{}}
-		for _, r := range f[2:] {
+		for i := 2; i < len(f); i++ {
+			r := f[i]
+			if strings.HasPrefix(r, "(") {
+				sel := []string{}
+				for ; i < len(f); i++ {
+					sel = append(sel, f[i])
+					if strings.HasSuffix(f[i], ")") {
+						break
+					}
+				}
+				u.selectors = append(u.selectors, strings.Join(sel, " "))
+				continue
+			}
 			switch {
 			case r == "on":
 				u.on = true
@@ -146,10 +162,13 @@ func TestDeployRedisACL(t *testing.T) {
 	if d, ok := users["default"]; !ok || d.on {
 		t.Errorf("the default user must be listed and off")
 	}
-	if _, ok := users["dashboard"]; ok {
-		t.Errorf("the dashboard must have no Redis user")
+	// The dashboard's explanation drawer reads partition keys: explain.lua
+	// and HEXISTS of ledger shards (conflicts), nothing that writes.
+	if got := users["dashboard"]; !equalStrings(got.keys, []string{"~rf:1:{p*}:*"}) ||
+		!reflect.DeepEqual(got.commands, map[string]bool{"evalsha": true, "eval": true, "hget": true, "hgetall": true, "hexists": true, "ping": true, "hello": true}) {
+		t.Errorf("user dashboard: keys %v, commands %v; want the partition keys, read commands only", got.keys, got.commands)
 	}
-	for _, name := range []string{"admin", "validator", "windower", "publisher", "probe"} {
+	for _, name := range []string{"admin", "validator", "windower", "publisher", "dashboard", "probe"} {
 		u, ok := users[name]
 		if !ok || !u.on || len(u.hashes) != 1 {
 			t.Errorf("user %s: listed %v, on %v, %d password hashes; want listed, on, one", name, ok, u.on, len(u.hashes))
@@ -161,6 +180,18 @@ func TestDeployRedisACL(t *testing.T) {
 		}
 		if name != "admin" && (u.commands["@all"] || containsString(u.keys, "~*")) {
 			t.Errorf("service user %s has every command or every key", name)
+		}
+	}
+	// The publisher deletes a window's explain records when it prunes the
+	// window (ledger.Store.Forget): DEL of those keys and no other, as a
+	// selector. No other user has one.
+	for name, u := range users {
+		want := []string(nil)
+		if name == "publisher" {
+			want = []string{"(~rf:1:{p*}:x:* -@all +del)"}
+		}
+		if !equalStrings(u.selectors, want) {
+			t.Errorf("user %s: selectors %q, want %q", name, u.selectors, want)
 		}
 	}
 	// A service reads Redis's eviction policy with INFO memory and never
@@ -179,10 +210,9 @@ func TestDeployRedisACL(t *testing.T) {
 		"read.lua":     {"windower", "publisher"},
 		"claims.lua":   {"validator"},
 		"progress.lua": {"validator"},
-		// receiptctl explain against a deployment: an operator's command,
-		// run as admin (the dashboard has no Redis user, so its drawer
-		// needs --redis-url with an operator's credentials).
-		"explain.lua": {"admin"},
+		// receiptctl explain against a deployment (an operator, as admin)
+		// and the dashboard's explanation drawer.
+		"explain.lua": {"admin", "dashboard"},
 	}
 	scripts, err := filepath.Glob(filepath.Join(deployRoot, "pkg", "ledger", "*.lua"))
 	if err != nil || len(scripts) == 0 {
@@ -327,7 +357,7 @@ func TestDeployCompose(t *testing.T) {
 				t.Errorf("service %s: %s user %s reads %s, want %s", name, pair[2], user, file, secPasswordFile(pair[2], user))
 			}
 		}
-		if env["REDIS_URL"] != "" || env["NATS_USER"] != "" && name != "setup" && name != "dashboard" {
+		if (env["REDIS_URL"] != "" || env["NATS_USER"] != "") && name != "setup" && name != "dashboard" {
 			if env["RECEIPTS_ENSURE_STREAMS"] != "false" {
 				t.Errorf("service %s may try to create streams (RECEIPTS_ENSURE_STREAMS=%q)", name, env["RECEIPTS_ENSURE_STREAMS"])
 			}
@@ -677,7 +707,8 @@ func TestDeployKubernetes(t *testing.T) {
 					if p.labels["receiptflow.io/redis-client"] != "true" {
 						t.Errorf("%s uses Redis but the Redis NetworkPolicy keeps it out", cname)
 					}
-					if env["RECEIPTS_ENSURE_STREAMS"] != "false" {
+					// The dashboard creates nothing (it has no such flag).
+					if env["RECEIPTS_ENSURE_STREAMS"] != "false" && cm.str("name") != "dashboard" {
 						t.Errorf("%s may try to create streams", cname)
 					}
 				}

@@ -20,8 +20,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -34,6 +36,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/daemon"
 	"github.com/receiptflow/receiptflow/pkg/dashboard"
+	"github.com/receiptflow/receiptflow/pkg/explain"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/wire"
@@ -85,7 +88,11 @@ func TestSecurityPipelineRunsWithDeployedPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dash, err := dashboard.New(dashConn.NC, dashboard.Config{Listener: ln, Registerer: prometheus.NewRegistry()})
+	// Its drawer explains windows through its own Redis user (read-only).
+	dashRedis := rs.client("dashboard", secPassword(t, "redis", "dashboard"))
+	defer dashRedis.Close()
+	dash, err := dashboard.New(dashConn.NC, dashboard.Config{Listener: ln, Registerer: prometheus.NewRegistry(),
+		Explain: explain.ForDeployment(dashConn.JS, dashRedis)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +128,41 @@ func TestSecurityPipelineRunsWithDeployedPermissions(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The publisher read the pointer under its rights: its bucket says
+	// generation 1 is active, and that it is generation 1's.
+	secCheckFor(t, 10*time.Second, func() error {
+		kv, err := dashConn.JS.KeyValue(ctx, "receipts-1")
+		if err != nil {
+			return err
+		}
+		e, err := kv.Get(ctx, wire.ActiveKey)
+		if err != nil {
+			return err
+		}
+		var m wire.GenerationMeta
+		if err := json.Unmarshal(e.Value(), &m); err != nil || m != wire.MetaOf("1", "1") {
+			return fmt.Errorf("receipts-1 %s = %s (%v)", wire.ActiveKey, e.Value(), err)
+		}
+		return nil
+	})
+
+	// The dashboard explains a window as receiptctl explain does (as admin).
+	adminRedisStore := rs.client("admin", secPassword(t, "redis", "admin"))
+	defer adminRedisStore.Close()
+	for _, w := range []wire.Window{got[0], got[len(got)-1]} {
+		want, err := explain.ForDeployment(admin.JS, adminRedisStore)(ctx, "", w.WindowID)
+		if err != nil {
+			t.Fatalf("explain %s as admin: %v", w.WindowID, err)
+		}
+		var e explain.Explanation
+		if err := secGetJSON("http://"+ln.Addr().String()+"/api/explain/"+w.WindowID, &e); err != nil {
+			t.Fatalf("the dashboard explains %s through its users: %v", w.WindowID, err)
+		}
+		if !reflect.DeepEqual(&e, want) || e.Count != w.Count {
+			t.Fatalf("the dashboard's explanation of %s:\n%+v\nreceiptctl explain's:\n%+v", w.WindowID, e, want)
+		}
+	}
 
 	// Probes and metrics of every service.
 	for _, p := range procs {
@@ -211,7 +253,8 @@ func secGetJSON(url string, v any) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1000))
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
 }
@@ -366,6 +409,11 @@ func TestSecurityNATSRefusesOutsideRights(t *testing.T) {
 			{"forge input", "rf.raw.0", jsPublish("rf.raw.0")},
 			{"read RAW", "$JS.API.CONSUMER.CREATE.RAW.peek.rf.raw.0", createConsumer("RAW", "peek", "rf.raw.0")},
 			{"watch outside the bucket", "$JS.API.CONSUMER.CREATE.KV_receipts-1.peek.rf.raw.>", apiRequest("$JS.API.CONSUMER.CREATE.KV_receipts-1.peek.rf.raw.>")},
+			// It reads LATE and REJECTED (the explanation drawer), never writes them.
+			{"forge a late row", "rf.late.0", jsPublish("rf.late.0")},
+			{"forge a rejection", "rf.rejected.0", jsPublish("rf.rejected.0")},
+			{"purge LATE", "$JS.API.STREAM.PURGE.LATE", apiRequest("$JS.API.STREAM.PURGE.LATE")},
+			{"read VALID", "$JS.API.CONSUMER.CREATE.VALID.peek.rf.valid.0", createConsumer("VALID", "peek", "rf.valid.0")},
 		},
 	}
 	subs := map[string][]string{
@@ -442,11 +490,22 @@ func TestSecurityRedisRefusesOutsideRights(t *testing.T) {
 		t.Fatalf("validator claims an event id: %v", err)
 	}
 
+	// The publisher forgets a pruned window's explain records.
+	pub := rs.client("publisher", secPassword(t, "redis", "publisher"))
+	defer pub.Close()
+	if err := win.HSet(ctx, "rf:1:{p0}:x:2026-12-02T09", "#o", 1, "#v", 1).Err(); err != nil {
+		t.Fatalf("windower writes an explain record: %v", err)
+	}
+	pubStore := ledger.NewStore(pub, ledger.Config{Keys: ledger.Keys{Prefix: "rf:1:"}})
+	if err := pubStore.Forget(ctx, []int{0, 1}, "2026-12-02T09"); err != nil {
+		t.Fatalf("publisher forgets a pruned window's explain records: %v", err)
+	}
+
 	t.Run("no credentials", func(t *testing.T) {
 		anon := redis.NewClient(&redis.Options{Addr: rs.addr, DisableIdentity: true, Protocol: 2, MaxRetries: -1})
 		defer anon.Close()
 		secRedisErr(t, "default", "PING without logging in", anon.Ping(ctx).Err())
-		for user, pw := range map[string]string{"default": "", "dashboard": "x", "windower": "not-the-password"} {
+		for user, pw := range map[string]string{"default": "", "dashboard": "not-the-password", "windower": "not-the-password"} {
 			c := rs.client(user, pw)
 			secRedisErr(t, user, "log in", c.Ping(ctx).Err())
 			c.Close()
@@ -483,12 +542,27 @@ func TestSecurityRedisRefusesOutsideRights(t *testing.T) {
 		"publisher": {
 			{"write a checkpoint", redisDo("HSET", ckpt, "seq", 999)},
 			{"delete state", redisDo("DEL", ckpt)},
+			{"delete a partial (its DEL is for explain records only)", redisDo("DEL", "rf:1:{p0}:w:2026-12-02T10")},
+			{"delete a ledger shard from a script", redisDo("EVAL", "return redis.call('DEL', KEYS[1])", 1, "rf:1:{p0}:l:2026-12-02T10:3")},
+			{"write an explain record", redisDo("HSET", "rf:1:{p0}:x:2026-12-02T10", "#d", 1)},
 			{"write from a script", redisDo("EVAL", "return redis.call('HSET', KEYS[1], 'seq', 999)", 1, ckpt)},
 			{"apply a batch (apply.lua)", func(ctx context.Context, c *redis.Client) error {
 				_, err := ledger.NewStore(c, ledger.Config{Keys: ledger.Keys{Prefix: "rf:1:"}, Lateness: time.Minute, Grace: time.Hour}).Apply(ctx, 0, []ledger.Record{{Seq: 9, Kind: ledger.Submission, EventID: "x", Time: 1764669600000}}, 0, 0)
 				return err
 			}},
 			{"read claims", redisDo("HGET", claims, e1)},
+			{"flush", redisDo("FLUSHALL")},
+		},
+		"dashboard": {
+			{"write a checkpoint", redisDo("HSET", ckpt, "seq", 999)},
+			{"delete state", redisDo("DEL", ckpt)},
+			{"write from a script", redisDo("EVAL", "return redis.call('HSET', KEYS[1], 'seq', 999)", 1, ckpt)},
+			{"apply a batch (apply.lua)", func(ctx context.Context, c *redis.Client) error {
+				_, err := ledger.NewStore(c, ledger.Config{Keys: ledger.Keys{Prefix: "rf:1:"}, Lateness: time.Minute, Grace: time.Hour}).Apply(ctx, 0, []ledger.Record{{Seq: 9, Kind: ledger.Submission, EventID: "x", Time: 1764669600000}}, 0, 0)
+				return err
+			}},
+			{"read claims", redisDo("HGET", claims, e1)},
+			{"list keys", redisDo("KEYS", "*")},
 			{"flush", redisDo("FLUSHALL")},
 		},
 		"probe": {

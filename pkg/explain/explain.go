@@ -40,7 +40,11 @@ type Explanation struct {
 	// Conflicts are the window's event ids of which a copy with other
 	// content was rejected conflicting_duplicate.
 	Conflicts []string `json:"conflicts"`
-	Digest    string   `json:"digest"`
+	// ConflictsUnknown: the window's ledger is retired in a partition
+	// (final, past the replay horizon), so Conflicts can no longer be
+	// checked there and lists only the other partitions'.
+	ConflictsUnknown bool   `json:"conflicts_unknown,omitempty"`
+	Digest           string `json:"digest"`
 	// Parity is the referee's verdict on the window, when a parity report
 	// was read and it judged the window (final windows only).
 	Parity *Parity `json:"parity,omitempty"`

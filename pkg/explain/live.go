@@ -34,8 +34,8 @@ type Deployment struct {
 }
 
 // Explain explains window id. It errors with ErrUnknownWindow when the
-// bucket has no snapshot of it, or when its state in Redis is retired
-// (final and past the replay horizon: the ids are gone), and with
+// bucket has no snapshot of it (never counted, or pruned), or when its
+// state in Redis is retired without an explain record kept, and with
 // ErrInconsistent when the snapshot and Redis still disagree after every
 // attempt. It only reads; safe for concurrent use.
 func (d Deployment) Explain(ctx context.Context, id string) (*Explanation, error) {
@@ -92,15 +92,19 @@ func (d Deployment) read(ctx context.Context, kv jetstream.KeyValue, id string) 
 		if err != nil {
 			return nil, false, err
 		}
-		if !r.Held {
+		if !r.Held && !r.Kept {
 			if r.Retired >= end {
-				return nil, false, unknown(id, fmt.Sprintf("its state was retired in partition %d (final and past the replay horizon); the ids that explain it are kept only until then", sp.Partition))
+				return nil, false, unknown(id, fmt.Sprintf("its state was retired in partition %d and its explain record is gone (pruned, or retired by a version that kept none)", sp.Partition))
 			}
 			return e, false, nil
 		}
-		parts = append(parts, sp.Partition)
-		version += r.Partial.Version
-		e.OnTime += r.Partial.Count - r.Partial.Corrections
+		if r.Held {
+			parts = append(parts, sp.Partition)
+		} else {
+			e.ConflictsUnknown = true // the partition's ledger is retired
+		}
+		version += r.Version
+		e.OnTime += r.OnTime
 		e.Duplicates += r.Duplicates
 		for _, c := range r.Corrections {
 			e.Corrections = append(e.Corrections, Correction{EventID: c.EventID, Version: c.Version, Partition: sp.Partition})

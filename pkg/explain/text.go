@@ -35,7 +35,11 @@ func WriteText(w io.Writer, e *Explanation) error {
 	if e.IngestDuplicates > 0 {
 		p(" (and %d retries dropped at ingest by the broker's duplicate window)", e.IngestDuplicates)
 	}
-	p("\nconflicting copies rejected (conflicting_duplicate): %d\n", len(e.Conflicts))
+	p("\nconflicting copies rejected (conflicting_duplicate): %d", len(e.Conflicts))
+	if e.ConflictsUnknown {
+		p(" (of the partitions whose ledger is not yet retired; the others can no longer be checked)")
+	}
+	p("\n")
 	for _, id := range e.Conflicts {
 		p("  %s\n", id)
 	}

@@ -142,5 +142,32 @@ func Switch(ctx context.Context, js jetstream.JetStream, gen string, force bool)
 	if err != nil {
 		return Pointer{}, fmt.Errorf("generation: switch to %s (another switch raced?): %w", gen, err)
 	}
+	if err := markBuckets(ctx, js, next); err != nil {
+		return next, fmt.Errorf("generation: switched to %s, but %w", gen, err)
+	}
 	return next, nil
+}
+
+// markBuckets writes wire.ActiveKey in the buckets of the generations p
+// switched from and to (wire.GenerationMeta), so that a bucket whose
+// publisher is stopped does not go on saying it is active. A bucket that
+// no longer exists is skipped.
+func markBuckets(ctx context.Context, js jetstream.JetStream, p Pointer) error {
+	for _, g := range []string{p.Previous, p.Generation} {
+		if g == "" {
+			continue
+		}
+		kv, err := js.KeyValue(ctx, wire.For(g).Bucket())
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("bucket of generation %s: %w", g, err)
+		}
+		b, _ := json.Marshal(wire.MetaOf(g, p.Generation))
+		if _, err := kv.Put(ctx, wire.ActiveKey, b); err != nil {
+			return fmt.Errorf("write %s in bucket %s: %w", wire.ActiveKey, wire.For(g).Bucket(), err)
+		}
+	}
+	return nil
 }

@@ -18,9 +18,14 @@ var (
 	explainScript = redis.NewScript(explainSrc)
 )
 
-// duplicatesField is the explain record's field holding the duplicates
-// count; an event id never starts with '#' (docs/spec.md §2).
-const duplicatesField = "#d"
+// Fields of the explain record that are not event ids (an event id never
+// starts with '#', docs/spec.md §2): the duplicates count, and what
+// retire.lua keeps of the partial (counted on time, version).
+const (
+	duplicatesField = "#d"
+	onTimeField     = "#o"
+	versionField    = "#v"
+)
 
 // WindowRecord is what partition p holds about one window: its partial,
 // each correction with the partial's version after it, and the copies its
@@ -32,10 +37,16 @@ type WindowRecord struct {
 	Retired int64
 	// Partial is the window's partial; Held is false when the partition
 	// holds none.
-	Partial     wire.Partial
-	Held        bool
-	Corrections []CorrectionRecord
-	Duplicates  int64
+	Partial wire.Partial
+	Held    bool
+	// Kept is true when the partial is retired and the explain record
+	// kept what explain reads of it (until the window is pruned).
+	Kept bool
+	// OnTime (counted before the window's watermark passed its end) and
+	// Version are the partial's, from the partial or from the kept record.
+	OnTime, Version int64
+	Corrections     []CorrectionRecord
+	Duplicates      int64
 }
 
 // CorrectionRecord is one submission counted as a correction.
@@ -44,8 +55,9 @@ type CorrectionRecord struct {
 	Version int64
 }
 
-// ReadWindow reads partition p's record of window id in one atomic step.
-// It only reads and is safe for concurrent use.
+// ReadWindow reads partition p's record of window id in one atomic step:
+// from its partial and explain record, or from the record alone once the
+// partial is retired (Kept). It only reads; safe for concurrent use.
 func (s *Store) ReadWindow(ctx context.Context, p int, id string) (*WindowRecord, error) {
 	keys := []string{s.keys.Checkpoint(p), s.keys.Partial(p, id), s.keys.Explain(p, id)}
 	raw, err := explainScript.Run(ctx, s.rdb, keys).Slice()
@@ -66,11 +78,19 @@ func (s *Store) ReadWindow(ctx context.Context, p int, id string) (*WindowRecord
 		if err != nil {
 			return nil, fmt.Errorf("ledger: explain record of %s in partition %d: field %q: %w", id, p, k, err)
 		}
-		if k == duplicatesField {
+		switch k {
+		case duplicatesField:
 			r.Duplicates = n
-			continue
+		case onTimeField:
+			r.OnTime = n
+		case versionField:
+			r.Version, r.Kept = n, true
+		default:
+			r.Corrections = append(r.Corrections, CorrectionRecord{EventID: k, Version: n})
 		}
-		r.Corrections = append(r.Corrections, CorrectionRecord{EventID: k, Version: n})
+	}
+	if r.Held {
+		r.OnTime, r.Version, r.Kept = r.Partial.Count-r.Partial.Corrections, r.Partial.Version, false
 	}
 	sort.Slice(r.Corrections, func(i, j int) bool { return r.Corrections[i].Version < r.Corrections[j].Version })
 	return r, nil
@@ -98,4 +118,18 @@ func (s *Store) Holds(ctx context.Context, p int, id string, eventIDs []string) 
 		}
 	}
 	return held, nil
+}
+
+// Forget deletes the explain records of window id in partitions ps: the
+// publisher calls it when it prunes the window (the record has then
+// nothing left to explain). Safe to call twice.
+func (s *Store) Forget(ctx context.Context, ps []int, id string) error {
+	pipe := s.rdb.Pipeline()
+	for _, p := range ps {
+		pipe.Del(ctx, s.keys.Explain(p, id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("ledger: forget the explain records of %s: %w", id, err)
+	}
+	return nil
 }

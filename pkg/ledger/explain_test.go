@@ -14,12 +14,13 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
-// TestExplainRecordIsWrittenWithTheCountAndRetiredWithIt: apply keeps each
-// correction's id with the partial version it produced and counts the
+// TestExplainRecordIsWrittenWithTheCountAndKeptPastRetirement: apply keeps
+// each correction's id with the partial version it produced and counts the
 // duplicates dropped, in the same step; applying the batch again changes
 // neither; Holds finds the window's ids; retiring the window deletes the
-// record with the partial.
-func TestExplainRecordIsWrittenWithTheCountAndRetiredWithIt(t *testing.T) {
+// partial and the ledger but keeps the record, with what explain reads of
+// the partial (on time, version), until Forget (the publisher's prune).
+func TestExplainRecordIsWrittenWithTheCountAndKeptPastRetirement(t *testing.T) {
 	backends(t, func(t *testing.T, rdb *redis.Client) {
 		ctx := context.Background()
 		s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: time.Hour})
@@ -37,7 +38,7 @@ func TestExplainRecordIsWrittenWithTheCountAndRetiredWithIt(t *testing.T) {
 		if _, err := s.Apply(ctx, 2, batch, 0, 0); err != nil {
 			t.Fatal(err)
 		}
-		want := &WindowRecord{Partition: 2, Held: true, Duplicates: 3,
+		want := &WindowRecord{Partition: 2, Held: true, Duplicates: 3, OnTime: 1, Version: 4,
 			Corrections: []CorrectionRecord{{EventID: "b", Version: 2}, {EventID: "e", Version: 3}}}
 		check := func(when string) {
 			t.Helper()
@@ -69,17 +70,42 @@ func TestExplainRecordIsWrittenWithTheCountAndRetiredWithIt(t *testing.T) {
 			t.Fatalf("holds %v, %v", held, err)
 		}
 
-		if _, err := s.Retire(ctx, 2, h10+60*minute, []string{"2026-12-02T10"}); err != nil {
-			t.Fatal(err)
+		kept := func(when string) {
+			t.Helper()
+			for k := range dump(t, rdb) {
+				if strings.Contains(k, "2026-12-02T10") && k != s.keys.Explain(2, "2026-12-02T10") {
+					t.Fatalf("%s: retired window left %s", when, k)
+				}
+			}
+			got, err := s.ReadWindow(ctx, 2, "2026-12-02T10")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := &WindowRecord{Partition: 2, Retired: h10 + 60*minute, Partial: wire0(2), Kept: true, OnTime: 1, Version: 4,
+				Duplicates: 3, Corrections: []CorrectionRecord{{EventID: "b", Version: 2}, {EventID: "e", Version: 3}}}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: record %+v, want %+v", when, got, want)
+			}
+		}
+		for _, when := range []string{"retired", "retired again"} {
+			if _, err := s.Retire(ctx, 2, h10+60*minute, []string{"2026-12-02T10"}); err != nil {
+				t.Fatal(err)
+			}
+			kept(when)
+		}
+		for range 2 {
+			if err := s.Forget(ctx, []int{0, 1, 2}, "2026-12-02T10"); err != nil {
+				t.Fatal(err)
+			}
 		}
 		for k := range dump(t, rdb) {
 			if strings.Contains(k, "2026-12-02T10") {
-				t.Fatalf("retired window left %s", k)
+				t.Fatalf("forgotten window left %s", k)
 			}
 		}
 		got, err := s.ReadWindow(ctx, 2, "2026-12-02T10")
-		if err != nil || got.Held || len(got.Corrections) != 0 || got.Retired != h10+60*minute {
-			t.Fatalf("after retirement: %+v, %v", got, err)
+		if err != nil || got.Held || got.Kept || len(got.Corrections) != 0 || got.Retired != h10+60*minute {
+			t.Fatalf("after Forget: %+v, %v", got, err)
 		}
 	})
 }
@@ -88,7 +114,9 @@ func wire0(p int) wire.Partial { return wire.Partial{Partition: p} }
 
 // TestExplainRecordCost measures, on a real redis-server, what the explain
 // record adds to one window in one partition (MEMORY USAGE of its key):
-// nothing without corrections or duplicates, a small hash otherwise. The
+// nothing without corrections or duplicates, a small hash otherwise; and
+// what is kept of the window once its state is retired, until it is
+// pruned: the record with the partial's on-time count and version. The
 // figures are in docs/performance.md; the bounds keep them honest.
 func TestExplainRecordCost(t *testing.T) {
 	ctx := context.Background()
@@ -99,9 +127,9 @@ func TestExplainRecordCost(t *testing.T) {
 	s := NewStore(rdb, Config{Keys: keys, Lateness: 5 * time.Minute, Grace: time.Hour})
 	for p, tc := range []struct {
 		corrections, dups int
-		maxBytes          int64
+		maxBytes, maxKept int64
 	}{
-		{0, 0, 0}, {0, 5, 120}, {1, 0, 140}, {10, 5, 600}, {100, 5, 4500}, {1000, 5, 90000},
+		{0, 0, 0, 120}, {0, 5, 120, 120}, {1, 0, 140, 160}, {10, 5, 600, 600}, {100, 5, 4500, 4500}, {1000, 5, 90000, 90000},
 	} {
 		seq := uint64(1)
 		recs := []Record{
@@ -124,9 +152,20 @@ func TestExplainRecordCost(t *testing.T) {
 			t.Fatal(err)
 		}
 		enc, _ := rdb.ObjectEncoding(ctx, keys.Explain(p, "2026-12-02T10")).Result()
-		t.Logf("explain record: %4d corrections, %d duplicates: %6d bytes (%s)", tc.corrections, tc.dups, used, enc)
 		if used > tc.maxBytes {
 			t.Fatalf("%d corrections, %d duplicates cost %d bytes, want at most %d", tc.corrections, tc.dups, used, tc.maxBytes)
+		}
+		if _, err := s.Retire(ctx, p, h10+60*minute, []string{"2026-12-02T10"}); err != nil {
+			t.Fatal(err)
+		}
+		kept, err := rdb.MemoryUsage(ctx, keys.Explain(p, "2026-12-02T10")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("explain record: %4d corrections, %d duplicates: %6d bytes (%s); kept after retirement: %6d bytes",
+			tc.corrections, tc.dups, used, enc, kept)
+		if kept > tc.maxKept {
+			t.Fatalf("%d corrections, %d duplicates: %d bytes kept after retirement, want at most %d", tc.corrections, tc.dups, kept, tc.maxKept)
 		}
 	}
 }

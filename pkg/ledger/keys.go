@@ -81,9 +81,11 @@ func (k Keys) Ledger(p int, id string) string { return k.tag(p) + "l:" + id }
 // Explain is the hash of partition p's explain record of window id
 // (receiptctl explain): field <event id> -> the partial's version after
 // it, for each submission counted as a correction, and field "#d" -> the
-// copies the ledger dropped as duplicates. Written by apply.lua with the
-// count, deleted by retire.lua with the partial; it exists only where the
-// window has a correction or a duplicate.
+// copies the ledger dropped as duplicates, written by apply.lua with the
+// count. retire.lua adds "#o" (counted on time) and "#v" (the partial's
+// version) when it deletes the partial, and the publisher deletes the
+// record when it prunes the window (Store.Forget). Before retirement it
+// exists only where the window has a correction or a duplicate.
 func (k Keys) Explain(p int, id string) string { return k.tag(p) + "x:" + id }
 
 // LedgerShard is ledger hash n (0 ≤ n < LedgerShards) of window id in

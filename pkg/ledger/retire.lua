@@ -4,6 +4,12 @@
 -- partition's retired mark (events of windows ending at or before it are
 -- dropped by apply.lua without touching any state).
 --
+-- What receiptctl explain reads of a partial moves into the window's
+-- explain record, which stays until the publisher prunes the window
+-- (--window-retention): '#o' the events counted on time (n - corr) and
+-- '#v' the partial's version, beside the corrections and '#d' already
+-- there. Retiring again finds no partial and leaves the record as it is.
+--
 -- KEYS[1] checkpoint, KEYS[2] index, then per window j = 1..n its partial
 -- and its explain record followed by its S ledger shards (2 + S keys a
 -- window).
@@ -33,7 +39,11 @@ for j = 1, n do
     removed = removed + redis.call('HLEN', KEYS[b + 2 + k])
     redis.call('DEL', KEYS[b + 2 + k])
   end
-  redis.call('DEL', KEYS[b + 1], KEYS[b + 2])
+  local v = redis.call('HMGET', KEYS[b + 1], 'n', 'corr', 'ver')
+  if v[3] then
+    redis.call('HSET', KEYS[b + 2], '#o', (tonumber(v[1]) or 0) - (tonumber(v[2]) or 0), '#v', v[3])
+  end
+  redis.call('DEL', KEYS[b + 1])
   redis.call('ZREM', KEYS[2], ARGV[4 + j])
 end
 if mark > retired then retired = mark end

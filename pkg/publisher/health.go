@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime"
 	"sort"
@@ -244,8 +245,11 @@ func (s *Service) writeHealth(ctx context.Context, h *wire.Health) error {
 		{"meta.late", map[string]any{"total": h.LateTotal, "per_minute": h.LateLastMinute}, nil},
 		{"meta.corrections", map[string]any{"total": h.Corrections, "per_minute": h.CorrectionsLastMinute, "backlog": h.CorrectionBacklog}, nil},
 		{"meta.source", map[string]any{"last_seen": h.SourceLastSeen, "stale": h.Stale, "stale_after": h.StaleAfter}, nil},
-		{"meta.generation", map[string]any{"generation": h.Generation}, nil},
+		{wire.ActiveKey, wire.MetaOf(h.Generation, s.activeGeneration(ctx)), nil},
 	} {
+		if kv.key == wire.ActiveKey && s.active == "" {
+			continue // the pointer was never read: say nothing rather than guess
+		}
 		b, err := json.Marshal(kv.v)
 		if err != nil {
 			return err
@@ -266,4 +270,29 @@ func (s *Service) writeHealth(ctx context.Context, h *wire.Health) error {
 		s.meta[kv.key] = metaWritten{body: cmp, at: h.UpdatedAt}
 	}
 	return nil
+}
+
+// activeGeneration reads the active-generation pointer (wire.ControlBucket,
+// key wire.ActiveKey; absent: wire.DefaultGeneration). When it cannot be
+// read it returns the last generation read, "" if none. Called from the
+// tick only.
+func (s *Service) activeGeneration(ctx context.Context) string {
+	if s.ctrl == nil {
+		kv, err := s.js.KeyValue(ctx, wire.ControlBucket)
+		if err != nil {
+			return s.active
+		}
+		s.ctrl = kv
+	}
+	e, err := s.ctrl.Get(ctx, wire.ActiveKey)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		s.active = wire.DefaultGeneration
+	case err == nil:
+		var p wire.Pointer
+		if json.Unmarshal(e.Value(), &p) == nil && p.Generation != "" {
+			s.active = p.Generation
+		}
+	}
+	return s.active
 }

@@ -305,6 +305,12 @@ func (s *Service) history(ctx context.Context) error {
 			left[d] = true
 			continue
 		}
+		// The window's explain records go first: a crash between the two
+		// leaves a window that the next pass prunes, never a record that
+		// no pass would find again.
+		if err := s.store.Forget(ctx, s.parts, w.WindowID); err != nil {
+			return err
+		}
 		err := s.kv.Purge(ctx, wire.WindowKey(w.WindowID), jetstream.LastRevision(revs[w.WindowID]))
 		if revisionConflict(err) {
 			left[d] = true // rewritten meanwhile: judged again next pass

@@ -34,6 +34,7 @@ type historyRig struct {
 	store *ledger.Store
 	svc   *Service
 	reg   *prometheus.Registry // svc's metrics
+	rdb   *redis.Client
 	seq   []uint64
 }
 
@@ -60,7 +61,7 @@ func newHistoryRig(t *testing.T, retention time.Duration) *historyRig {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	store := ledger.NewStore(rdb, ledger.Config{Keys: ledger.Keys{Prefix: names.RedisPrefix()}, Grace: rigGrace, Horizon: rigHorizon})
-	r := &historyRig{t: t, ctx: ctx, js: js, kv: kv, store: store, seq: make([]uint64, 2)}
+	r := &historyRig{t: t, ctx: ctx, js: js, kv: kv, store: store, rdb: rdb, seq: make([]uint64, 2)}
 	r.svc = r.publisher(retention)
 	r.reg = prometheus.NewRegistry()
 	r.svc.m = newMetrics(r.reg)

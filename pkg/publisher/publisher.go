@@ -122,6 +122,10 @@ type Service struct {
 	meta map[string]metaWritten
 	// days is what the bucket holds under each day key, by day id.
 	days map[string]storedDay
+	// ctrl is the control bucket and active the generation its pointer
+	// last named ("" until read), for meta.generation (tick only).
+	ctrl   jetstream.KeyValue
+	active string
 }
 
 type metaWritten struct {

@@ -97,6 +97,24 @@ type PartitionHeat struct {
 	Recent    int64 `json:"recent"`
 }
 
+// GenerationMeta is the value of key ActiveKey in a generation's own
+// bucket (Names.Bucket), so that a reader of either bucket reads the same
+// thing under that key: Generation is the active generation, as the
+// pointer in ControlBucket names it; BucketGeneration is the generation
+// the bucket belongs to, and Active whether that one is active. The
+// publisher keeps it current; receiptctl switch writes it in the buckets
+// of the generations it switches from and to.
+type GenerationMeta struct {
+	Generation       string `json:"generation"`
+	BucketGeneration string `json:"bucket_generation"`
+	Active           bool   `json:"active"`
+}
+
+// MetaOf is bucket generation gen's GenerationMeta when active is active.
+func MetaOf(gen, active string) GenerationMeta {
+	return GenerationMeta{Generation: active, BucketGeneration: gen, Active: gen == active}
+}
+
 // Pointer is the value of the active-generation pointer (ControlBucket,
 // key ActiveKey) that readers follow (docs/spec.md §5). Setting up the
 // default generation's topology writes it once (generation

@@ -42,7 +42,8 @@
       el('code', {}, l.event_id), ' ' + l.reason + ', watermark ' + l.watermark.replace('T', ' '))),
     'none');
     $('explain-duplicates').textContent = e.duplicates;
-    $('explain-conflicts-n').textContent = e.conflicts.length;
+    $('explain-conflicts-n').textContent = e.conflicts.length +
+      (e.conflicts_unknown ? ' (no longer checked where the window\'s ledger is retired)' : '');
     list('explain-conflicts', e.conflicts.map((id) => el('li', { 'data-event-id': id }, el('code', {}, id))), 'none');
     $('explain-digest').textContent = e.digest;
     const p = e.parity;
