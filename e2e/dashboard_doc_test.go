@@ -59,7 +59,9 @@ func TestReadingTheDashboardCoversThePage(t *testing.T) {
 	labels = append(labels, "STALE", "watermark ahead of clock", "corrected +", "in grace", "0✓",
 		"(unknown store)", "(newest with data)", "(picked)", "other store",
 		"HISTORY", "live updates paused", "24 hours to", "windows held",
-		"starting: waiting for the first report", "window partials in Redis", "one per window and partition")
+		"starting: waiting for the first report", "window partials in Redis", "one per window and partition",
+		// The Rejected row (issue 26, papercut 9).
+		"records rejected in all, kept in REJECTED", "not counted yet", "left REJECTED before they were counted", "`none`")
 	// The health panel's Alerts row (issue 14, alert rules).
 	add("alert states", regexp.MustCompile(`el\('span', \{ class: '(?:muted|alerts-[a-z]+)' \}, '([^':]+)`), js, 4)
 	labels = append(labels, "since", "checked", "last fetched", "never fetched")

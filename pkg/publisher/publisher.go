@@ -122,6 +122,8 @@ type Service struct {
 	meta map[string]metaWritten
 	// days is what the bucket holds under each day key, by day id.
 	days map[string]storedDay
+	// rejected is the tally of REJECTED by reason (rejected.go).
+	rejected rejectedTally
 }
 
 type metaWritten struct {
