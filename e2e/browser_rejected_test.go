@@ -46,4 +46,5 @@ func checkRejected(t *testing.T, rig *browserRig, b *browser) {
 		`","partition_key":"store-1","producer_version":"e2e/browser"}`)
 	b.waitFor(10*time.Second, "rejected records by reason in the health panel", rejectedShown("3", "2", "1"),
 		`document.getElementById('h-rejected')?.outerHTML + '\n/api/health: ' + `+browserFetch("/api/health"))
+	b.elementShot("rejected", "section.health-card")
 }

@@ -72,6 +72,11 @@ func TestReadingTheDashboardCoversThePage(t *testing.T) {
 	add("zone browser", regexp.MustCompile(`' \((this browser)\)'`), zone, 1)
 	add("zone refused", regexp.MustCompile(`' (refused, showing UTC): '`), zone, 1)
 	labels = append(labels, "?tz=", "/api/zone", "(-04:00)")
+	// Local days (docs/spec.md §5.2): the card's columns and days.js's words.
+	add("local days columns", regexp.MustCompile(`<th class="d-[a-z]+[^"]*">([^<]+)</th>`), html, 6)
+	days := read("pkg/dashboard/web/days.js")
+	add("local days words", regexp.MustCompile(`' ?(clocks (?:forward|back)|days of|refused|Older days)`), days, 5)
+	labels = append(labels, "/api/days", "from 00:00", "23 clocks forward", "25 clocks back")
 	add("buttons", regexp.MustCompile(`<button id="\w+" type="button"[^>]*>([^<]+)</button>`), html, 3)
 	// The explanation drawer (issue 26): its headings, its sum and its
 	// words for a missing verdict (explain.js).

@@ -91,6 +91,11 @@
     return n + ' ' + (n === 1 ? one : (many || one + 's'));
   }
 
+  // announce tells the page's other modules (days.js) of a live view.
+  function announce(v) {
+    document.dispatchEvent(new CustomEvent('receiptflow:view', { detail: v }));
+  }
+
   // --- connection state ------------------------------------------------
   function setPill(id, state, text) {
     const p = $(id);
@@ -106,6 +111,7 @@
       try { v = JSON.parse(ev.data); } catch (e) { return; }
       lastView = v;
       lastViewAt = Date.now();
+      announce(v);
       setPill('conn', 'live', 'live');
       if (!paged) render(v, false);
     });
@@ -599,6 +605,7 @@
       if (v && !lastView) {
         lastView = v;
         lastViewAt = Date.now();
+        announce(v);
         render(v, false);
       }
     })
