@@ -14,7 +14,8 @@ import (
 // in-process pipeline and asserts on the rendered DOM: the page loads; a
 // new event shows up without a reload within 2s; a correction is shown; a
 // window reaching final changes its look (and a too-late event shows in
-// late dropped); stopping the source shows the stale banner (and resuming
+// late dropped); rejected records are counted by reason in the health
+// panel; stopping the source shows the stale banner (and resuming
 // clears it); the page keeps updating after the nats-server restarts.
 // The steps share one pipeline and one browser tab and run in order.
 func TestBrowserDashboard(t *testing.T) {
@@ -150,6 +151,10 @@ func TestBrowserDashboard(t *testing.T) {
 		b.screenshot("dashboard")
 	})
 
+	step("rejected records are counted by reason in the health panel", func(t *testing.T) {
+		checkRejected(t, rig, b)
+	})
+
 	step("stopping the source shows the stale banner", func(t *testing.T) {
 		// Nothing is sent from here on: after stale-after the banner shows.
 		b.waitFor(staleAfter+5*time.Second, "stale banner", `!document.getElementById('stale-banner').hidden && getComputedStyle(document.getElementById('stale-banner')).display !== 'none'`,
@@ -185,6 +190,9 @@ func TestBrowserDashboard(t *testing.T) {
 		b.waitFor(5*time.Second, "a re-watch shown", fmt.Sprintf(`+document.getElementById('h-watch').dataset.reloads > %d`, reloads),
 			`document.getElementById('h-watch').outerHTML`)
 		b.waitFor(5*time.Second, "NATS connected", `document.getElementById('nats').dataset.state === 'connected'`, `document.getElementById('nats').outerHTML`)
+		// The rejected tally is kept in the bucket: neither reset nor
+		// counted again by the restart.
+		b.waitFor(5*time.Second, "the rejected tally after the restart", rejectedShown("3", "2", "1"), `document.getElementById('h-rejected').outerHTML`)
 		if !browserMust[bool](b, `window.__sameDocument === true`) {
 			t.Fatal("the page was reloaded")
 		}

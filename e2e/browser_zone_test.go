@@ -25,7 +25,8 @@ import (
 // the keyboard, relabels the table and the chart and keeps the choice in
 // the URL, which a reload restores; Europe/Berlin from the URL agrees
 // with Go too; Asia/Kolkata is refused on the page, naming it, and the
-// labels stay UTC.
+// labels stay UTC. In each zone the Local days card shows the zone's
+// local days as a reference computed here (New York's Nov 1: 25 hours).
 func TestBrowserTimeZone(t *testing.T) {
 	path := browserChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -52,11 +53,14 @@ func TestBrowserTimeZone(t *testing.T) {
 	first, last := time.Date(2026, 10, 31, 20, 0, 0, 0, time.UTC), time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 	wm := last.Add(3 * time.Hour)
 	var starts []time.Time
+	var windows []wire.Window
 	for at := first; !at.After(last); at = at.Add(time.Hour) {
 		id := window.ID(window.Ms(at))
-		put(wire.WindowKey(id), wire.Window{WindowID: id, Start: at, End: at.Add(time.Hour), Count: int64(10 + at.Hour()),
-			Version: 2, FirstOutputVersion: 1, Status: window.StatusFinal, Watermark: wm, UpdatedAt: at})
+		w := wire.Window{WindowID: id, Start: at, End: at.Add(time.Hour), Count: int64(10 + at.Hour()),
+			Version: 2, FirstOutputVersion: 1, Status: window.StatusFinal, Watermark: wm, UpdatedAt: at}
+		put(wire.WindowKey(id), w)
 		starts = append(starts, at)
+		windows = append(windows, w)
 	}
 	now := time.Now().UTC()
 	put(wire.HealthKey, wire.Health{UpdatedAt: now, SourceLastSeen: now, StaleAfter: "10m0s", Grace: "1h0m0s",
@@ -101,7 +105,15 @@ func TestBrowserTimeZone(t *testing.T) {
 	if got := browserMust[string](b, `document.querySelector('#chart g.bar[data-window-id="2026-11-01T06"] title').textContent`); got[:len("2026-11-01T06 (2026-11-01 01:00 EST (-05:00))")] != "2026-11-01T06 (2026-11-01 01:00 EST (-05:00))" {
 		t.Errorf("chart bar title %q", got)
 	}
+	// The local days of the zone (docs/spec.md §5.2): Nov 1 is 25 hours
+	// long in New York, and not final (its hours after the data are not);
+	// Oct 31 is final (its hours before the data are confirmed zeros).
+	b.waitFor(10*time.Second, "New York local days", browserDaysAgree(b, "America/New_York", windows), browserDaysDescribe)
+	if got := browserMust[string](b, `[...document.querySelectorAll('#days-body tr')].map((tr) => tr.dataset.day + ' ' + tr.dataset.hours + ' ' + tr.dataset.status + ' ' + tr.querySelector('.d-hours').textContent).join('|')`); got != "2026-11-01 25 open 25 clocks back|2026-10-31 24 final 24" {
+		t.Errorf("New York days %q", got)
+	}
 	b.screenshot("zone")
+	b.elementShot("days", "section.days-card")
 
 	// The selector is labelled and reached with the keyboard: Tab from the
 	// element before it, then the arrow key picks the next zone.
@@ -122,6 +134,7 @@ func TestBrowserTimeZone(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.waitFor(10*time.Second, "the next zone by keyboard, labels and URL", agree(next)+` && `+tzParam+` === '`+next+`'`, describe)
+	b.waitFor(10*time.Second, "the next zone's local days", browserDaysAgree(b, next, windows), browserDaysDescribe)
 	if got := browserMust[string](b, `[...document.querySelectorAll('#chart > text')].pop().textContent`); got != "2026-10-31 → 2026-11-01 ("+next+" hours)" {
 		t.Errorf("chart dates %q", got)
 	}
@@ -132,6 +145,7 @@ func TestBrowserTimeZone(t *testing.T) {
 
 	b.navigate(base + "/?tz=Europe/Berlin")
 	b.waitFor(15*time.Second, "Berlin labels as Go's", agree("Europe/Berlin"), describe)
+	b.waitFor(10*time.Second, "Berlin local days", browserDaysAgree(b, "Europe/Berlin", windows), browserDaysDescribe)
 
 	if errs := b.messages("exception", "error"); len(errs) > 0 {
 		t.Errorf("console errors: %v", errs)
@@ -142,6 +156,7 @@ func TestBrowserTimeZone(t *testing.T) {
 	b.navigate(base + "/?tz=Asia/Kolkata")
 	b.waitFor(15*time.Second, "Kolkata refused", `!document.getElementById('tz-refused').hidden && document.getElementById('tz-refused').textContent.includes('Asia/Kolkata') && `+
 		rows+`.length > 0 && `+rows+`.every((tr) => tr.querySelector('td.c-window').dataset.local.endsWith(':00 UTC'))`, describe)
+	b.waitFor(10*time.Second, "UTC local days while Kolkata is refused", browserDaysAgree(b, "UTC", windows), browserDaysDescribe)
 	if errs := b.messages("exception", "error"); len(errs) != 1 || !strings.Contains(errs[0], "status of 400") {
 		t.Errorf("console errors: %v", errs)
 	}

@@ -59,7 +59,9 @@ func TestReadingTheDashboardCoversThePage(t *testing.T) {
 	labels = append(labels, "STALE", "watermark ahead of clock", "corrected +", "in grace", "0✓",
 		"(unknown store)", "(newest with data)", "(picked)", "other store",
 		"HISTORY", "live updates paused", "24 hours to", "windows held",
-		"starting: waiting for the first report", "window partials in Redis", "one per window and partition")
+		"starting: waiting for the first report", "window partials in Redis", "one per window and partition",
+		// The Rejected row (issue 26, papercut 9).
+		"records rejected in all, kept in REJECTED", "not counted yet", "left REJECTED before they were counted", "`none`")
 	// The health panel's Alerts row (issue 14, alert rules).
 	add("alert states", regexp.MustCompile(`el\('span', \{ class: '(?:muted|alerts-[a-z]+)' \}, '([^':]+)`), js, 4)
 	labels = append(labels, "since", "checked", "last fetched", "never fetched")
@@ -70,6 +72,11 @@ func TestReadingTheDashboardCoversThePage(t *testing.T) {
 	add("zone browser", regexp.MustCompile(`' \((this browser)\)'`), zone, 1)
 	add("zone refused", regexp.MustCompile(`' (refused, showing UTC): '`), zone, 1)
 	labels = append(labels, "?tz=", "/api/zone", "(-04:00)")
+	// Local days (docs/spec.md §5.2): the card's columns and days.js's words.
+	add("local days columns", regexp.MustCompile(`<th class="d-[a-z]+[^"]*">([^<]+)</th>`), html, 6)
+	days := read("pkg/dashboard/web/days.js")
+	add("local days words", regexp.MustCompile(`' ?(clocks (?:forward|back)|days of|refused|Older days)`), days, 5)
+	labels = append(labels, "/api/days", "from 00:00", "23 clocks forward", "25 clocks back")
 	add("buttons", regexp.MustCompile(`<button id="\w+" type="button"[^>]*>([^<]+)</button>`), html, 3)
 	// The explanation drawer (issue 26): its headings, its sum and its
 	// words for a missing verdict (explain.js).

@@ -147,6 +147,27 @@ func TestSecurityPipelineRunsWithDeployedPermissions(t *testing.T) {
 		return nil
 	})
 
+	// The health panel's rejected-by-reason tally, counted by the
+	// publisher's user, holds every REJECTED message (issue 26).
+	rej, err := admin.JS.Stream(ctx, wire.Rejected)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ri, err := rej.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secCheckFor(t, 10*time.Second, func() error {
+		var h dashboard.HealthView
+		if err := secGetJSON("http://"+ln.Addr().String()+"/api/health", &h); err != nil {
+			return err
+		}
+		if h.Health == nil || h.Health.Rejected == nil || h.Health.Rejected.Total != ri.State.Msgs || ri.State.Msgs == 0 {
+			return fmt.Errorf("health's rejected tally %+v, REJECTED holds %d", h.Health, ri.State.Msgs)
+		}
+		return nil
+	})
+
 	// The dashboard explains a window as receiptctl explain does (as admin).
 	adminRedisStore := rs.client("admin", secPassword(t, "redis", "admin"))
 	defer adminRedisStore.Close()

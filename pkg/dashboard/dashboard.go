@@ -3,7 +3,8 @@
 // it to people and programs on one HTTP port: an embedded web page with a
 // chart and a table of the hourly windows, a Server-Sent Events stream
 // that pushes every change to the page, GET /api/windows, GET /api/health,
-// /healthz, /readyz and /metrics. Given a Prometheus (Config.PrometheusURL)
+// GET /api/days (local days in a reader's zone), /healthz, /readyz and
+// /metrics. Given a Prometheus (Config.PrometheusURL)
 // it polls that server's alerts and shows the pipeline's firing and
 // pending ones on the health panel, or says why it cannot.
 //
@@ -246,6 +247,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /api/health", s.serveHealth)
 	mux.HandleFunc("GET /api/events", s.serveEvents)
 	mux.HandleFunc("GET /api/zone", s.serveZone)
+	mux.HandleFunc("GET /api/days", s.serveDays)
 	mux.HandleFunc("GET /api/explain", s.serveExplainInfo)
 	mux.HandleFunc("GET /api/explain/{id}", s.serveExplain)
 	return mux

@@ -15,9 +15,14 @@ import (
 type contents struct {
 	windows map[string]wire.Window
 	health  *wire.Health
+	// days are the day rollups by day id, for the local days of hours
+	// whose snapshots were pruned (days.go).
+	days map[string]wire.Day
 }
 
-func newContents() *contents { return &contents{windows: map[string]wire.Window{}} }
+func newContents() *contents {
+	return &contents{windows: map[string]wire.Window{}, days: map[string]wire.Day{}}
+}
 
 // apply records one KV entry. It reports whether the entry mattered and,
 // for a window, the snapshot stored.
@@ -44,6 +49,19 @@ func (c *contents) apply(e jetstream.KeyValueEntry) (changed bool, w *wire.Windo
 		}
 		c.windows[id] = s
 		return true, &s, nil
+	case strings.HasPrefix(key, wire.DayKeyPrefix):
+		// Kept for /api/days only: nothing the pushed view shows changed.
+		id := strings.TrimPrefix(key, wire.DayKeyPrefix)
+		if deleted {
+			delete(c.days, id)
+			return false, nil, nil
+		}
+		var d wire.Day
+		if err := json.Unmarshal(e.Value(), &d); err != nil {
+			return false, nil, err
+		}
+		c.days[id] = d
+		return false, nil, nil
 	case key == wire.HealthKey:
 		if deleted {
 			c.health = nil

@@ -124,6 +124,14 @@ func (s *Service) tick(ctx context.Context) error {
 	s.mu.Unlock()
 	h.Corrections = cur.corrections
 	recentFigures(h, cur, recentOf(s).add(cur))
+	// A failed count leaves the last tally in the report; the next tick
+	// goes on from the stored one.
+	if r, err := s.countRejected(ctx); err == nil {
+		h.Rejected = r
+	} else {
+		s.cfg.Logger.Warn("publisher: counting REJECTED failed", "err", err)
+		h.Rejected = s.lastRejected()
+	}
 	return s.writeHealth(ctx, h)
 }
 

@@ -126,6 +126,8 @@ type Service struct {
 	// last named ("" until read), for meta.generation (tick only).
 	ctrl   jetstream.KeyValue
 	active string
+	// rejected is the tally of REJECTED by reason (rejected.go).
+	rejected rejectedTally
 }
 
 type metaWritten struct {

@@ -89,6 +89,26 @@ type Health struct {
 	// windows close early. AheadPartitions are the partitions ahead.
 	WatermarkAheadMs int64 `json:"watermark_ahead_ms,omitempty"`
 	AheadPartitions  []int `json:"watermark_ahead_partitions,omitempty"`
+	// Rejected is the tally of REJECTED by reason (RejectedKey); nil
+	// before the publisher first counted it.
+	Rejected *Rejections `json:"rejected,omitempty"`
+}
+
+// RejectedKey is the KV key of the publisher's Rejections tally. It is
+// written by revision (compare-and-set), so that several publishers, or
+// one restarted, never count a REJECTED message twice.
+const RejectedKey = "meta.rejected"
+
+// Rejections tallies the messages of a generation's REJECTED stream by
+// reason (the Rf-Reason header), counted once each, in stream order, up
+// to stream sequence Through. Total is the sum of ByReason; Expired counts
+// messages that left the stream (its retention) before they were counted,
+// whose reason is unknown.
+type Rejections struct {
+	ByReason map[string]uint64 `json:"by_reason"`
+	Total    uint64            `json:"total"`
+	Through  uint64            `json:"through_seq"`
+	Expired  uint64            `json:"expired_uncounted,omitempty"`
 }
 
 // PartitionHeat is one partition's recent traffic.

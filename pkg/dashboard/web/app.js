@@ -91,6 +91,11 @@
     return n + ' ' + (n === 1 ? one : (many || one + 's'));
   }
 
+  // announce tells the page's other modules (days.js) of a live view.
+  function announce(v) {
+    document.dispatchEvent(new CustomEvent('receiptflow:view', { detail: v }));
+  }
+
   // --- connection state ------------------------------------------------
   function setPill(id, state, text) {
     const p = $(id);
@@ -106,6 +111,7 @@
       try { v = JSON.parse(ev.data); } catch (e) { return; }
       lastView = v;
       lastViewAt = Date.now();
+      announce(v);
       setPill('conn', 'live', 'live');
       if (!paged) render(v, false);
     });
@@ -492,6 +498,23 @@
     dd.replaceChildren(...items, checked);
   }
 
+  // renderRejected fills the Rejected row from the publisher's tally of
+  // REJECTED by reason (meta.rejected), most frequent reason first.
+  function renderRejected(r) {
+    const dd = $('h-rejected');
+    dd.dataset.total = r ? r.total : '';
+    if (!r) {
+      dd.replaceChildren(el('span', { class: 'muted' }, 'not counted yet'));
+      return;
+    }
+    const reasons = Object.entries(r.by_reason || {}).filter(([, n]) => n > 0)
+      .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+    const gone = r.expired_uncounted ? '; ' + r.expired_uncounted + ' more left REJECTED before they were counted' : '';
+    dd.replaceChildren(...(reasons.length ? reasons.map(([reason, n]) => el('span', { class: 'badge rejected', 'data-reason': reason, 'data-count': n }, reason + ' ' + n), ' ')
+      : ['none ']),
+    el('span', { class: 'detail' }, plural(r.total, 'record') + ' rejected in all, kept in REJECTED' + gone));
+  }
+
   function renderHealth(v) {
     const h = v.health;
     const set = (id, ...content) => $(id).replaceChildren(...content.map((c) => (c instanceof Node ? c : String(c))));
@@ -500,7 +523,7 @@
       (v.watch.last_reason ? ' (last: ' + v.watch.last_reason + ' ' + ago(v.watch.last_reload, v.now) + ')' : ''));
     $('h-watch').dataset.reloads = v.watch.reloads;
     if (!h) {
-      for (const id of ['h-global-wm', 'h-source', 'h-report', 'h-late', 'h-corrections', 'h-correction-backlog', 'h-state', 'h-hottest']) set(id, '–');
+      for (const id of ['h-global-wm', 'h-source', 'h-report', 'h-late', 'h-rejected', 'h-corrections', 'h-correction-backlog', 'h-state', 'h-hottest']) set(id, '–');
       // A fresh deployment: no report yet, and not stale until stale_after.
       if (v.starting) set('h-report', el('span', { class: 'starting' }, 'starting: waiting for the first report'));
       $('partitions').tBodies[0].replaceChildren();
@@ -520,6 +543,7 @@
     set('h-source', fmtTime(h.source_last_seen), ' ', el('span', { class: 'detail' }, ago(h.source_last_seen, v.now) + ' · stale after ' + h.stale_after));
     set('h-report', fmtTime(h.updated_at), ' ', el('span', { class: 'detail' }, ago(h.updated_at, v.now)));
     set('h-late', (h.late_per_minute || 0) + ' / min', ' ', el('span', { class: 'detail' }, h.late_total + ' routed to LATE in all'));
+    renderRejected(h.rejected);
     set('h-corrections', (h.corrections_per_minute || 0) + ' / min', ' ', el('span', { class: 'detail' }, h.corrections + ' counted as corrections in all'));
     set('h-correction-backlog', h.correction_backlog || 0, ' ', el('span', { class: 'detail' }, ((h.correction_backlog || 0) === 1 ? 'late event' : 'late events') + ' awaiting offline recomputation'));
     // h.windows counts window states per partition (a window with events
@@ -581,6 +605,7 @@
       if (v && !lastView) {
         lastView = v;
         lastViewAt = Date.now();
+        announce(v);
         render(v, false);
       }
     })

@@ -118,6 +118,9 @@ window.receiptflowZone = (function () {
   return {
     // name is the zone chosen, or UTC while a chosen one is refused.
     name: () => (refused ? 'UTC' : name),
+    // ready: the zone chosen is known to be usable, or refused (then
+    // name() is UTC); onChange listeners hear when it becomes so.
+    ready: () => name === 'UTC' || refused !== '' || periods.length > 0,
     label: label,
     // hour and date are the local hour ("03") and date of iso's hour.
     hour: (iso) => label(iso).slice(11, 13),
