@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // DefaultTTL is --lease-ttl's default.
@@ -382,7 +384,7 @@ func (g *Group) release(ctx context.Context, ps []int) error {
 		if h == nil {
 			continue
 		}
-		err := g.kv.Purge(ctx, LeaseKey(g.cfg.Kind, p), jetstream.LastRevision(h.rev), jetstream.PurgeTTL(g.ttl))
+		err := g.kv.Purge(ctx, LeaseKey(g.cfg.Kind, p), jetstream.LastRevision(h.rev), jetstream.PurgeTTL(wire.LeaseMarkerTTL))
 		if err != nil && !conflict(err) {
 			errs = append(errs, fmt.Errorf("lease: release partition %d: %w", p, err))
 			continue
@@ -402,7 +404,7 @@ func (g *Group) Leave(ctx context.Context) error {
 	g.mu.Lock()
 	g.left = true
 	g.mu.Unlock()
-	if perr := g.kv.Purge(ctx, MemberKey(g.cfg.Kind, g.cfg.ID), jetstream.PurgeTTL(g.ttl)); perr != nil {
+	if perr := g.kv.Purge(ctx, MemberKey(g.cfg.Kind, g.cfg.ID), jetstream.PurgeTTL(wire.LeaseMarkerTTL)); perr != nil {
 		err = errors.Join(err, fmt.Errorf("lease: leave: %w", perr))
 	}
 	return err

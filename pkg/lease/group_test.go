@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -330,4 +331,42 @@ func TestChurn(t *testing.T) {
 	testenv.CheckFor(t, wait, 20*time.Millisecond, func() error { return settled(live...) })
 	b.checkHistory(0)
 	checkEpochs(t, all...)
+}
+
+// TestReleaseMarkerOutlivesTheTTL: a release's marker stays in the bucket
+// longer than a lease period, so a watcher that lags by more than the TTL
+// (another member, the dashboard, a history reader) still sees the
+// partition freed instead of holding on to the holder it last saw.
+func TestReleaseMarkerOutlivesTheTTL(t *testing.T) {
+	b := newBed(t)
+	a := b.join("a")
+	testenv.CheckFor(t, wait, 50*time.Millisecond, func() error { return settled(a) })
+	a.stop()
+	if err := a.g.Leave(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(testTTL + testTTL/2) // a watcher stalled past the TTL
+	kv, err := b.js.KeyValue(context.Background(), b.bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range testP {
+		e, err := kv.Get(context.Background(), LeaseKey("windower", p))
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			t.Fatalf("lease %d after the release: %v, %v", p, e, err)
+		}
+		// The marker itself is still in the stream: the last message of
+		// the key's subject.
+		s, err := b.js.Stream(context.Background(), "KV_"+b.bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := s.GetLastMsgForSubject(context.Background(), "$KV."+b.bucket+"."+LeaseKey("windower", p))
+		if err != nil {
+			t.Fatalf("lease %d: the release's marker is gone after %s: %v", p, testTTL+testTTL/2, err)
+		}
+		if op := m.Header.Get("KV-Operation"); op != "PURGE" {
+			t.Fatalf("lease %d: last message %q, want the release's PURGE marker", p, op)
+		}
+	}
 }

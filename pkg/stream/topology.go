@@ -40,10 +40,6 @@ const DefaultDupWindow = 2 * time.Minute
 // DefaultMaxAge is Config.MaxAge's default (the --retention default): 7 days.
 const DefaultMaxAge = 7 * 24 * time.Hour
 
-// LeaseMarkerTTL is how long the lease bucket keeps the marker a key's
-// expiry leaves (LimitMarkerTTL).
-const LeaseMarkerTTL = time.Minute
-
 func (c Config) withDefaults() Config {
 	if c.DupWindow <= 0 {
 		c.DupWindow = DefaultDupWindow
@@ -96,7 +92,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, n wire.Names, c Config)
 		History:        1,
 		Storage:        jetstream.FileStorage,
 		Replicas:       c.Replicas,
-		LimitMarkerTTL: LeaseMarkerTTL,
+		LimitMarkerTTL: wire.LeaseMarkerTTL,
 	}); err != nil {
 		return fmt.Errorf("stream: ensure bucket %s: %w", n.LeaseBucket(), err)
 	}

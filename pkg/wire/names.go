@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Stream names of docs/spec.md §1. RAW is shared by every generation; the
@@ -106,6 +107,12 @@ func (n Names) prefix(base string) string {
 func (n Names) Bucket() string { return "receipts-" + n.Generation }
 
 const leaseBucketPrefix = "receipts-leases-"
+
+// LeaseMarkerTTL is how long the lease bucket keeps the marker that ends
+// a holding, by expiry (the bucket's LimitMarkerTTL) or by release (the
+// purge's TTL): long after any lease period, so a watcher that lagged by
+// more than a TTL still sees the partition freed.
+const LeaseMarkerTTL = time.Minute
 
 // LeaseBucket is the KV bucket of this generation's validator and windower
 // groups: members and partition leases (pkg/lease).
