@@ -283,7 +283,7 @@ func TestSecurityCLIIngestAsIngestUser(t *testing.T) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	if strings.Join(names, " ") != "CHANGES KV_receipts KV_receipts-1 LATE RAW REJECTED VALID" || got[wire.Raw] != 68 {
+	if strings.Join(names, " ") != "CHANGES KV_receipts KV_receipts-1 KV_receipts-leases-1 LATE RAW REJECTED VALID" || got[wire.Raw] != 68 {
 		t.Fatalf("after the refusals the streams are %v (RAW %d messages), want the set-up job's with RAW at 68", names, got[wire.Raw])
 	}
 }
