@@ -60,7 +60,7 @@ build:
 # (without the service-discovery plugins, as .ci/run does: half the build).
 $(TOOLBIN)/promtool:
 	@mkdir -p $(TOOLBIN)
-	GOBIN=$(TOOLBIN) GOWORK=off $(GO) install -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
+	GOBIN=$(TOOLBIN) GOWORK=off $(GO) install -tags remove_all_sd,enable_dns_sd github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
 
 ## vet: go vet over every module
 vet:
