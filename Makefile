@@ -125,7 +125,10 @@ unit:
 ## processes, real redis-server; in-process nats-server with 100k events, and
 ## the broker chaos tests with a real nats-server process SIGKILLed during
 ## delivery and ingest, 24k events; the 3-node cluster's node kills, stalls
-## and network partitions, the last with nftables as root).
+## and network partitions, the last with nftables as root; validators and
+## windowers in group mode joining, leaving on SIGTERM, SIGKILLed and
+## stalled past their lease during ingest, single-server and cluster, each
+## printing a line "elastic <shape>: … max unowned wait X s …").
 ## RECEIPTFLOW_FAULTS_SEED=N replays a broker test's kill schedule (each
 ## logs its seed).
 faults:
@@ -140,11 +143,13 @@ faults:
 ## (docs/recovery.md records runs). CHAOS_RUN=TestChaosCluster runs one.
 ## TestChaosRedisFailover fails a Sentinel-watched Redis over CHAOS_FAILOVERS
 ## times (replication cut first, so each failover loses acknowledged writes);
-## its line is "chaos redis failover: ...".
+## its line is "chaos redis failover: ...". TestChaosElastic changes the
+## membership of group-mode validators and windowers at random (joins,
+## SIGTERM leaves, SIGKILLs, stalls); its line is "chaos elastic: ...".
 CHAOS_KILLS   ?= 100
 CHAOS_TIMEOUT ?= 60m
 CHAOS_FAILOVERS ?= 10
-CHAOS_RUN     ?= TestChaos|TestChaosCluster|TestChaosRedisFailover
+CHAOS_RUN     ?= TestChaos|TestChaosCluster|TestChaosRedisFailover|TestChaosElastic
 chaos:
 	RECEIPTFLOW_CHAOS_KILLS=$(CHAOS_KILLS) RECEIPTFLOW_CHAOS_FAILOVERS=$(CHAOS_FAILOVERS) $(GO) test -tags chaos -count=1 -timeout $(CHAOS_TIMEOUT) -v -run '^($(CHAOS_RUN))$$' $(TESTFLAGS) ./e2e/faults
 

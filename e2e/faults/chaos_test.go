@@ -104,6 +104,17 @@ func TestChaosRedisFailover(t *testing.T) {
 	chaosSoak(t, "chaos redis failover", "failovers", envInt(t, "RECEIPTFLOW_CHAOS_FAILOVERS", 10), chaosRedisRound)
 }
 
+// TestChaosElastic is the soak with membership changes as the nemesis
+// (docs/spec.md §9): validators and windowers in group mode (leases of
+// elasticTTL), and every 0.5–2 s a random kind gets a join, a SIGTERM
+// leave, a SIGKILL without restart or a SIGSTOP stall of 0.5 s to three
+// lease periods (past its lease or not), keeping one to three members of
+// each kind. Each round also measures the unowned waits (elastic_test.go)
+// and requires them within lease-ttl plus the hand-over bound.
+func TestChaosElastic(t *testing.T) {
+	chaosSoak(t, "chaos elastic", "changes", envInt(t, "RECEIPTFLOW_CHAOS_KILLS", 100), chaosElasticRound)
+}
+
 // chaosSoak runs rounds until at least target faults were made and prints
 // the summary line, headed label.
 func chaosSoak(t *testing.T, label, noun string, target int, round func(*testing.T, *rand.Rand, *chaosFigures)) {
@@ -317,4 +328,54 @@ func chaosRedisRound(t *testing.T, r *rand.Rand, fig *chaosFigures) {
 	}
 	ip.wait()
 	fig.add(t, d.outcome(ctx, admin, all), faults, lossSet.opts.Events)
+}
+
+// chaosElasticRound runs the broker input once through a fresh
+// single-server deployment whose validators and windowers join, leave, die
+// and stall at random, and adds its figures to fig.
+func chaosElasticRound(t *testing.T, r *rand.Rand, fig *chaosFigures) {
+	d := deployWith(t, setup{broker: true, aof: true, later: true})
+	ctx, cancel := context.WithTimeout(context.Background(), chaosRoundTimeout)
+	defer cancel()
+	admin := d.admin(ctx)
+	e := newElastic(t, ctx, d, admin)
+	ip := d.startChunkedIngest(ctx, brokerSet.fixture(t), chaosChunks, chaosChunkGap)
+	changes := map[string]int{}
+	for ctx.Err() == nil {
+		time.Sleep(time.Duration(500+r.IntN(1500)) * time.Millisecond) // the schedule's interval
+		if ip.finished() {
+			if n, known := pending(ctx, admin); known && n == 0 {
+				break
+			}
+		}
+		kind := elasticKinds[r.IntN(len(elasticKinds))]
+		live := e.live(kind)
+		what := []string{"join", "leave", "kill", "stall"}[r.IntN(4)]
+		if what == "join" && len(live) >= 3 || what != "join" && len(live) < 2 {
+			continue
+		}
+		m := live[r.IntN(len(live))]
+		switch what {
+		case "join":
+			e.join(kind)
+		case "leave", "kill":
+			m.live = false
+			e.steps = append(e.steps, step{what: what, kind: kind, member: m.id, at: time.Now()})
+			map[string]func(*member){"leave": e.leave, "kill": e.kill}[what](m)
+		case "stall":
+			m.signal(syscall.SIGSTOP)
+			e.steps = append(e.steps, step{what: what, kind: kind, member: m.id, at: time.Now()})
+			time.Sleep(time.Duration(500+r.IntN(int(3*elasticTTL/time.Millisecond))) * time.Millisecond) // the stall is the fault
+			e.resume(map[string]*member{kind: m})
+		}
+		changes[kind+" "+what]++
+	}
+	ip.wait()
+	e.settle()
+	fig.add(t, d.outcome(ctx, admin, brokerSet), changes, brokerEvents)
+	w := e.measure()
+	t.Logf("round %d: %s", fig.rounds, w)
+	if w.max > elasticTTL+handOverBound {
+		t.Errorf("a partition waited %s for an owner (%s), beyond lease-ttl %s + hand-over bound %s", w.max, w.maxAt, elasticTTL, handOverBound)
+	}
 }

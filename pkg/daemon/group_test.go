@@ -8,11 +8,15 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/receiptflow/receiptflow/pkg/internal/telemetry"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
 )
@@ -160,7 +164,8 @@ func TestGroupMembersShareAndHandOver(t *testing.T) {
 
 // TestFencedRunRebuilds: a service whose Run fails with ledger.ErrFenced
 // lost a partition; the daemon reads the leases again and builds it anew
-// instead of exiting.
+// instead of exiting. The fenced count survives the rebuild (a counter of
+// the process, not of one build), while a gauge of the build is dropped.
 func TestFencedRunRebuilds(t *testing.T) {
 	_, natsURL := testenv.NATS(t)
 	r := testenv.RedisServer(t)
@@ -176,8 +181,17 @@ func TestFencedRunRebuilds(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			builds++
+			// As the services register: telemetry.Register keeps a
+			// collector registered before.
+			fenced := telemetry.Register(d.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "receiptflow_validator_fenced_writes_total", Help: "test"}))
 			if builds == 1 {
-				return runFunc(func(context.Context) error { return fmt.Errorf("apply: %w", ledger.ErrFenced) }), nil
+				telemetry.Register(d.Registerer, prometheus.NewGauge(prometheus.GaugeOpts{
+					Name: "receiptflow_validator_first_build", Help: "test"})).Set(1)
+				return runFunc(func(context.Context) error {
+					fenced.Inc()
+					return fmt.Errorf("apply: %w", ledger.ErrFenced)
+				}), nil
 			}
 			return runFunc(func(ctx context.Context) error { <-ctx.Done(); return nil }), nil
 		})
@@ -195,6 +209,17 @@ func TestFencedRunRebuilds(t *testing.T) {
 		}
 		return nil
 	})
+	m := httpAddr.FindStringSubmatch(log.String())
+	if m == nil {
+		t.Fatalf("no http address logged:\n%s", log.String())
+	}
+	v, err := metricValue("http://"+m[1]+"/metrics", "receiptflow_validator_fenced_writes_total")
+	if err != nil || v != 1 {
+		t.Errorf("fenced_writes_total %v (%v) after the rebuild, want the fenced run's 1", v, err)
+	}
+	if _, err := metricValue("http://"+m[1]+"/metrics", "receiptflow_validator_first_build"); err == nil {
+		t.Errorf("the first build's gauge is still exported after the rebuild")
+	}
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d:\n%s", code, log.String())
@@ -202,4 +227,23 @@ func TestFencedRunRebuilds(t *testing.T) {
 	if !strings.Contains(log.String(), "a later owner holds a partition") {
 		t.Errorf("the fenced run is not logged:\n%s", log.String())
 	}
+}
+
+// metricValue reads a sample without labels from a /metrics page.
+func metricValue(url, name string) (float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		}
+	}
+	return 0, fmt.Errorf("%s not in %s", name, url)
 }

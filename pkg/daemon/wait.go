@@ -111,8 +111,10 @@ func (r *refusals) or(err error) error {
 }
 
 // ownedRegisterer registers on an underlying registerer and remembers
-// what it registered, so that reset can unregister all of it before the
-// service is built again. Safe for concurrent use.
+// what it registered, so that reset can unregister the gauges (the
+// state of one build) before the service is built again; counters and
+// histograms stay for the process's life, and the next build counts on
+// in them (telemetry.Register). Safe for concurrent use.
 type ownedRegisterer struct {
 	prometheus.Registerer
 	mu  sync.Mutex
@@ -143,12 +145,18 @@ func (o *ownedRegisterer) Unregister(c prometheus.Collector) bool {
 	return o.Registerer.Unregister(c)
 }
 
-// reset unregisters everything registered through o.
+// reset unregisters the gauges registered through o. A counter must not
+// go back to zero within a process: in group mode the service is built
+// again at every change of its partitions, right after the fenced run
+// that fenced_writes_total counts.
 func (o *ownedRegisterer) reset() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, c := range o.own {
-		o.Registerer.Unregister(c)
+		switch c.(type) {
+		case prometheus.Gauge, *prometheus.GaugeVec:
+			o.Registerer.Unregister(c)
+		}
 	}
 	o.own = nil
 }

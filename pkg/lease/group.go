@@ -318,6 +318,14 @@ func (g *Group) renewLeases(ctx context.Context) {
 		rev := h.rev
 		v := mustJSON(leaseValue{Holder: g.cfg.ID, Epoch: h.epoch, Acquired: h.acquired})
 		next, err := g.write(ctx, LeaseKey(g.cfg.Kind, p), v, &rev)
+		if err != nil && conflict(err) {
+			// A renewal stored without its ack reaching us moved the
+			// key on: still ours, renew from its revision.
+			if cur, ok := g.stillOurs(ctx, p, h.epoch); ok {
+				rev = cur
+				next, err = g.write(ctx, LeaseKey(g.cfg.Kind, p), v, &rev)
+			}
+		}
 		g.mu.Lock()
 		switch {
 		case err == nil:
@@ -365,6 +373,26 @@ func (g *Group) acquire(ctx context.Context, p int) {
 	g.cfg.Logger.Info("lease: acquired partition", "partition", p, "epoch", rev)
 }
 
+// stillOurs reads partition p's lease and returns its revision when it is
+// still this member's lease of epoch (a write of ours whose ack was lost
+// moved it on; any other owner's lease has another epoch).
+func (g *Group) stillOurs(ctx context.Context, p int, epoch uint64) (uint64, bool) {
+	ctx, cancel := context.WithTimeout(ctx, g.period)
+	defer cancel()
+	e, err := g.kv.Get(ctx, LeaseKey(g.cfg.Kind, p))
+	if err != nil {
+		return 0, false
+	}
+	var v leaseValue
+	if json.Unmarshal(e.Value(), &v) != nil || v.Holder != g.cfg.ID {
+		return 0, false
+	}
+	if v.Epoch == 0 {
+		v.Epoch = e.Revision() // the acquiring write itself
+	}
+	return e.Revision(), v.Epoch == epoch
+}
+
 // Release gives up the leases of partitions ps this member holds (others
 // are ignored): the caller has stopped processing them. Others can take
 // them at once. Safe to call concurrently with Run.
@@ -385,6 +413,13 @@ func (g *Group) release(ctx context.Context, ps []int) error {
 			continue
 		}
 		err := g.kv.Purge(ctx, LeaseKey(g.cfg.Kind, p), jetstream.LastRevision(h.rev), jetstream.PurgeTTL(wire.LeaseMarkerTTL))
+		if err != nil && conflict(err) {
+			// A renewal stored without its ack: release from its
+			// revision (another holder's key is not ours to purge).
+			if cur, ok := g.stillOurs(ctx, p, h.epoch); ok {
+				err = g.kv.Purge(ctx, LeaseKey(g.cfg.Kind, p), jetstream.LastRevision(cur), jetstream.PurgeTTL(wire.LeaseMarkerTTL))
+			}
+		}
 		if err != nil && !conflict(err) {
 			errs = append(errs, fmt.Errorf("lease: release partition %d: %w", p, err))
 			continue

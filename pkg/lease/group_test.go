@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/stream"
@@ -369,4 +370,96 @@ func TestReleaseMarkerOutlivesTheTTL(t *testing.T) {
 			t.Fatalf("lease %d: last message %q, want the release's PURGE marker", p, op)
 		}
 	}
+}
+
+// TestLostAckIsNotALostLease: a renewal the server stored but whose ack
+// never came (a timeout, a cancelled context, a cut connection) leaves the
+// member with an older revision than the key's. Its lease is still its own:
+// Leave must release it at once, not leave it to expire a TTL later while
+// the others wait.
+func TestLostAckIsNotALostLease(t *testing.T) {
+	b := newBed(t)
+	a := b.join("a")
+	testenv.CheckFor(t, wait, 20*time.Millisecond, func() error { return settled(a) })
+	a.stop()
+	ctx := context.Background()
+	kv, err := b.js.KeyValue(ctx, b.bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The renewal of partition 3 whose ack was lost: stored by the
+	// server, unknown to the member.
+	if _, err := b.renewBehind(kv, LeaseKey("windower", 3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.g.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for p := range testP {
+		if e, err := kv.Get(ctx, LeaseKey("windower", p)); err == nil {
+			t.Errorf("partition %d still leased after Leave: %s", p, e.Value())
+		}
+	}
+}
+
+// TestLostAckRenewalKeepsTheLease: after a renewal whose ack was lost, the
+// member renews on from the key's revision, keeping its epoch, instead of
+// counting the lease as lost and waiting a TTL for it to expire.
+func TestLostAckRenewalKeepsTheLease(t *testing.T) {
+	b := newBed(t)
+	a := b.join("a")
+	testenv.CheckFor(t, wait, 20*time.Millisecond, func() error { return settled(a) })
+	epoch := a.g.Owned()[3]
+	ctx := context.Background()
+	kv, err := b.js.KeyValue(ctx, b.bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := LeaseKey("windower", 3)
+	var injected uint64
+	testenv.CheckFor(t, wait, 10*time.Millisecond, func() error {
+		var err error
+		injected, err = b.renewBehind(kv, key)
+		return err // a renewal of the member may come in between
+	})
+	testenv.CheckFor(t, wait, 10*time.Millisecond, func() error {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, w := range b.writes {
+			if w.key == key && w.seq > injected && w.holder == "a" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no write of %s by the member since revision %d", key, injected)
+	})
+	if got := a.g.Owned()[3]; got != epoch {
+		t.Errorf("partition 3: epoch %d after the lost ack, want %d kept", got, epoch)
+	}
+	if ended := b.checkHistory(injected); len(ended) != 0 {
+		t.Errorf("holdings ended by %v after the lost ack, want none", ended)
+	}
+}
+
+// renewBehind writes key again as its holder renews it (holder, epoch,
+// the TTL, expecting its revision), behind the holder's back: a renewal whose
+// ack was lost. It returns the new revision.
+func (b *bed) renewBehind(kv jetstream.KeyValue, key string) (uint64, error) {
+	ctx := context.Background()
+	e, err := kv.Get(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	var v leaseValue
+	if err := json.Unmarshal(e.Value(), &v); err != nil {
+		return 0, err
+	}
+	if v.Epoch == 0 {
+		v.Epoch = e.Revision() // the acquiring write: renewals name its revision
+	}
+	ack, err := b.js.PublishMsg(ctx, &nats.Msg{Subject: subject(b.bucket, key), Data: mustJSON(v)},
+		jetstream.WithMsgTTL(ttlOf(testTTL)), jetstream.WithExpectLastSequencePerSubject(e.Revision()))
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
 }
