@@ -34,11 +34,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/receiptflow/receiptflow/pkg/connect"
+	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/daemon"
 	"github.com/receiptflow/receiptflow/pkg/dashboard"
 	"github.com/receiptflow/receiptflow/pkg/explain"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
+	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
@@ -167,6 +169,23 @@ func TestSecurityPipelineRunsWithDeployedPermissions(t *testing.T) {
 		}
 		return nil
 	})
+
+	// Each conflicting copy's row names the window of the copy counted
+	// for its id: the validator read that copy from RAW under its rights.
+	conflicts := 0
+	if err := stream.ReadAll(ctx, admin.JS, wire.Rejected, func(m jetstream.Msg) error {
+		h := m.Headers()
+		if contract.Reason(h.Get(wire.HdrReason)) != contract.ReasonConflictingDuplicate {
+			return nil
+		}
+		conflicts++
+		if h.Get(wire.HdrWindow) == "" {
+			return fmt.Errorf("the conflicting_duplicate row of RAW %s names no window", h.Get(wire.HdrRawSeq))
+		}
+		return nil
+	}); err != nil || conflicts == 0 {
+		t.Fatalf("%d conflicting_duplicate rows: %v", conflicts, err)
+	}
 
 	// The dashboard explains a window as receiptctl explain does (as admin).
 	adminRedisStore := rs.client("admin", secPassword(t, "redis", "admin"))

@@ -29,5 +29,7 @@
 //     lists them with layer jetstream; FromRun reports them apart);
 //   - Conflicts are the event ids of the window's events (counted, or
 //     routed to LATE, in it) of which another copy with other content was
-//     rejected conflicting_duplicate.
+//     rejected conflicting_duplicate. A deployment finds them by the
+//     REJECTED row's wire.HdrWindow (the counted copy's window), so they
+//     outlive the window's ledger; rows without it fall back to the ledger.
 package explain

@@ -40,9 +40,9 @@ type Explanation struct {
 	// Conflicts are the window's event ids of which a copy with other
 	// content was rejected conflicting_duplicate.
 	Conflicts []string `json:"conflicts"`
-	// ConflictsUnknown: the window's ledger is retired in a partition
-	// (final, past the replay horizon), so Conflicts can no longer be
-	// checked there and lists only the other partitions'.
+	// ConflictsUnknown: REJECTED holds conflicting rows that name no
+	// window (from before wire.HdrWindow), and the window's ledger, the
+	// only other check, is retired in a partition: Conflicts may miss some.
 	ConflictsUnknown bool   `json:"conflicts_unknown,omitempty"`
 	Digest           string `json:"digest"`
 	// Parity is the referee's verdict on the window, when a parity report

@@ -87,6 +87,7 @@ func (d Deployment) read(ctx context.Context, kv jetstream.KeyValue, id string) 
 	end := snap.End.UnixMilli()
 	version := snap.Status.Ordinal()
 	var parts []int
+	retired := false
 	for _, sp := range snap.Partitions {
 		r, err := d.Store.ReadWindow(ctx, sp.Partition, id)
 		if err != nil {
@@ -101,7 +102,7 @@ func (d Deployment) read(ctx context.Context, kv jetstream.KeyValue, id string) 
 		if r.Held {
 			parts = append(parts, sp.Partition)
 		} else {
-			e.ConflictsUnknown = true // the partition's ledger is retired
+			retired = true // the partition's ledger is gone
 		}
 		version += r.Version
 		e.OnTime += r.OnTime
@@ -117,7 +118,7 @@ func (d Deployment) read(ctx context.Context, kv jetstream.KeyValue, id string) 
 	if e.Late, err = d.late(ctx, id); err != nil {
 		return nil, false, err
 	}
-	if e.Conflicts, err = d.conflicts(ctx, id, parts); err != nil {
+	if e.Conflicts, e.ConflictsUnknown, err = d.conflicts(ctx, id, parts, retired); err != nil {
 		return nil, false, err
 	}
 	e.Parity = ParityOf(d.Parity, id)
@@ -140,42 +141,57 @@ func (d Deployment) late(ctx context.Context, id string) ([]Late, error) {
 	return out, err
 }
 
-// conflicts reads the REJECTED stream's conflicting_duplicate event ids
-// and keeps those the window's ledger holds in one of parts.
-func (d Deployment) conflicts(ctx context.Context, id string, parts []int) ([]string, error) {
+// conflicts reads the REJECTED stream's conflicting_duplicate rows of
+// window id: those whose wire.HdrWindow names it, for live and retired
+// windows alike. A row without the header (written before it existed, or
+// whose counted copy had left RAW) is checked against the window's ledger
+// in parts, its partitions not yet retired; unknown is true when such a
+// row is not found there and retired says some partition's ledger is gone.
+func (d Deployment) conflicts(ctx context.Context, id string, parts []int, retired bool) (out []string, unknown bool, err error) {
 	seen := map[string]bool{}
-	var ids []string
-	err := stream.ReadAll(ctx, d.JS, d.Names.Stream(wire.Rejected), func(m jetstream.Msg) error {
+	var unnamed []string
+	err = stream.ReadAll(ctx, d.JS, d.Names.Stream(wire.Rejected), func(m jetstream.Msg) error {
 		h := m.Headers()
 		if contract.Reason(h.Get(wire.HdrReason)) != contract.ReasonConflictingDuplicate {
 			return nil
 		}
-		if evt := h.Get(wire.HdrEventID); evt != "" && !seen[evt] {
+		evt := h.Get(wire.HdrEventID)
+		if evt == "" || seen[evt] {
+			return nil
+		}
+		switch w := h.Get(wire.HdrWindow); w {
+		case id:
 			seen[evt] = true
-			ids = append(ids, evt)
+			out = append(out, evt)
+		case "":
+			unnamed = append(unnamed, evt)
 		}
 		return nil
 	})
-	if err != nil || len(ids) == 0 {
-		return nil, err
+	if err != nil || len(unnamed) == 0 {
+		return out, false, err
 	}
 	mine := map[string]bool{}
 	for _, p := range parts {
-		held, err := d.Store.Holds(ctx, p, id, ids)
+		held, err := d.Store.Holds(ctx, p, id, unnamed)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		for evt := range held {
 			mine[evt] = true
 		}
 	}
-	var out []string
-	for _, evt := range ids {
-		if mine[evt] {
+	for _, evt := range unnamed {
+		switch {
+		case seen[evt]:
+		case mine[evt]:
+			seen[evt] = true
 			out = append(out, evt)
+		default:
+			unknown = retired // it may be in a retired partition's ledger
 		}
 	}
-	return out, nil
+	return out, unknown, nil
 }
 
 // ForDeployment returns a function that explains window id of generation

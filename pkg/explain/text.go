@@ -37,7 +37,7 @@ func WriteText(w io.Writer, e *Explanation) error {
 	}
 	p("\nconflicting copies rejected (conflicting_duplicate): %d", len(e.Conflicts))
 	if e.ConflictsUnknown {
-		p(" (of the partitions whose ledger is not yet retired; the others can no longer be checked)")
+		p(" (and maybe more: rejected rows that name no window, from before rows named one, can no longer be checked where the window's ledger is retired)")
 	}
 	p("\n")
 	for _, id := range e.Conflicts {

@@ -470,20 +470,8 @@ func (s *Store) ClaimConflicts(ctx context.Context, claims []Claim) ([]bool, Cla
 	}
 	held := make(map[string]string, len(send))
 	for k, i := range send {
-		var best string
-		var bestSeq uint64
-		found := false
-		for _, cmd := range cmds[k] {
-			v, err := cmd.Result()
-			if err != nil {
-				continue
-			}
-			if sq := claimSeq(v); !found || sq < bestSeq {
-				best, bestSeq, found = v, sq, true
-			}
-		}
-		if found {
-			held[claims[i].EventID] = best
+		if v, ok := holder(cmds[k]); ok {
+			held[claims[i].EventID] = v
 		}
 	}
 	for i, c := range claims {
@@ -500,6 +488,57 @@ func (s *Store) ClaimConflicts(ctx context.Context, claims []Claim) ([]bool, Cla
 
 // claimSeq is the RAW sequence of a stored claim (0: unknown), as
 // claims.lua reads it.
+// holder is the claim with the lowest RAW sequence among the answers of
+// one id's HGETs over the kept days; ok is false when none holds it.
+func holder(cmds []*redis.StringCmd) (v string, ok bool) {
+	var best uint64
+	for _, cmd := range cmds {
+		got, err := cmd.Result()
+		if err != nil {
+			continue
+		}
+		if sq := claimSeq(got); !ok || sq < best {
+			v, best, ok = got, sq, true
+		}
+	}
+	return v, ok
+}
+
+// ClaimHolders returns, for each claim, the RAW sequence of the copy that
+// holds its id now (the lowest over every kept day): 0 when none does, or
+// when the holding claim was written before claims carried a sequence.
+// It only reads (HGETs, like ClaimConflicts); the validator uses it to
+// find the counted copy of a conflicting one. Safe for concurrent use.
+func (s *Store) ClaimHolders(ctx context.Context, claims []Claim) ([]uint64, error) {
+	out := make([]uint64, len(claims))
+	if len(claims) == 0 {
+		return out, nil
+	}
+	n := s.ClaimDays()
+	if n == 0 {
+		n = 1
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([][]*redis.StringCmd, len(claims))
+	for i, c := range claims {
+		hid := IDKey(c.EventID)
+		day := s.claimDay(c.Day)
+		cmds[i] = make([]*redis.StringCmd, n)
+		for j := range cmds[i] {
+			cmds[i][j] = pipe.HGet(ctx, s.keys.claimsOf(hid, day-int64(j)), hid)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("ledger: claim holders: %w", err)
+	}
+	for i := range claims {
+		if v, ok := holder(cmds[i]); ok {
+			out[i] = claimSeq(v)
+		}
+	}
+	return out, nil
+}
+
 func claimSeq(v string) uint64 {
 	if len(v) <= 8 {
 		return 0

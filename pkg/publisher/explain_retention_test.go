@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/explain"
+	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
@@ -27,6 +29,10 @@ func TestExplainLastsAsLongAsTheWindow(t *testing.T) {
 		"2026-12-02T03:00:00Z", "2026-12-02T04:00:00Z")
 	r.submit(0, "2026-12-02T08:00:00Z")
 	r.submit(1, "2026-12-02T08:00:00Z")
+	// A copy of the correction's id with other content, rejected: its row
+	// names the window of the counted copy, as the validator writes it.
+	const conflict = "2026-12-02T05:30:00Z/a"
+	r.rejectConflict(conflict, "2026-12-02T05")
 	r.pass(r.svc)
 	d := explain.Deployment{JS: r.js, Store: r.store, Names: wire.For(""), Attempts: 1}
 	ids := []string{"2026-12-01T22", "2026-12-02T00", "2026-12-02T05"}
@@ -38,8 +44,9 @@ func TestExplainLastsAsLongAsTheWindow(t *testing.T) {
 		}
 		before[id] = e
 	}
-	if e := before["2026-12-02T05"]; len(e.Corrections) != 1 || e.Duplicates != 1 || e.OnTime != 1 {
-		t.Fatalf("the fixture has no correction or duplicate in T05: %+v", e)
+	if e := before["2026-12-02T05"]; len(e.Corrections) != 1 || e.Duplicates != 1 || e.OnTime != 1 ||
+		!reflect.DeepEqual(e.Conflicts, []string{conflict}) {
+		t.Fatalf("the fixture has no correction, duplicate or conflict in T05: %+v", e)
 	}
 
 	// Retired up to 06:00 in both partitions: T22 .. T05 keep no partial
@@ -61,9 +68,18 @@ func TestExplainLastsAsLongAsTheWindow(t *testing.T) {
 		t.Fatalf("retired, still retained: %v", err)
 	}
 	want := *before["2026-12-02T05"]
-	want.ConflictsUnknown = true // the ledger is retired
 	if !reflect.DeepEqual(*e, want) {
 		t.Fatalf("retired, still retained:\n got %+v\nwant %+v", e, want)
+	}
+	// A row written before rows named their window can only be checked
+	// against a ledger, and T05's is retired: explain says so.
+	r.rejectConflict("2026-12-02T05:59:00Z/a", "")
+	if e, err = d.Explain(r.ctx, "2026-12-02T05"); err != nil {
+		t.Fatal(err)
+	}
+	want.ConflictsUnknown = true
+	if !reflect.DeepEqual(*e, want) {
+		t.Fatalf("retired, with a row naming no window:\n got %+v\nwant %+v", e, want)
 	}
 
 	// The pass prunes what is beyond the retention (T22 .. T04, not T05):
@@ -87,5 +103,21 @@ func TestExplainLastsAsLongAsTheWindow(t *testing.T) {
 		if err != nil || len(left) != 0 {
 			t.Fatalf("%s pruned, Redis still holds %v (%v)", id, left, err)
 		}
+	}
+}
+
+// rejectConflict stores a REJECTED conflicting_duplicate row of id, naming
+// window win of the counted copy ("" for a row from before HdrWindow).
+func (r *historyRig) rejectConflict(id, win string) {
+	r.t.Helper()
+	names := wire.For("")
+	msg := stream.NewMsg(names.Subject(wire.Rejected, 0), "rej-"+id, []byte(`{}`))
+	msg.Header.Set(wire.HdrReason, string(contract.ReasonConflictingDuplicate))
+	msg.Header.Set(wire.HdrEventID, id)
+	if win != "" {
+		msg.Header.Set(wire.HdrWindow, win)
+	}
+	if _, err := r.js.PublishMsg(r.ctx, msg); err != nil {
+		r.t.Fatal(err)
 	}
 }

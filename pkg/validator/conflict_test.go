@@ -550,3 +550,40 @@ func (w testLog) Write(b []byte) (int, error) {
 	w.t.Log(string(b))
 	return len(b), nil
 }
+
+// TestConflictRejectedNamesTheCountedWindow (docs/explain.md): a
+// conflicting copy's REJECTED row names the window of the copy that holds
+// the id (its claim's RAW sequence, read back from RAW), not its own; none
+// when that copy is of a type that never counts. Explain finds a window's
+// conflicts there for as long as the window is kept.
+func TestConflictRejectedNamesTheCountedWindow(t *testing.T) {
+	conflictBackends(t, 0, func(t *testing.T, e *conflictEnv) {
+		rec := func(id, typ, at string, p int) []byte {
+			return []byte(`{"schema_version":2,"event_id":"` + id + `","receipt_id":"r1","type":"` + typ + `",` +
+				`"occurred_at":"` + at + `","ingested_at":"2026-12-02T12:59:00Z","partition_key":"` + keyFor(t, p) +
+				`","producer_version":"p","payload":{}}`)
+		}
+		e.publish(0, "w-1:a", rec("w-1", "submitted", "2026-12-02T10:15:00Z", 0))
+		e.publish(1, "w-2:a", rec("w-2", "viewed", "2026-12-02T10:20:00Z", 1))
+		hi1, _ := e.publish(2, "w-1:b", rec("w-1", "submitted", "2026-12-02T12:40:00Z", 2))
+		hi2, _ := e.publish(3, "w-2:b", rec("w-2", "submitted", "2026-12-02T12:45:00Z", 3))
+		e.start()
+		got := e.outcomes(4)
+		wantOutcome(t, got, hi1, string(contract.ReasonConflictingDuplicate))
+		wantOutcome(t, got, hi2, string(contract.ReasonConflictingDuplicate))
+		want := map[uint64]string{hi1: "2026-12-02T10", hi2: wire.WindowNone}
+		named := map[uint64]string{}
+		if err := stream.ReadAll(e.ctx, e.js, e.names.Stream(wire.Rejected), func(m jetstream.Msg) error {
+			seq, _ := strconv.ParseUint(m.Headers().Get(wire.HdrRawSeq), 10, 64)
+			named[seq] = m.Headers().Get(wire.HdrWindow)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for seq, w := range want {
+			if named[seq] != w {
+				t.Errorf("REJECTED row of RAW %d names window %q, want %q", seq, named[seq], w)
+			}
+		}
+	})
+}

@@ -338,6 +338,23 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 	if err := s.retireClaims(ctx, claims); err != nil {
 		return err
 	}
+	// A conflicting copy's REJECTED row names the window of the copy that
+	// holds the id, so that explain finds it as long as the window is kept.
+	var conflicting []ledger.Claim
+	var at []int // claim index of each conflicting claim
+	for i, c := range claims {
+		if conflicts[i] {
+			conflicting, at = append(conflicting, c), append(at, i)
+		}
+	}
+	holderWins, err := s.holderWindows(ctx, p, conflicting)
+	if err != nil {
+		return err
+	}
+	windows := make(map[int]string, len(at))
+	for k, i := range at {
+		windows[i] = holderWins[k]
+	}
 	kept := items[:0]
 	nValid := 0
 	for _, it := range items {
@@ -348,8 +365,12 @@ func (s *Service) handle(ctx context.Context, p int, batch []jetstream.Msg) erro
 		v := valid[it.v]
 		if conflicts[v.claim] {
 			id := v.it.rec.EventID
-			rejected = append(rejected, s.rejectMsg(v.it.rec.RawSeq, v.raw, contract.Reject(contract.ReasonConflictingDuplicate, id,
-				"event_id %q was first seen with other content", id)))
+			msg := s.rejectMsg(v.it.rec.RawSeq, v.raw, contract.Reject(contract.ReasonConflictingDuplicate, id,
+				"event_id %q was first seen with other content", id))
+			if w := windows[v.claim]; w != "" {
+				msg.Header.Set(wire.HdrWindow, w)
+			}
+			rejected = append(rejected, msg)
 			continue
 		}
 		kept = append(kept, v.it)

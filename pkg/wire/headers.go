@@ -26,7 +26,16 @@ const (
 	HdrEventID = "Rf-Event-Id"
 	// HdrDetail is set on REJECTED: a rejection's human detail.
 	HdrDetail = "Rf-Detail"
+	// HdrWindow is set on a REJECTED conflicting_duplicate: the window the
+	// id's counted copy (the claim's holder) was counted or routed late in,
+	// WindowNone when that copy is of a type that never counts. Absent when
+	// the copy could not be read (gone from RAW, or its claim has no
+	// sequence), and on rows written before it existed.
+	HdrWindow = "Rf-Window"
 )
+
+// WindowNone is HdrWindow's value when the counted copy is in no window.
+const WindowNone = "none"
 
 // Values of HdrKind.
 const (

@@ -43,7 +43,7 @@
     'none');
     $('explain-duplicates').textContent = e.duplicates;
     $('explain-conflicts-n').textContent = e.conflicts.length +
-      (e.conflicts_unknown ? ' (no longer checked where the window\'s ledger is retired)' : '');
+      (e.conflicts_unknown ? ' (maybe more: older rejected rows name no window, and the window\'s ledger is retired)' : '');
     list('explain-conflicts', e.conflicts.map((id) => el('li', { 'data-event-id': id }, el('code', {}, id))), 'none');
     $('explain-digest').textContent = e.digest;
     const p = e.parity;
