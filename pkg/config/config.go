@@ -148,7 +148,7 @@ func (c *Common) Validate() error {
 // 0 means 1).
 func (c *Common) Topology(replicas int) stream.Config {
 	return stream.Config{Partitions: c.Partitions, DupWindow: c.DedupWindow, Replicas: replicas, MaxAge: c.Retention,
-		Record: c.Params.Record(c.Generation)}
+		RowsAge: c.WindowRetention, Record: c.Params.Record(c.Generation)}
 }
 
 // AdoptRecorded takes c.Generation's parameters recorded on RAW into c

@@ -28,6 +28,12 @@ type Config struct {
 	// MaxAge bounds how long stream data is kept (default DefaultMaxAge;
 	// nothing is kept forever). It must cover the promised replay horizon.
 	MaxAge time.Duration
+	// RowsAge is how long LATE and REJECTED keep their rows at the least
+	// (their MaxAge is the larger of the two): the windows' retention
+	// (--window-retention), so that receiptctl explain names the late
+	// events and conflicts of every window still retained (docs/spec.md
+	// §6). Zero: MaxAge.
+	RowsAge time.Duration
 	// Record is metadata Ensure records on RAW where RAW has none under
 	// the same key: the deployment's parameters (config.Params.Record).
 	// A recorded value is never replaced.
@@ -218,6 +224,8 @@ func streamConfig(n wire.Names, base string, c Config) jetstream.StreamConfig {
 		// (Committer). Ensure turns it on for an existing stream
 		// too (CreateOrUpdateStream updates it).
 		cfg.AllowAtomicPublish = true
+	case wire.Late, wire.Rejected:
+		cfg.MaxAge = max(c.MaxAge, c.RowsAge)
 	case wire.Changes:
 		// Change notices are only a wake-up: the publisher rebuilds
 		// snapshots from Redis, so a bounded history is enough.

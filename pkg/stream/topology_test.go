@@ -58,6 +58,31 @@ func TestEnsureConcurrentDifferentConfigs(t *testing.T) {
 	}
 }
 
+// TestLateAndRejectedKeepRowsForTheRetainedWindows: LATE and REJECTED
+// keep their rows as long as the windows are retained, which is longer
+// than the other streams' retention by default (30 against 7 days), so
+// that explain names the late events and conflicts of every retained
+// window; RAW and VALID keep the stream retention.
+func TestLateAndRejectedKeepRowsForTheRetainedWindows(t *testing.T) {
+	_, url := testenv.NATS(t)
+	js := testenv.JetStream(t, url)
+	ctx := context.Background()
+	n := wire.For("")
+	const windows = 30 * 24 * time.Hour
+	if err := Ensure(ctx, js, n, Config{MaxAge: DefaultMaxAge, RowsAge: windows}); err != nil {
+		t.Fatal(err)
+	}
+	for base, want := range map[string]time.Duration{wire.Raw: DefaultMaxAge, wire.Valid: DefaultMaxAge, wire.Late: windows, wire.Rejected: windows} {
+		s, err := js.Stream(ctx, n.Stream(base))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.CachedInfo().Config.MaxAge; got != want {
+			t.Errorf("%s keeps messages for %v, want %v", base, got, want)
+		}
+	}
+}
+
 // TestEnsureWritesTheActivePointer (issue 14, papercut 12): the control
 // bucket holds the active-generation pointer from the start, so a reader
 // of the bucket sees which generation is live; Ensure never replaces a
