@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -41,10 +42,13 @@ const (
 	// spreads the hot key over.
 	SkewSplit     = 4
 	ScenarioScale = "scale"
+	// ScenarioHandover: two windowers as a lease group, one stopped by
+	// SIGTERM, then (another run) by SIGKILL, at most HandoverRecords.
+	ScenarioHandover = "handover"
 )
 
 // Scenarios lists every scenario in the order a run performs them.
-var Scenarios = []string{ScenarioB0, ScenarioE2E, ScenarioLatency, ScenarioBatch, ScenarioDup, ScenarioSkew, ScenarioScale}
+var Scenarios = []string{ScenarioB0, ScenarioE2E, ScenarioLatency, ScenarioBatch, ScenarioDup, ScenarioSkew, ScenarioScale, ScenarioHandover}
 
 // Options configure a bench run.
 type Options struct {
@@ -385,6 +389,24 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 			}
 			r.Scale = append(r.Scale, scaleResult{Windowers: n, EPS: e.EPS, Equal: sameWindows(r.E2E.Windows, e.Windows),
 				Records: e.Records, CPU: e.CPU, Share: windowerShare(base, n)})
+		}
+	}
+	r.HandoverNA = b.wants(ScenarioHandover) && o.Mode != ModeProcess
+	if b.wants(ScenarioHandover) && o.Mode == ModeProcess {
+		n := min(len(base.part), HandoverRecords)
+		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+			b.logf("hand-over: %d records, 2 windowers as a group (--lease-ttl %s), %s to windower-0 after %d", n, HandoverTTL, signalName(sig), n*3/10)
+			profile(ScenarioHandover)
+			e, err := b.runE2E(ctx, e2eSpec{name: "handover-" + strings.ToLower(signalName(sig)), ds: base, windowers: 2, limit: n,
+				handover: &handoverSpec{sig: sig, ttl: HandoverTTL, at: n * 3 / 10}})
+			endProfile()
+			if err != nil {
+				return nil, err
+			}
+			h := e.Handover
+			h.Records, h.EPS = e.Records, e.EPS
+			r.Handover = append(r.Handover, *h)
+			b.logf("hand-over %s: released %s, taken %s, resumed %s after the signal", h.Signal, dur(h.Released), dur(h.Taken), dur(h.Resumed))
 		}
 	}
 	r.Load = append(r.Load, loadAvg())
