@@ -2,7 +2,8 @@
 // run on one machine it measures raw JetStream (B0), the whole pipeline
 // end to end, latency at half load, Redis memory per event id, the
 // services' peak RSS, the batch pass against a Python reference, the cost
-// of duplicates, a skewed key and windower scaling, prints a table and
+// of duplicates, a skewed key, windower scaling and the hand-over of a
+// stopped windower's partitions in a lease group, prints a table and
 // writes bench-results.json. Everything runs on loopback: an embedded
 // nats-server on a file store, a redis-server child process and the
 // services as processes from the bin directory (or in-process).
