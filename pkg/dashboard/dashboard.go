@@ -7,7 +7,7 @@
 // it polls that server's alerts and shows the pipeline's firing and
 // pending ones on the health panel, or says why it cannot. The health
 // panel also shows the owner of each partition, read from the generation's
-// lease bucket (docs/spec.md §9), or that the deployment has none.
+// lease bucket (pkg/lease), or that the deployment has none.
 //
 // The dashboard never lies about freshness or finality: provisional
 // windows (open, in_grace) are marked as such, an hour without events is a

@@ -41,7 +41,7 @@ const (
 var ownerKinds = []string{"validator", "windower"}
 
 // OwnersView is who owns each partition, read from the generation's
-// lease bucket (docs/spec.md §9).
+// lease bucket (pkg/lease; docs/architecture.md, "Groups without indices").
 type OwnersView struct {
 	Status string `json:"status"`
 	// Bucket is the lease bucket read.
