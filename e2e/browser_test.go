@@ -1,13 +1,16 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/receiptflow/receiptflow/pkg/lease"
 	"github.com/receiptflow/receiptflow/pkg/window"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // TestBrowserDashboard drives the dashboard in headless chromium against an
@@ -61,6 +64,13 @@ func TestBrowserDashboard(t *testing.T) {
 			if !browserMust[bool](b, fmt.Sprintf(`!!document.getElementById(%q)`, id)) {
 				t.Errorf("health panel: no #%s", id)
 			}
+		}
+		// The pipeline runs on static indices: the Owners row says so
+		// instead of showing an empty table.
+		b.waitFor(5*time.Second, "owners: static", `[...document.querySelectorAll('#h-owners .owners[data-mode="static"]')].length === 2`,
+			`document.getElementById('h-owners').outerHTML`)
+		if txt := browserMust[string](b, `document.getElementById('h-owners').textContent`); !strings.Contains(txt, "static indices (--instance/--instances), no leases") {
+			t.Errorf("owners row %q", txt)
 		}
 		if nats := browserMust[string](b, `document.getElementById('nats').textContent`); nats != "NATS connected" {
 			t.Errorf("NATS pill %q", nats)
@@ -209,6 +219,37 @@ func TestBrowserDashboard(t *testing.T) {
 		before0 := window.ID(window.Ms(h0.Add(-time.Hour)))
 		if st := browserMust[string](b, bar(before0)+`?.dataset.state`); st != "no_data" {
 			t.Errorf("hour %s before the first event: state %q, want no_data", before0, st)
+		}
+	})
+
+	step("the health panel shows the owner of each partition", func(t *testing.T) {
+		// Two windower group members (lease.Join, as the daemon does)
+		// share the 2 partitions; the page lists both owners.
+		ctx, cancel := context.WithCancel(rig.ctx)
+		defer cancel()
+		for _, id := range []string{"member-a", "member-b"} {
+			g, err := lease.Join(ctx, rig.p.Admin.JS, lease.Config{Bucket: wire.For("").LeaseBucket(), Kind: "windower", ID: id,
+				Partitions: 2, TTL: 5 * time.Second, Info: "127.0.0.1:1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			go g.Run(ctx)
+			go func() { // a service with nothing to drain
+				for range g.Changed() {
+					if ex := g.Excess(); len(ex) > 0 {
+						_ = g.Release(ctx, ex...)
+					}
+				}
+			}()
+		}
+		line := `document.querySelector('#h-owners .owners[data-kind="windower"]')`
+		b.waitFor(15*time.Second, "both owners shown", line+`?.dataset.mode === 'group' && new Set([...`+line+`.querySelectorAll('.owner[data-member]')].map(e => e.dataset.member)).size === 2`,
+			`document.getElementById('h-owners').outerHTML`)
+		if txt := browserMust[string](b, line+`.textContent`); !strings.Contains(txt, "2 members") || !strings.Contains(txt, "p0 member-") || !strings.Contains(txt, "p1 member-") {
+			t.Errorf("windower owners %q", txt)
+		}
+		if mode := browserMust[string](b, `document.querySelector('#h-owners .owners[data-kind="validator"]').dataset.mode`); mode != "no_member" {
+			t.Errorf("validator owners mode %q, want no_member once the bucket was written", mode)
 		}
 	})
 

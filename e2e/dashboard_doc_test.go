@@ -65,6 +65,10 @@ func TestReadingTheDashboardCoversThePage(t *testing.T) {
 	// The health panel's Alerts row (issue 14, alert rules).
 	add("alert states", regexp.MustCompile(`el\('span', \{ class: '(?:muted|alerts-[a-z]+)' \}, '([^':]+)`), js, 4)
 	labels = append(labels, "since", "checked", "last fetched", "never fetched")
+	// The health panel's Owners row (issue 27): its words for a group, a
+	// partition nobody holds and a deployment without leases.
+	add("owner states", regexp.MustCompile(`el\('span', \{ class: '(?:muted|owners-[a-z]+)' \}, '([^':]+)`), js[strings.Index(js, "function renderOwners"):], 4)
+	labels = append(labels, "members", "nobody", "leases unavailable")
 	// The time zone selector (docs/spec.md §5.2): its label, its URL
 	// parameter and zone.js's words.
 	add("selector", regexp.MustCompile(`<label class="tz" for="tz">([^<]+)</label>`), html, 1)

@@ -2,7 +2,8 @@
 // run on one machine it measures raw JetStream (B0), the whole pipeline
 // end to end, latency at half load, Redis memory per event id, the
 // services' peak RSS, the batch pass against a Python reference, the cost
-// of duplicates, a skewed key and windower scaling, prints a table and
+// of duplicates, a skewed key, windower scaling and the hand-over of a
+// stopped windower's partitions in a lease group, prints a table and
 // writes bench-results.json. Everything runs on loopback: an embedded
 // nats-server on a file store, a redis-server child process and the
 // services as processes from the bin directory (or in-process).
@@ -22,6 +23,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -41,10 +43,13 @@ const (
 	// spreads the hot key over.
 	SkewSplit     = 4
 	ScenarioScale = "scale"
+	// ScenarioHandover: two windowers as a lease group, one stopped by
+	// SIGTERM, then (another run) by SIGKILL, at most HandoverRecords.
+	ScenarioHandover = "handover"
 )
 
 // Scenarios lists every scenario in the order a run performs them.
-var Scenarios = []string{ScenarioB0, ScenarioE2E, ScenarioLatency, ScenarioBatch, ScenarioDup, ScenarioSkew, ScenarioScale}
+var Scenarios = []string{ScenarioB0, ScenarioE2E, ScenarioLatency, ScenarioBatch, ScenarioDup, ScenarioSkew, ScenarioScale, ScenarioHandover}
 
 // Options configure a bench run.
 type Options struct {
@@ -385,6 +390,24 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 			}
 			r.Scale = append(r.Scale, scaleResult{Windowers: n, EPS: e.EPS, Equal: sameWindows(r.E2E.Windows, e.Windows),
 				Records: e.Records, CPU: e.CPU, Share: windowerShare(base, n)})
+		}
+	}
+	r.HandoverNA = b.wants(ScenarioHandover) && o.Mode != ModeProcess
+	if b.wants(ScenarioHandover) && o.Mode == ModeProcess {
+		n := min(len(base.part), HandoverRecords)
+		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+			b.logf("hand-over: %d records, 2 windowers as a group (--lease-ttl %s), %s to windower-0 after %d", n, HandoverTTL, signalName(sig), n*3/10)
+			profile(ScenarioHandover)
+			e, err := b.runE2E(ctx, e2eSpec{name: "handover-" + strings.ToLower(signalName(sig)), ds: base, windowers: 2, limit: n,
+				handover: &handoverSpec{sig: sig, ttl: HandoverTTL, at: n * 3 / 10}})
+			endProfile()
+			if err != nil {
+				return nil, err
+			}
+			h := e.Handover
+			h.Records, h.EPS = e.Records, e.EPS
+			r.Handover = append(r.Handover, *h)
+			b.logf("hand-over %s: released %s, taken %s, resumed %s after the signal", h.Signal, dur(h.Released), dur(h.Taken), dur(h.Resumed))
 		}
 	}
 	r.Load = append(r.Load, loadAvg())

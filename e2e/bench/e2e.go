@@ -24,6 +24,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
+	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/window"
 	"github.com/receiptflow/receiptflow/pkg/wire"
@@ -44,6 +45,8 @@ type e2eSpec struct {
 	latency bool
 	// measure reads Redis memory and the services' peak RSS at the end.
 	measure bool
+	// handover, when set, makes this a hand-over run (handover.go).
+	handover *handoverSpec
 }
 
 // windowSeen is the last snapshot of a window the bench saw in KV.
@@ -89,6 +92,8 @@ type e2eResult struct {
 	// Commands is Redis's INFO commandstats over the run (measure runs;
 	// commands run by scripts are counted too).
 	Commands []cmdStat
+	// Handover is what a hand-over run measured.
+	Handover *handoverResult
 }
 
 // runE2E runs the whole pipeline over the spec's records on a fresh
@@ -142,14 +147,33 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 	if b.profiling && b.o.ProfileDir != "" && b.o.Mode == ModeProcess {
 		profileDir = filepath.Join(b.o.ProfileDir, spec.name)
 	}
-	dep, err := deploy(ctx, deploySpec{mode: b.o.Mode, bin: b.o.BinDir, natsURL: url, redisURL: b.redis.URL(),
-		partitions: P, hot: spec.ds.hot.String(), windowers: spec.windowers, logDir: logDir, profileDir: profileDir})
+	ds2 := deploySpec{mode: b.o.Mode, bin: b.o.BinDir, natsURL: url, redisURL: b.redis.URL(),
+		partitions: P, hot: spec.ds.hot.String(), windowers: spec.windowers, logDir: logDir, profileDir: profileDir}
+	if spec.handover != nil {
+		ds2.group, ds2.leaseTTL = true, spec.handover.ttl
+	}
+	dep, err := deploy(ctx, ds2)
 	if err != nil {
 		return nil, err
 	}
 	defer dep.stop()
 	if err := waitConsumers(ctx, admin.JS, names, P, dep); err != nil {
 		return nil, err
+	}
+	var hw *handoverWatch
+	if spec.handover != nil {
+		if hw, err = settleGroup(ctx, admin.JS, names, P, dep, logDir, *spec.handover); err != nil {
+			return nil, err
+		}
+		lkv, err := admin.JS.KeyValue(ctx, names.LeaseBucket())
+		if err != nil {
+			return nil, err
+		}
+		hctx, hcancel := context.WithCancel(ctx)
+		defer hcancel()
+		if err := hw.follow(hctx, lkv, P); err != nil {
+			return nil, err
+		}
 	}
 	res := &e2eResult{Windows: map[string]windowSeen{}}
 	if spec.measure {
@@ -310,6 +334,15 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 				in.Close(ctx)
 				return nil, ctx.Err()
 			}
+			if hw != nil && i == spec.handover.at {
+				if err := hw.fire(); err != nil {
+					in.Close(ctx)
+					return nil, fmt.Errorf("bench: hand-over: signal windower-0: %w", err)
+				}
+				fctx, fcancel := context.WithCancel(ctx)
+				defer fcancel()
+				go hw.watchFences(fctx, b.rdb, ledger.Keys{Prefix: names.RedisPrefix()})
+			}
 			pubNs[i].Store(time.Now().UnixNano())
 			if err := in.Publish(ctx, line); err != nil {
 				in.Close(ctx)
@@ -373,6 +406,11 @@ wait:
 	res.Hist = dep.histograms(ctx, logDir)
 	if spec.measure {
 		res.Commands, _ = commandStats(ctx, b.rdb)
+	}
+	if hw != nil {
+		if res.Handover, err = hw.result(); err != nil {
+			return nil, err
+		}
 	}
 	res.Records = n
 	res.Published = published

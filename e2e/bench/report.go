@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,6 +44,7 @@ var Rows = []string{
 	"Dedup 0% dups", "Dedup 10% dups", "Dedup cost",
 	"Skew 50% one store", "Skew hot key split", "Skew split gain",
 	"Scale 1 windower", "Scale 2 windowers", "Scale 4 windowers", "Scale windower CPU/event",
+	"Hand-over SIGTERM", "Hand-over SIGKILL",
 }
 
 // Results is everything one run measured.
@@ -73,6 +75,12 @@ type Results struct {
 	// SkewSplit is the skew run with the hot key declared (--hot-keys).
 	SkewSplit *skewResult
 	Scale     []scaleResult
+	// Handover are the hand-over runs, SIGTERM then SIGKILL (process
+	// mode only).
+	Handover []handoverResult
+	// HandoverNA: the hand-over runs were asked for in in-process mode,
+	// where there is no process to stop.
+	HandoverNA bool
 }
 
 type latencyResult struct {
@@ -339,6 +347,13 @@ func (r *Results) JSON() map[string]any {
 		sc = append(sc, e)
 	}
 	d["scale"] = sc
+	var ho []any
+	for _, h := range r.Handover {
+		ho = append(ho, map[string]any{"signal": h.Signal, "lease_ttl_s": num(h.TTL.Seconds()), "records": h.Records, "eps": num(h.EPS),
+			"moved_partitions": h.Moved, "released_ms": num(msOf(h.Released)), "taken_ms": num(msOf(h.Taken)),
+			"resumed_ms": num(msOf(h.Resumed)), "no_owner_ms": num(msOf(h.NoOwner))})
+	}
+	d["handover"] = ho
 	m["details"] = d
 	return m
 }
@@ -529,7 +544,37 @@ func (r *Results) print(w io.Writer) {
 		row("Scale windower CPU/event", us(first, r.Scale[0].Records),
 			"windower CPU summed over instances per record, by instance count: "+strings.Join(costs, "; "))
 	}
+	for _, sig := range []string{"SIGTERM", "SIGKILL"} {
+		label := "Hand-over " + sig
+		i := slices.IndexFunc(r.Handover, func(h handoverResult) bool { return h.Signal == sig })
+		switch {
+		case r.HandoverNA:
+			row(label, "n/a", "needs the services as processes (--mode process)")
+		case i < 0:
+			skipped(label)
+		default:
+			h := r.Handover[i]
+			how := "released after draining"
+			if sig == "SIGKILL" {
+				how = "expired"
+			}
+			row(label, dur(h.Resumed), fmt.Sprintf("signal → the survivor's first Redis step on every moved partition; 2 windowers as a lease group, --lease-ttl %s, windower-0 (partitions %s) stopped after %d of %d records: its leases %s %s after the signal, taken %s after it (no owner in the bucket ≤ %s); run %s, every window count as expected",
+				h.TTL, intList(h.Moved), h.Records*3/10, h.Records, how, dur(h.Released), dur(h.Taken), dur(h.NoOwner), eps(h.EPS)))
+		}
+	}
 }
+
+// intList writes ps as 0,2,5.
+func intList(ps []int) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = strconv.Itoa(p)
+	}
+	return strings.Join(s, ",")
+}
+
+// msOf is d in milliseconds.
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func perEntry(bytes, entries int64) float64 {
 	if entries == 0 {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -48,6 +49,9 @@ type serviceProc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
+	// expectExit: the bench stopped it on purpose (a hand-over run);
+	// its exit is no failure.
+	expectExit atomic.Bool
 }
 
 // deploySpec says what to run.
@@ -60,7 +64,11 @@ type deploySpec struct {
 	// hot is the --hot-keys declaration given to every service ("": none).
 	hot       string
 	windowers int
-	logDir    string
+	// group runs the windowers without indices, as a group of leases of
+	// leaseTTL (pkg/lease); process mode only.
+	group    bool
+	leaseTTL time.Duration
+	logDir   string
 	// profileDir, when set, is given to every service process as
 	// --profile-dir: each writes its profiles there when stopped.
 	profileDir string
@@ -117,9 +125,13 @@ func deploy(ctx context.Context, spec deploySpec) (*deployment, error) {
 			d.stop()
 			return nil, err
 		}
-		cmd := exec.Command(filepath.Join(spec.bin, in.svc), append(spec.commonArgs(),
-			"--instance", strconv.Itoa(in.instance), "--instances", strconv.Itoa(in.of),
-			"--http-addr", "127.0.0.1:0")...)
+		args := append(spec.commonArgs(), "--http-addr", "127.0.0.1:0")
+		if spec.group && in.svc == "windower" {
+			args = append(args, "--lease-ttl", spec.leaseTTL.String())
+		} else {
+			args = append(args, "--instance", strconv.Itoa(in.instance), "--instances", strconv.Itoa(in.of))
+		}
+		cmd := exec.Command(filepath.Join(spec.bin, in.svc), args...)
 		if spec.profileDir != "" {
 			cmd.Args = append(cmd.Args, "--profile-dir", spec.profileDir)
 		}
@@ -187,6 +199,9 @@ func runInProcess(ctx context.Context, spec deploySpec, c *config.Common, svc st
 // failed returns an error when a service has died.
 func (d *deployment) failed() error {
 	for _, p := range d.procs {
+		if p.expectExit.Load() {
+			continue
+		}
 		select {
 		case <-p.done:
 			return fmt.Errorf("bench: service %s exited: %v (see its log)", p.name, p.err)

@@ -6,7 +6,9 @@
 // GET /api/days (local days in a reader's zone), /healthz, /readyz and
 // /metrics. Given a Prometheus (Config.PrometheusURL)
 // it polls that server's alerts and shows the pipeline's firing and
-// pending ones on the health panel, or says why it cannot.
+// pending ones on the health panel, or says why it cannot. The health
+// panel also shows the owner of each partition, read from the generation's
+// lease bucket (pkg/lease), or that the deployment has none.
 //
 // The dashboard never lies about freshness or finality: provisional
 // windows (open, in_grace) are marked as such, an hour without events is a
@@ -74,6 +76,9 @@ type Config struct {
 	// Explain, if set, serves GET /api/explain/{id} and the page's
 	// explanation drawer; without it they say what is missing.
 	Explain Explainer
+	// OwnersEvery is how often the generation's lease bucket is read for
+	// the owner of each partition (default 2s).
+	OwnersEvery time.Duration
 }
 
 // Validate reports a Config New refuses: a PrometheusURL that
@@ -104,6 +109,9 @@ func (c Config) withDefaults() Config {
 		c.AlertsTimeout = 2 * time.Second
 	}
 	c.AlertsTimeout = min(c.AlertsTimeout, c.AlertsEvery)
+	if c.OwnersEvery <= 0 {
+		c.OwnersEvery = 2 * time.Second
+	}
 	return c
 }
 
@@ -117,6 +125,7 @@ type Service struct {
 	hub *hub
 	// alerts is nil without Config.PrometheusURL.
 	alerts *alertPoller
+	owners *ownersPoller
 	// started is when New ran: until StaleAfter after it, no health
 	// report yet is "starting", not stale.
 	started time.Time
@@ -143,6 +152,7 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.owners = newOwnersPoller(js, cfg.OwnersEvery, cfg.Now, s.st.target)
 	return s, nil
 }
 
@@ -192,6 +202,11 @@ func (s *Service) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		s.hub.run(ctx, s.pageView)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.owners.run(ctx, s.hub.notify)
 	}()
 	if s.alerts != nil {
 		wg.Add(1)

@@ -109,6 +109,8 @@ type HealthView struct {
 	Health *wire.Health `json:"health"`
 	// Alerts are the pipeline's alerts from Prometheus (--prometheus-url).
 	Alerts AlertsView `json:"alerts"`
+	// Owners is who owns each partition (the lease bucket).
+	Owners OwnersView `json:"owners"`
 }
 
 func (s *Service) serveHealth(w http.ResponseWriter, r *http.Request) {
@@ -116,7 +118,7 @@ func (s *Service) serveHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, HealthView{
 		Generation: v.Generation, Now: v.Now, Connected: v.Connected, Loaded: v.Loaded,
 		Stale: v.Stale, StaleReason: v.StaleReason, Starting: v.Starting, StaleAfter: v.StaleAfter, Watch: v.Watch, Health: v.Health,
-		Alerts: v.Alerts,
+		Alerts: v.Alerts, Owners: v.Owners,
 	})
 }
 

@@ -149,3 +149,18 @@ func (st *state) noteReload(reason string, now time.Time) {
 	st.reloads++
 	st.lastReason, st.lastReload = reason, now
 }
+
+// target returns the generation shown ("" before the first load) and its
+// partition count from the publisher's report (0: unknown).
+func (st *state) target() (string, int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.loaded {
+		return "", 0
+	}
+	n := 0
+	if st.cur.health != nil {
+		n = len(st.cur.health.Watermarks)
+	}
+	return st.generation, n
+}

@@ -52,6 +52,9 @@ type View struct {
 	// Alerts are the pipeline's alerts from Prometheus, or why there are
 	// none to show.
 	Alerts AlertsView `json:"alerts"`
+	// Owners is who owns each partition (the lease bucket), or that the
+	// deployment runs on static indices.
+	Owners OwnersView `json:"owners"`
 	// Windows are the newest windows first (all of them from
 	// /api/windows, Config.Recent on the page).
 	Windows      []WindowView `json:"windows"`
@@ -173,12 +176,13 @@ func (s *Service) buildView(recent int, partitions bool) View {
 func (s *Service) buildPage(before string, recent int, partitions bool) View {
 	now := s.cfg.Now().UTC()
 	alerts := s.alerts.snapshot()
+	owners := s.owners.snapshot()
 	st := s.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	v := View{
 		Generation: st.generation, Now: now, Connected: st.connected, Loaded: st.loaded,
-		StaleAfter: s.cfg.StaleAfter.String(), Health: st.cur.health, Alerts: alerts,
+		StaleAfter: s.cfg.StaleAfter.String(), Health: st.cur.health, Alerts: alerts, Owners: owners,
 		Watch: WatchInfo{Reloads: st.reloads, QuietChecks: st.quiet, LastReason: st.lastReason, LastReload: st.lastReload, LastUpdate: st.lastUpdate},
 	}
 	v.Stale, v.StaleReason = judgeStale(st.cur.health, now, s.started, s.cfg.StaleAfter)

@@ -75,16 +75,9 @@ func Read(ctx context.Context, js jetstream.JetStream, bucket string) (View, err
 			_ = json.Unmarshal(e.Value(), &mv)
 			v.Members = append(v.Members, Member{Kind: kind, ID: rest, Since: mv.Since, Renewed: e.Created(), Info: mv.Info})
 		case "lease":
-			p, err := strconv.Atoi(rest)
-			var lv leaseValue
-			if err != nil || json.Unmarshal(e.Value(), &lv) != nil {
-				continue
+			if l, ok := LeaseOf(e); ok {
+				v.Leases = append(v.Leases, l)
 			}
-			epoch := lv.Epoch
-			if epoch == 0 {
-				epoch = e.Revision()
-			}
-			v.Leases = append(v.Leases, Lease{Kind: kind, Partition: p, Holder: lv.Holder, Epoch: epoch, Acquired: lv.Acquired, Renewed: e.Created()})
 		}
 	}
 	slices.SortFunc(v.Members, func(a, b Member) int { return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.ID, b.ID)) })
@@ -92,6 +85,25 @@ func Read(ctx context.Context, js jetstream.JetStream, bucket string) (View, err
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Partition, b.Partition))
 	})
 	return v, nil
+}
+
+// LeaseOf decodes a lease key's entry (a put: a take or a renewal); ok is
+// false for any other key, a delete or purge, or a value it cannot read.
+func LeaseOf(e jetstream.KeyValueEntry) (Lease, bool) {
+	kind, what, rest, ok := parseKey(e.Key())
+	if !ok || what != "lease" || e.Operation() != jetstream.KeyValuePut {
+		return Lease{}, false
+	}
+	p, err := strconv.Atoi(rest)
+	var lv leaseValue
+	if err != nil || json.Unmarshal(e.Value(), &lv) != nil {
+		return Lease{}, false
+	}
+	epoch := lv.Epoch
+	if epoch == 0 {
+		epoch = e.Revision()
+	}
+	return Lease{Kind: kind, Partition: p, Holder: lv.Holder, Epoch: epoch, Acquired: lv.Acquired, Renewed: e.Created()}, true
 }
 
 // Of returns the partitions member id of kind holds in v, ascending.

@@ -515,10 +515,54 @@
     el('span', { class: 'detail' }, plural(r.total, 'record') + ' rejected in all, kept in REJECTED' + gone));
   }
 
+  // renderOwners fills the health panel's Owners row from v.owners (the
+  // generation's lease bucket): per kind, each partition's holder and how
+  // long it has held it, the partitions nobody holds, or that the kind runs
+  // on static indices and has no leases.
+  function renderOwners(v) {
+    const o = v.owners || { status: 'waiting', kinds: [] };
+    const dd = $('h-owners');
+    dd.dataset.status = o.status;
+    if (o.status === 'waiting') {
+      dd.replaceChildren(el('span', { class: 'muted' }, 'reading the leases…'));
+      return;
+    }
+    if (o.status === 'unavailable') {
+      dd.replaceChildren(el('span', { class: 'owners-unavailable' }, 'leases unavailable: ' + (o.error || 'unknown error')));
+      return;
+    }
+    const held = (iso) => ago(iso, v.now).replace(' ago', '').replace('just now', '0s');
+    dd.replaceChildren(...(o.kinds || []).map((k) => {
+      const line = el('div', { class: 'owners', 'data-kind': k.kind, 'data-mode': k.mode, 'data-members': k.members },
+        el('span', { class: 'owners-kind' }, k.kind), ' ');
+      if (k.mode === 'static') {
+        line.append(el('span', { class: 'muted' }, 'static indices (--instance/--instances), no leases'));
+        return line;
+      }
+      if (k.mode === 'no_member') {
+        line.append(el('span', { class: 'owners-none' }, 'no live group member'), ' ',
+          el('span', { class: 'detail' }, 'its partitions are served by --instance/--instances processes, or by nobody'));
+        return line;
+      }
+      line.append(el('span', { class: 'detail' }, plural(k.members, 'member')), ' ');
+      for (const p of k.partitions || []) {
+        line.append(p.member
+          ? el('span', {
+            class: 'owner', 'data-partition': p.partition, 'data-member': p.member,
+            title: 'epoch ' + p.epoch + (p.address ? ' · ' + p.address : '') + ' · renewed ' + ago(p.renewed, v.now),
+          }, 'p' + p.partition + ' ', el('b', {}, p.member), ' ', el('span', { class: 'detail' }, held(p.acquired)))
+          : el('span', { class: 'owner free', 'data-partition': p.partition }, 'p' + p.partition + ' ',
+            el('span', { class: 'badge free' }, 'nobody')), ' ');
+      }
+      return line;
+    }));
+  }
+
   function renderHealth(v) {
     const h = v.health;
     const set = (id, ...content) => $(id).replaceChildren(...content.map((c) => (c instanceof Node ? c : String(c))));
     renderAlerts(v);
+    renderOwners(v);
     set('h-watch', v.watch.reloads + ' re-watch' + (v.watch.reloads === 1 ? '' : 'es') +
       (v.watch.last_reason ? ' (last: ' + v.watch.last_reason + ' ' + ago(v.watch.last_reload, v.now) + ')' : ''));
     $('h-watch').dataset.reloads = v.watch.reloads;

@@ -1,8 +1,9 @@
 // Command receiptbench is receiptflow's performance bench (make bench): in
 // one run it prints raw JetStream (B0), end-to-end throughput, latency at
 // half load, Redis bytes per event id, the services' peak RSS, the batch
-// pass against the Python reference, the cost of duplicates, a skewed store
-// and windower scaling, and writes bench-results.json.
+// pass against the Python reference, the cost of duplicates, a skewed store,
+// windower scaling and the hand-over time of a windower stopped by SIGTERM
+// and by SIGKILL in a lease group, and writes bench-results.json.
 package main
 
 import (

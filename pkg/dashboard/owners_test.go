@@ -1,0 +1,140 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/lease"
+	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
+)
+
+// TestOwnersOfEachPartition (issue 27): /api/health and the page's view
+// say the deployment runs on static indices while the generation's lease
+// bucket was never written; once two windowers hold leases, they list
+// every partition with its owner, its address and the lease's epoch, and
+// the validator's kind, without a member, is said to have none.
+func TestOwnersOfEachPartition(t *testing.T) {
+	_, url := testenv.NATS(t)
+	f := start(t, url, Config{OwnersEvery: 100 * time.Millisecond})
+	kv := f.bucket("1")
+	now := time.Now().UTC()
+	f.put(kv, wire.HealthKey, wire.Health{UpdatedAt: now, SourceLastSeen: now, StaleAfter: "2m0s", Grace: "1h0m0s",
+		GlobalWatermark: now, Watermarks: []time.Time{now, now, now, now}})
+
+	owners := func() OwnersView {
+		var h HealthView
+		f.getJSON("/api/health", &h)
+		return h.Owners
+	}
+	testenv.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		o := owners()
+		if o.Status != OwnersOK || len(o.Kinds) != 2 || o.Kinds[0].Mode != ModeStatic || o.Kinds[1].Mode != ModeStatic {
+			return fmt.Errorf("before any lease: %+v, want both kinds static", o)
+		}
+		return nil
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	members := map[string]string{"wa": "127.0.0.1:9001", "wb": "127.0.0.1:9002"}
+	for id, addr := range members {
+		g, err := lease.Join(ctx, f.js, lease.Config{Bucket: wire.For("1").LeaseBucket(), Kind: "windower", ID: id,
+			Partitions: 4, TTL: 5 * time.Second, Info: addr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go g.Run(ctx)
+		go func() { // a service with nothing to drain
+			for range g.Changed() {
+				if ex := g.Excess(); len(ex) > 0 {
+					_ = g.Release(ctx, ex...)
+				}
+			}
+		}()
+	}
+	var got OwnersView
+	testenv.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		got = owners()
+		if got.Status != OwnersOK || len(got.Kinds) != 2 {
+			return fmt.Errorf("owners %+v", got)
+		}
+		v, w := got.Kinds[0], got.Kinds[1]
+		if v.Kind != "validator" || v.Mode != ModeNoMember || len(v.Partitions) != 0 {
+			return fmt.Errorf("validator %+v, want no member (the bucket was written)", v)
+		}
+		if w.Kind != "windower" || w.Mode != ModeGroup || w.Members != 2 || len(w.Partitions) != 4 {
+			return fmt.Errorf("windower %+v, want a group of 2 over 4 partitions", w)
+		}
+		per := map[string]int{}
+		for _, p := range w.Partitions {
+			if p.Member == "" {
+				return fmt.Errorf("partition %d held by nobody yet", p.Partition)
+			}
+			if p.Address != members[p.Member] || p.Epoch == 0 || p.Acquired.IsZero() {
+				return fmt.Errorf("partition %+v: address, epoch or acquired time missing", p)
+			}
+			per[p.Member]++
+		}
+		if per["wa"] != 2 || per["wb"] != 2 {
+			return fmt.Errorf("shares %v, want 2 each", per)
+		}
+		return nil
+	})
+	t.Logf("owners: %+v", got.Kinds[1].Partitions)
+	// The page's view carries the same.
+	if v := f.windows(); v.Owners.Status != OwnersOK || len(v.Owners.Kinds) != 2 || v.Owners.Kinds[1].Members != 2 {
+		t.Errorf("/api/windows owners %+v", v.Owners)
+	}
+}
+
+// TestOwnersOf: every partition of a group is listed, those nobody holds
+// without a member; a kind without members is static while the bucket was
+// never written, and without a member after.
+func TestOwnersOf(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	v := lease.View{
+		Members: []lease.Member{{Kind: "windower", ID: "a", Info: "h:1"}},
+		Leases: []lease.Lease{
+			{Kind: "windower", Partition: 0, Holder: "a", Epoch: 7, Acquired: t0},
+			{Kind: "windower", Partition: 2, Holder: "a", Epoch: 9, Acquired: t0},
+		},
+	}
+	for _, tc := range []struct {
+		name       string
+		partitions int
+		written    bool
+		validator  string
+		free       []int
+		listed     int
+	}{
+		{"known partition count", 4, true, ModeNoMember, []int{1, 3}, 4},
+		{"unknown partition count", 0, true, ModeNoMember, []int{1}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ks := ownersOf(v, tc.partitions, tc.written)
+			if ks[0].Mode != tc.validator || ks[1].Mode != ModeGroup || len(ks[1].Partitions) != tc.listed {
+				t.Fatalf("%+v", ks)
+			}
+			var free []int
+			for _, p := range ks[1].Partitions {
+				if p.Member == "" {
+					free = append(free, p.Partition)
+				} else if p.Address != "h:1" {
+					t.Errorf("partition %d: address %q", p.Partition, p.Address)
+				}
+			}
+			if fmt.Sprint(free) != fmt.Sprint(tc.free) {
+				t.Errorf("nobody holds %v, want %v", free, tc.free)
+			}
+		})
+	}
+	if ks := ownersOf(lease.View{}, 4, false); ks[0].Mode != ModeStatic || ks[1].Mode != ModeStatic || ks[1].Partitions != nil {
+		t.Errorf("a never written bucket: %+v, want static", ks)
+	}
+	if ks := ownersOf(lease.View{}, 4, true); ks[1].Mode != ModeNoMember {
+		t.Errorf("a written bucket without members: %+v, want no_member", ks)
+	}
+}
