@@ -77,20 +77,14 @@ for j = 1, nw do
 end
 local expect = tonumber(ARGV[5 + 2 * nw])
 local published = tonumber(ARGV[6 + 2 * nw])
-local epoch = tonumber(ARGV[7 + 2 * nw])
 local base = 8 + 2 * nw
 local n = tonumber(ARGV[base])
 local F = 12
 
 -- The fence (fence.go): a later owner's epoch refuses this writer before
 -- anything is written; a larger epoch raises it. Epoch 0: not checked.
-if epoch > 0 then
-  local fence = tonumber(redis.call('HGET', KEYS[1], 'fence')) or 0
-  if fence > epoch then
-    return redis.error_reply('FENCED epoch ' .. ARGV[7 + 2 * nw] .. ' is below the fence ' .. string.format('%d', fence))
-  end
-  if epoch > fence then redis.call('HSET', KEYS[1], 'fence', ARGV[7 + 2 * nw]) end
-end
+local refused = fence(KEYS[1], 'fence', ARGV[7 + 2 * nw])
+if refused then return refused end
 local cur = redis.call('HMGET', KEYS[1], 'seq', 'wm', 'retired', 'entries', 'pub', 'busy', 'raw')
 local seq = tonumber(cur[1]) or 0
 local wm = tonumber(cur[2]) or 0

@@ -54,5 +54,25 @@ func (s *Store) Fence(epochs map[int]uint64) *Store {
 	return &f
 }
 
+// fenceLua is the fence check every fenced script starts with (the one
+// copy: fenced prepends it). fence(key, field, epoch) returns nil when the
+// step may go on, after raising the fence in field of hash key to epoch
+// when that is larger; the FENCED error reply when the fence is above
+// epoch; nil without touching anything for epoch 0 (not fenced).
+const fenceLua = `local function fence(key, field, epoch)
+  local e = tonumber(epoch) or 0
+  if e <= 0 then return nil end
+  local f = tonumber(redis.call('HGET', key, field)) or 0
+  if f > e then
+    return redis.error_reply('FENCED epoch ' .. epoch .. ' is below the fence ' .. string.format('%d', f))
+  end
+  if e > f then redis.call('HSET', key, field, epoch) end
+  return nil
+end
+`
+
+// fencedScript is a script whose source may call fence (fenceLua).
+func fencedScript(src string) *redis.Script { return redis.NewScript(fenceLua + src) }
+
 // epoch is partition p's fencing token (0: not fenced).
 func (s *Store) epoch(p int) uint64 { return s.epochs[p] }

@@ -16,7 +16,7 @@ import (
 var (
 	//go:embed progress.lua
 	progressSrc    string
-	progressScript = redis.NewScript(progressSrc)
+	progressScript = fencedScript(progressSrc)
 )
 
 // Claimed is the claim progress of the validator partitions: for each

@@ -14,14 +14,8 @@
 -- error FENCED; a larger epoch raises the fence.
 -- Returns the whole hash, as field, value, field, value, ...
 if ARGV[1] ~= '' then
-  local epoch = tonumber(ARGV[4]) or 0
-  if epoch > 0 then
-    local fence = tonumber(redis.call('HGET', KEYS[2], ARGV[1])) or 0
-    if fence > epoch then
-      return redis.error_reply('FENCED epoch ' .. ARGV[4] .. ' is below the fence ' .. string.format('%d', fence))
-    end
-    if epoch > fence then redis.call('HSET', KEYS[2], ARGV[1], ARGV[4]) end
-  end
+  local refused = fence(KEYS[2], ARGV[1], ARGV[4])
+  if refused then return refused end
   local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1])) or 0
   if cur < tonumber(ARGV[3]) then
     return redis.error_reply('REGRESSED ' .. cur)

@@ -12,7 +12,7 @@ import (
 var (
 	//go:embed retire.lua
 	retireSrc    string
-	retireScript = redis.NewScript(retireSrc)
+	retireScript = fencedScript(retireSrc)
 )
 
 // Retire deletes partition p's state of the windows ids (which must all

@@ -21,14 +21,8 @@
 local mark = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
 local S = tonumber(ARGV[3])
-local epoch = tonumber(ARGV[4])
-if epoch > 0 then
-  local fence = tonumber(redis.call('HGET', KEYS[1], 'fence')) or 0
-  if fence > epoch then
-    return redis.error_reply('FENCED epoch ' .. ARGV[4] .. ' is below the fence ' .. string.format('%d', fence))
-  end
-  if epoch > fence then redis.call('HSET', KEYS[1], 'fence', ARGV[4]) end
-end
+local refused = fence(KEYS[1], 'fence', ARGV[4])
+if refused then return refused end
 local cur = redis.call('HMGET', KEYS[1], 'retired', 'entries')
 local retired = tonumber(cur[1]) or 0
 local entries = tonumber(cur[2]) or 0

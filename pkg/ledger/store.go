@@ -22,7 +22,7 @@ var (
 	//go:embed read.lua
 	readSrc string
 
-	applyScript = redis.NewScript(applySrc)
+	applyScript = fencedScript(applySrc)
 	readScript  = redis.NewScript(readSrc)
 )
 
@@ -316,15 +316,9 @@ func parseDecision(s string) (Decision, error) {
 
 // markScript raises the published mark (ARGV[1]) of the checkpoint
 // KEYS[1], fenced by the writer's epoch ARGV[2] (apply.lua's fence).
-var markScript = redis.NewScript(`
-local epoch = tonumber(ARGV[2])
-if epoch > 0 then
-  local fence = tonumber(redis.call('HGET', KEYS[1], 'fence')) or 0
-  if fence > epoch then
-    return redis.error_reply('FENCED epoch ' .. ARGV[2] .. ' is below the fence ' .. string.format('%d', fence))
-  end
-  if epoch > fence then redis.call('HSET', KEYS[1], 'fence', ARGV[2]) end
-end
+var markScript = fencedScript(`
+local refused = fence(KEYS[1], 'fence', ARGV[2])
+if refused then return refused end
 local cur = tonumber(redis.call('HGET', KEYS[1], 'pub')) or 0
 local seq = tonumber(redis.call('HGET', KEYS[1], 'seq')) or 0
 local want = tonumber(ARGV[1])
