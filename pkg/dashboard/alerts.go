@@ -208,10 +208,17 @@ func (p *alertPoller) snapshot() AlertsView {
 // in flight and the idle connections closed.
 func (p *alertPoller) run(ctx context.Context, changed func()) {
 	defer p.client.CloseIdleConnections()
-	t := time.NewTicker(p.every)
+	repeatPoll(ctx, p.every, p.poll, changed)
+}
+
+// repeatPoll calls poll at once and then every period until ctx ends,
+// and changed after each poll that reports a change (the pollers of
+// alerts and owners).
+func repeatPoll(ctx context.Context, every time.Duration, poll func(context.Context) bool, changed func()) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if p.poll(ctx) {
+		if poll(ctx) {
 			changed()
 		}
 		select {

@@ -146,18 +146,7 @@ func (p *ownersPoller) snapshot() OwnersView {
 // run reads at once and then every p.every until ctx ends, calling
 // changed after each read whose result differs from the one before.
 func (p *ownersPoller) run(ctx context.Context, changed func()) {
-	t := time.NewTicker(p.every)
-	defer t.Stop()
-	for {
-		if p.poll(ctx) {
-			changed()
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	repeatPoll(ctx, p.every, p.poll, changed)
 }
 
 // poll reads the bucket once (bounded by p.every, at least 2s) and
