@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
@@ -271,6 +272,8 @@ func TestEnsureRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// LATE and REJECTED keep their rows for the larger of --retention and
+	// --window-retention (30 days by default): explain reads them.
 	check := func(wantAge, wantDup time.Duration) {
 		t.Helper()
 		for _, base := range []string{wire.Raw, wire.Valid, wire.Rejected, wire.Late} {
@@ -278,8 +281,12 @@ func TestEnsureRetention(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := s.CachedInfo().Config.MaxAge; got != wantAge {
-				t.Errorf("%s kept for %v, want %v", base, got, wantAge)
+			want := wantAge
+			if base == wire.Rejected || base == wire.Late {
+				want = max(wantAge, config.DefaultWindowRetention)
+			}
+			if got := s.CachedInfo().Config.MaxAge; got != want {
+				t.Errorf("%s kept for %v, want %v", base, got, want)
 			}
 			if base == wire.Raw || base == wire.Valid {
 				if got := s.CachedInfo().Config.Duplicates; got != wantDup {
@@ -294,10 +301,10 @@ func TestEnsureRetention(t *testing.T) {
 	}
 	check(7*24*time.Hour, 2*time.Minute)
 	if code := Main(ctx, "validator", []string{"--ensure-only", "--nats-url", natsURL, "--partitions", "2",
-		"--retention", "720h", "--dedup-window", "10m"}, &out, nil); code != 0 {
-		t.Fatalf("--ensure-only --retention 720h exited %d:\n%s", code, out.String())
+		"--retention", "1000h", "--dedup-window", "10m"}, &out, nil); code != 0 {
+		t.Fatalf("--ensure-only --retention 1000h exited %d:\n%s", code, out.String())
 	}
-	check(720*time.Hour, 10*time.Minute)
+	check(1000*time.Hour, 10*time.Minute)
 	if code := Main(ctx, "validator", []string{"--ensure-only", "--nats-url", natsURL, "--retention", "0"}, &out, nil); code == 0 {
 		t.Fatal("--retention 0 (keep forever) was accepted")
 	}
