@@ -94,6 +94,13 @@ func TestBrowserExplainDrawer(t *testing.T) {
 				b.waitFor(5*time.Second, "drawer closed, focus on "+id,
 					`document.getElementById('explain').hidden && document.activeElement && document.activeElement.dataset.windowId === '`+id+`'`,
 					`document.getElementById('explain').outerHTML + ' focus ' + (document.activeElement && document.activeElement.outerHTML)`)
+				// The table is redrawn with every view: the focused row's
+				// new element keeps the focus (before, the focus fell to
+				// the body at the next redraw).
+				browserMust[string](b, `document.querySelector('`+row+`').dataset.before = 'redraw'`)
+				b.waitFor(20*time.Second, "a redraw with the focus still on "+id,
+					`(() => { const r = document.querySelector('`+row+`'); return r && r.dataset.before !== 'redraw' && document.activeElement === r; })()`,
+					`'focus ' + (document.activeElement && document.activeElement.outerHTML)`)
 			}
 			if m := b.messages("exception", "error"); len(m) > 0 {
 				t.Errorf("console: %v", m)

@@ -423,7 +423,16 @@
       el('td', { class: 'c-wm' }, fmtTime(w.watermark)),
       el('td', { class: 'c-updated' }, fmtTime(w.updated_at), ' ', el('span', { class: 'detail' }, ago(w.updated_at, v.now))));
     });
+    // A row that has the focus (a keyboard reader, or the row the
+    // explanation drawer gave the focus back to) keeps it across the
+    // redraw: its new element takes it.
+    const had = document.activeElement && body.contains(document.activeElement)
+      ? document.activeElement.closest('tr[data-window-id]') : null;
     body.replaceChildren(...rows);
+    if (had) {
+      const again = body.querySelector('tr[data-window-id="' + CSS.escape(had.dataset.windowId) + '"]');
+      if (again) again.focus({ preventScroll: true });
+    }
   }
 
   // --- the reader's time zone (zone.js) ------------------------------
