@@ -100,22 +100,28 @@ func (p *process) setOwned(owned []int) {
 
 // watchOwnership cancels run with errReassigned once the group's
 // partitions differ from running, or some are to hand over. It returns
-// when run ends.
+// when run ends. It looks at once, on every Changed and every lease
+// period: a signal can be taken by the watcher of the run before (its
+// run ended as the signal came), and a lease not renewed in time leaves
+// Owned without one.
 func (gs *groups) watchOwnership(run context.Context, cancel context.CancelCauseFunc, running []int) {
 	if gs == nil {
 		return
 	}
 	go func() {
+		t := time.NewTicker(gs.g.TTL() / 3)
+		defer t.Stop()
 		for {
-			select {
-			case <-run.Done():
-				return
-			case <-gs.g.Changed():
-			}
 			now := slices.Sorted(maps.Keys(gs.g.Owned()))
 			if !slices.Equal(now, running) || len(gs.g.Excess()) > 0 {
 				cancel(errReassigned)
 				return
+			}
+			select {
+			case <-run.Done():
+				return
+			case <-gs.g.Changed():
+			case <-t.C:
 			}
 		}
 	}()

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -17,8 +18,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/receiptflow/receiptflow/pkg/internal/telemetry"
+	"github.com/receiptflow/receiptflow/pkg/lease"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
+	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // recorder is the service a group member builds: it records the
@@ -246,4 +250,46 @@ func metricValue(url, name string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%s not in %s", name, url)
+}
+
+// TestWatchOwnershipSeesAChangeWithoutItsSignal: the watcher of a run
+// notices that the partitions held differ from those the run was built
+// over even when no Changed signal is left for it (the watcher of the run
+// before took it as its run ended). Before, the new run stayed idle over
+// partitions its member held (make chaos: "runs [], holds [4 5 6 7]").
+func TestWatchOwnershipSeesAChangeWithoutItsSignal(t *testing.T) {
+	_, url := testenv.NATS(t)
+	js := testenv.JetStream(t, url)
+	n := wire.For("")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := stream.Ensure(ctx, js, n, stream.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := lease.Join(ctx, js, lease.Config{Bucket: n.LeaseBucket(), Kind: "windower", Partitions: 4, TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = g.Run(ctx) }()
+	<-g.Ready()
+	testenv.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if own := g.Owned(); len(own) != 4 {
+			return fmt.Errorf("holds %v", own)
+		}
+		return nil
+	})
+	for len(g.Changed()) > 0 { // the signals went to another watcher
+		<-g.Changed()
+	}
+	run, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	(&groups{g: g}).watchOwnership(run, cancelRun, nil) // built over nothing
+	select {
+	case <-run.Done():
+		if !errors.Is(context.Cause(run), errReassigned) {
+			t.Fatalf("run ended by %v", context.Cause(run))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the watcher never saw that the member holds 4 partitions and runs none")
+	}
 }
