@@ -70,9 +70,20 @@ func TestBrowserExplainDrawer(t *testing.T) {
 				ids = append(ids, id)
 				row := `#windows-body tr[data-window-id="` + id + `"]`
 				b.waitFor(20*time.Second, "row "+id, `!!document.querySelector('`+row+`')`, `document.getElementById('windows-body').outerHTML`)
-				open := []chromedp.Action[chromedp.Void]{chromedp.Click(row)}
-				if i%2 == 1 { // every other window by keyboard: focus the row, press Enter
-					open = []chromedp.Action[chromedp.Void]{chromedp.Focus(row), chromedp.KeyEvent(kb.Enter)}
+				// The table is redrawn with every view, so a node id taken
+				// from the DOM can go stale before an input event reaches
+				// it (chromedp.Click failed so: "Could not find node with
+				// given id"). The mouse clicks at the row's place on the
+				// page, as a user's does, and the keyboard path focuses
+				// the row by script: both reach the row drawn at that
+				// moment, and the focus survives a redraw.
+				var open []chromedp.Action[chromedp.Void]
+				if i%2 == 0 {
+					xy := browserMust[[]float64](b, `(() => { const r = document.querySelector('`+row+`'); r.scrollIntoView({block: 'center'}); const b = r.getBoundingClientRect(); return [b.x + b.width / 2, b.y + b.height / 2]; })()`)
+					open = []chromedp.Action[chromedp.Void]{chromedp.MouseClickXY(xy[0], xy[1])}
+				} else { // every other window by keyboard: focus the row, press Enter
+					browserMust[bool](b, `(() => { document.querySelector('`+row+`').focus(); return true; })()`)
+					open = []chromedp.Action[chromedp.Void]{chromedp.KeyEvent(kb.Enter)}
 				}
 				if err := chromedp.Do(b.ctx, open...); err != nil {
 					t.Fatalf("open %s: %v", id, err)
