@@ -135,18 +135,19 @@ func TestBrokerAndRedisSIGKILL(t *testing.T) {
 	defer cancel()
 	admin := d.admin(ctx)
 	ip := d.startIngest(ctx, brokerSet.fixture(t))
-	// During ingest nats-server three times and redis-server three times,
-	// in a random order; then both again while the services drain what
-	// is left. The services run during ingest, so how much is left when
+	// During ingest nats-server three times and redis-server twice, in a
+	// random order; then both again while the services drain what is
+	// left. The services run during ingest, so how much is left when
 	// ingest ends depends on the machine: with the services keeping up it
 	// can be nothing (a CI run had no backlog, no kill during delivery,
-	// and so only the two redis-server kills of ingest). So the kills the
+	// and failed on a required third redis-server kill). So the kills the
 	// test requires all land during ingest, whose progress the schedule
 	// follows; those during delivery come as the backlog allows and are
-	// logged.
-	order := r.Perm(6)
+	// logged. (Six kills during ingest did not fit: ingest, resending
+	// after the fifth, could finish before the sixth's point.)
+	order := r.Perm(5)
 	natsIngest, redisIngest := 0, 0
-	ingestKills(ctx, r, admin, ip, 6, func(i int) {
+	ingestKills(ctx, r, admin, ip, 5, func(i int) {
 		if order[i] < 3 {
 			d.killNATS(t, r)
 			natsIngest++
@@ -170,8 +171,8 @@ func TestBrokerAndRedisSIGKILL(t *testing.T) {
 	t.Logf("SIGKILLs: nats-server %d during ingest and %d during delivery, redis-server %d during ingest and %d during delivery", natsIngest, natsDelivery, redisIngest, redisDelivery)
 	o := d.outcome(ctx, admin, brokerSet)
 	o.require(t)
-	if natsIngest < 3 || redisIngest < 3 {
-		t.Fatalf("the schedule did not happen: %d nats-server and %d redis-server kills during ingest (want 3 of each)", natsIngest, redisIngest)
+	if natsIngest < 3 || redisIngest < 2 {
+		t.Fatalf("the schedule did not happen: %d nats-server and %d redis-server kills during ingest (want 3 and 2)", natsIngest, redisIngest)
 	}
 }
 

@@ -9,7 +9,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -70,6 +72,44 @@ func TestMain(m *testing.M) {
 // and receiptctl binaries to test instead of this tree's (e.g. built from
 // an older commit, to show a fault test failing on the code before a fix).
 const binariesEnv = "RECEIPTFLOW_FAULTS_BIN"
+
+// keepLogsEnv names a folder where the services' and ingest's logs of
+// every fault test are kept (a folder per test run, named after the test
+// and the time), to read after a failure; unset, they go to the test's
+// temporary folder and are removed with it.
+const keepLogsEnv = "RECEIPTFLOW_FAULTS_KEEP_LOGS"
+
+var (
+	logDirsMu sync.Mutex
+	logDirs   = map[*testing.T]string{}
+)
+
+// logDir is the folder of t's process logs: under $RECEIPTFLOW_FAULTS_KEEP_LOGS
+// when set (kept, and named in the test's log), else t.TempDir().
+func logDir(t *testing.T) string {
+	t.Helper()
+	root := os.Getenv(keepLogsEnv)
+	if root == "" {
+		return t.TempDir()
+	}
+	logDirsMu.Lock()
+	defer logDirsMu.Unlock()
+	if d, ok := logDirs[t]; ok {
+		return d
+	}
+	d := filepath.Join(root, fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()))
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("process logs kept in %s", d)
+	logDirs[t] = d
+	t.Cleanup(func() {
+		logDirsMu.Lock()
+		delete(logDirs, t)
+		logDirsMu.Unlock()
+	})
+	return d
+}
 
 // binaries builds the three service binaries and receiptctl once (or
 // returns $RECEIPTFLOW_FAULTS_BIN).
@@ -179,7 +219,14 @@ type proc struct {
 
 func startProc(t *testing.T, bin, name string, env []string, args ...string) *proc {
 	t.Helper()
-	f, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
+	path := filepath.Join(logDir(t), name+".log")
+	for i := 2; ; i++ { // two windowers: windower.log, windower-2.log
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		path = filepath.Join(filepath.Dir(path), fmt.Sprintf("%s-%d.log", name, i))
+	}
+	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
