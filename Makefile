@@ -130,7 +130,8 @@ unit:
 ## stalled past their lease during ingest, single-server and cluster, each
 ## printing a line "elastic <shape>: … max unowned wait X s …").
 ## RECEIPTFLOW_FAULTS_SEED=N replays a broker test's kill schedule (each
-## logs its seed).
+## logs its seed); RECEIPTFLOW_FAULTS_KEEP_LOGS=DIR keeps the services' and
+## ingest's logs of each test under DIR (each test logs its folder).
 faults:
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -v $(TESTFLAGS) ./e2e/faults
 
