@@ -137,14 +137,12 @@ func TestBrokerAndRedisSIGKILL(t *testing.T) {
 	ip := d.startIngest(ctx, brokerSet.fixture(t))
 	// During ingest nats-server three times and redis-server twice, in a
 	// random order; then both again while the services drain what is
-	// left. The services run during ingest, so how much is left when
-	// ingest ends depends on the machine: with the services keeping up it
-	// can be nothing (a CI run had no backlog, no kill during delivery,
-	// and failed on a required third redis-server kill). So the kills the
-	// test requires all land during ingest, whose progress the schedule
-	// follows; those during delivery come as the backlog allows and are
-	// logged. (Six kills during ingest did not fit: ingest, resending
-	// after the fifth, could finish before the sixth's point.)
+	// left. Either part can fall short, depending on the machine: with
+	// the services keeping up during ingest nothing may be left to drain
+	// (a CI run made no kill during delivery), and ingest, resending
+	// after a kill, can finish before the last kill's point (it once
+	// made 4 of the 5). So the test requires the kills in all: at least
+	// 5, of which 3 during ingest, and at least 2 of each server.
 	order := r.Perm(5)
 	natsIngest, redisIngest := 0, 0
 	ingestKills(ctx, r, admin, ip, 5, func(i int) {
@@ -171,8 +169,10 @@ func TestBrokerAndRedisSIGKILL(t *testing.T) {
 	t.Logf("SIGKILLs: nats-server %d during ingest and %d during delivery, redis-server %d during ingest and %d during delivery", natsIngest, natsDelivery, redisIngest, redisDelivery)
 	o := d.outcome(ctx, admin, brokerSet)
 	o.require(t)
-	if natsIngest < 3 || redisIngest < 2 {
-		t.Fatalf("the schedule did not happen: %d nats-server and %d redis-server kills during ingest (want 3 and 2)", natsIngest, redisIngest)
+	nats, redis := natsIngest+natsDelivery, redisIngest+redisDelivery
+	if nats+redis < 5 || natsIngest+redisIngest < 3 || nats < 2 || redis < 2 {
+		t.Fatalf("the schedule did not happen: nats-server %d+%d, redis-server %d+%d kills during ingest+delivery (want at least 5 in all, 3 during ingest, 2 of each)",
+			natsIngest, natsDelivery, redisIngest, redisDelivery)
 	}
 }
 
