@@ -12,6 +12,7 @@ package faults
 import (
 	"context"
 	"math/rand/v2"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,32 +41,55 @@ func ingestKills(ctx context.Context, r *rand.Rand, admin *connect.Conn, ip *ing
 }
 
 // deliveryKills calls kill up to k times while the services work through
-// their backlog, each time after they have processed a part of what is
-// still pending (so they are mid-batch, not reconnecting) and a random
-// moment more. The part is a third of the pending messages' share per
-// kill left: it follows the backlog, so a restart after which the
-// services catch up in one leap (a whole pull batch acked at once) takes
-// room from the kills after it instead of ending the schedule (with a
-// fixed step of a thirtieth of the start, 7 of 10 kills landed before the
-// drain in a CI run). It returns how many kills it made before the
-// backlog was empty.
-func deliveryKills(ctx context.Context, r *rand.Rand, admin *connect.Conn, k int, kill func(i int)) int {
-	start, ok := untilProgress(ctx, admin, 0, 0)
+// their backlog. Before each kill it waits until the services have
+// processed something since the last one (they are delivering, not
+// reconnecting) and a random moment more, then stops them all (SIGSTOP)
+// and reads the backlog, which cannot move while they are stopped. If at
+// least deliveryMargin messages are left, it lets them go on (SIGCONT)
+// and kills at once, so the kill lands while they still have that much to
+// do, whatever the machine's speed; otherwise the backlog is as good as
+// drained and the schedule ends. (A schedule that only watched the
+// backlog shrink lost the race on fast runs: in a CI run the services
+// drained everything after the third of ten kills.) It returns how many
+// kills it made.
+func deliveryKills(ctx context.Context, r *rand.Rand, d *deployment, admin *connect.Conn, k int, kill func(i int)) int {
+	from, ok := untilProgress(ctx, admin, 0, 0)
 	if !ok {
 		return 0
 	}
-	from := start
 	for i := range k {
-		step := max(from/uint64(3*(k-i)), 1)
-		n, ok := untilProgress(ctx, admin, from, step)
-		if !ok {
+		if _, ok := untilProgress(ctx, admin, from, 1); !ok {
 			return i
 		}
-		time.Sleep(time.Duration(r.IntN(100)) * time.Millisecond) // part of the schedule: land inside a pull batch
+		time.Sleep(time.Duration(r.IntN(30)) * time.Millisecond) // part of the schedule: land inside a pull batch
+		d.signalServices(syscall.SIGSTOP)
+		n, ok := pendingStill(ctx, admin)
+		d.signalServices(syscall.SIGCONT)
+		if !ok || n < deliveryMargin {
+			return i
+		}
 		kill(i)
 		from = n
 	}
 	return k
+}
+
+// deliveryMargin is the backlog below which deliveryKills stops killing:
+// between SIGCONT and the kill the services get well under a millisecond,
+// far too little for this many messages.
+const deliveryMargin = 100
+
+// pendingStill reads the backlog while the services are stopped, trying
+// again while it cannot be told (the consumers are listed one API call
+// at a time, and a call can time out on a loaded machine).
+func pendingStill(ctx context.Context, admin *connect.Conn) (uint64, bool) {
+	for range 5 {
+		if n, ok := pending(ctx, admin); ok {
+			return n, true
+		}
+		time.Sleep(probeEvery)
+	}
+	return 0, false
 }
 
 // TestBrokerNoFaults is the control of the broker tests: the same
@@ -96,7 +120,7 @@ func TestBrokerSIGKILLDuringDelivery(t *testing.T) {
 	ip.wait()
 	d.startServices()
 	const k = 10
-	kills := deliveryKills(ctx, r, admin, k, func(int) { d.killNATS(t, r) })
+	kills := deliveryKills(ctx, r, d, admin, k, func(int) { d.killNATS(t, r) })
 	d.logRestarts()
 	t.Logf("%d SIGKILLs of nats-server during delivery", kills)
 	o := d.outcome(ctx, admin, brokerSet)
@@ -156,7 +180,7 @@ func TestBrokerAndRedisSIGKILL(t *testing.T) {
 	})
 	ip.wait()
 	natsDelivery, redisDelivery := 0, 0
-	deliveryKills(ctx, r, admin, 4, func(i int) {
+	deliveryKills(ctx, r, d, admin, 4, func(i int) {
 		if i%2 == 0 {
 			d.killNATS(t, r)
 			natsDelivery++

@@ -401,6 +401,14 @@ func (d *deployment) startServices() {
 	}
 }
 
+// signalServices sends sig to every service process (SIGSTOP to hold the
+// pipeline still, SIGCONT to let it go on).
+func (d *deployment) signalServices(sig syscall.Signal) {
+	for _, p := range d.procs {
+		p.signal(sig)
+	}
+}
+
 // admin connects the test's own client (reconnecting forever) and makes
 // sure the streams exist.
 func (d *deployment) admin(ctx context.Context) *connect.Conn {
