@@ -202,6 +202,9 @@ func (l *loop) open(ctx context.Context) (jetstream.Consumer, error) {
 func (l *loop) session(ctx context.Context, c jetstream.Consumer) error {
 	// The consumer sequence of the next delivery: Open just read the
 	// consumer's info, and nothing else reads from it.
+	if err := l.positioned(ctx, c.CachedInfo()); err != nil {
+		return err
+	}
 	cur := &cursor{next: c.CachedInfo().Delivered.Consumer + 1, seen: l.processed, ackAll: l.spec.AckAll}
 	d, err := l.pull(c)
 	if err != nil {
@@ -263,6 +266,33 @@ func (l *loop) session(ctx context.Context, c jetstream.Consumer) error {
 			return q.finish(gap)
 		}
 	}
+}
+
+// positioned checks, before a session pulls, that the consumer delivers
+// next the first message after the checkpoint: one that has delivered
+// past it would have the loop's first ack acknowledge the messages in
+// between, which nothing processed. Open positions the consumer it
+// returns, but the broker may answer with another: a create is answered
+// with the durable already there when its configuration is the same, and
+// a SIGKILLed broker can bring back a durable whose delete it had
+// answered (a fault test lost a partition's 2,180 events). The only
+// consumer allowed past the checkpoint is one whose stream no longer has
+// the messages in between (retention moved the stream's first sequence
+// past it). The gap returned (*errReset) re-opens the consumer, and Open
+// recreates it where it must start.
+func (l *loop) positioned(ctx context.Context, info *jetstream.ConsumerInfo) error {
+	from := l.resumeAt()
+	if !l.spec.AckAll || from == 0 || info.Delivered.Stream < from {
+		return nil
+	}
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := l.js.Stream(ictx, l.spec.Stream)
+	if err == nil && info.Delivered.Stream < st.CachedInfo().State.FirstSeq {
+		return nil // the messages in between are gone from the stream
+	}
+	return &errReset{why: fmt.Sprintf("the consumer has delivered up to stream sequence %d, past the checkpoint %d (first not processed); stream read: %v",
+		info.Delivered.Stream, from, err)}
 }
 
 // fill adds to batch what d delivers, up to Max, until none arrives within

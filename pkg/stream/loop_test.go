@@ -340,3 +340,78 @@ func TestConsumeRecreatesAConsumerTheBrokerLost(t *testing.T) {
 		t.Error("the consumer came back without a reset of the loop")
 	}
 }
+
+// TestSessionRefusesAConsumerPastTheCheckpoint hands a delivery session a
+// consumer that starts after the loop's checkpoint: the broker's durable
+// is not the one the loop opened (a consumer a SIGKILL took back to an
+// older life, or one a timed-out open created late). The session must
+// end with a reset before the handler sees anything; were it to hand the
+// deliveries on, the first ack would acknowledge the messages between the
+// checkpoint and the consumer's start, which nothing processed (a fault
+// test lost a partition's 2,180 events this way).
+func TestSessionRefusesAConsumerPastTheCheckpoint(t *testing.T) {
+	r := newLoopRig(t, 100)
+	spec := ConsumerSpec{Stream: "L", Durable: "d", Filter: "l.x", AckAll: true}
+	c, err := r.js.CreateConsumer(r.ctx, "L", jetstream.ConsumerConfig{Durable: "d", FilterSubject: "l.x",
+		AckPolicy: jetstream.AckAllPolicy, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: 61})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handled atomic.Int64
+	o := BatchConfig{Max: 10}.withDefaults()
+	l := &loop{js: r.js, spec: spec, o: o, retry: o.backoff(), processed: 40,
+		h: func(_ context.Context, b []jetstream.Msg) (Outcome, error) {
+			handled.Add(int64(len(b)))
+			return Outcome{}, nil
+		}}
+	ctx, cancel := context.WithTimeout(r.ctx, 3*time.Second)
+	defer cancel()
+	err = l.session(ctx, c)
+	var reset *errReset
+	if !errors.As(err, &reset) {
+		t.Fatalf("the session ended with %v and handled %d messages from stream sequence 61, past the checkpoint 40 (processed now %d): 41..60 would be acknowledged unprocessed",
+			err, handled.Load(), l.processed)
+	}
+	if n := handled.Load(); n != 0 || l.processed != 40 {
+		t.Fatalf("the session reset (%v) but handled %d messages first (processed %d)", err, n, l.processed)
+	}
+	t.Logf("reset: %v", reset)
+}
+
+// TestSessionAcceptsAConsumerPastMessagesTheStreamDropped: a consumer may
+// start after the checkpoint when the stream no longer holds the messages
+// in between (retention moved its first sequence): nothing is skipped,
+// and a reset would only recreate the same consumer for ever.
+func TestSessionAcceptsAConsumerPastMessagesTheStreamDropped(t *testing.T) {
+	r := newLoopRig(t, 100)
+	if err := r.js.DeleteStream(r.ctx, "L"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.js.CreateStream(r.ctx, jetstream.StreamConfig{Name: "L", Subjects: []string{"l.*"}, Storage: jetstream.FileStorage, MaxMsgs: 50}); err != nil {
+		t.Fatal(err)
+	}
+	r.publish(100) // sequences 1..100, of which 51..100 are kept
+	spec := ConsumerSpec{Stream: "L", Durable: "d", Filter: "l.x", AckAll: true}
+	c, err := Open(r.ctx, r.js, ConsumerSpec{Stream: "L", Durable: "d", Filter: "l.x", AckAll: true, StartSeq: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.CachedInfo().Delivered.Stream; d != 50 {
+		t.Fatalf("the consumer created at 11 reports delivered stream sequence %d, want 50 (the stream's first is 51): the test shows nothing", d)
+	}
+	var handled atomic.Int64
+	o := BatchConfig{Max: 10}.withDefaults()
+	l := &loop{js: r.js, spec: spec, o: o, retry: o.backoff(), processed: 10,
+		h: func(_ context.Context, b []jetstream.Msg) (Outcome, error) {
+			handled.Add(int64(len(b)))
+			return Outcome{}, nil
+		}}
+	ctx, cancel := context.WithTimeout(r.ctx, 2*time.Second)
+	defer cancel()
+	if err := l.session(ctx, c); err != nil {
+		t.Fatalf("the session ended with %v after %d messages", err, handled.Load())
+	}
+	if n := handled.Load(); n != 50 || l.processed != 100 {
+		t.Fatalf("handled %d messages, processed through %d; want 50 through 100", n, l.processed)
+	}
+}
