@@ -269,20 +269,29 @@ func (l *loop) session(ctx context.Context, c jetstream.Consumer) error {
 }
 
 // positioned checks, before a session pulls, that the consumer delivers
-// next the first message after the checkpoint: one that has delivered
-// past it would have the loop's first ack acknowledge the messages in
-// between, which nothing processed. Open positions the consumer it
-// returns, but the broker may answer with another: a create is answered
-// with the durable already there when its configuration is the same, and
-// a SIGKILLed broker can bring back a durable whose delete it had
-// answered (a fault test lost a partition's 2,180 events). The only
+// next the first message after the checkpoint (the loop's, or before the
+// loop processed anything, the consumer's ack floor): one that has
+// delivered past it would have the loop's first ack acknowledge the
+// messages in between, which nothing processed. Open positions the
+// consumer it returns, but the broker may answer with another: a
+// SIGKILL that cuts a consumer's delete short can leave its state file
+// behind, and the create that follows takes it up (a fault test lost a
+// partition's 680 events: the new consumer had delivered through 10453
+// with its ack floor at 2877); a create is also answered with the durable
+// already there when its configuration is the same. The only
 // consumer allowed past the checkpoint is one whose stream no longer has
 // the messages in between (retention moved the stream's first sequence
 // past it). The gap returned (*errReset) re-opens the consumer, and Open
 // recreates it where it must start.
 func (l *loop) positioned(ctx context.Context, info *jetstream.ConsumerInfo) error {
+	if !l.spec.AckAll {
+		return nil
+	}
 	from := l.resumeAt()
-	if !l.spec.AckAll || from == 0 || info.Delivered.Stream < from {
+	if from == 0 {
+		from = info.AckFloor.Stream + 1 // the consumer's own checkpoint
+	}
+	if info.Delivered.Stream < from {
 		return nil
 	}
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -342,40 +342,87 @@ func TestConsumeRecreatesAConsumerTheBrokerLost(t *testing.T) {
 }
 
 // TestSessionRefusesAConsumerPastTheCheckpoint hands a delivery session a
-// consumer that starts after the loop's checkpoint: the broker's durable
-// is not the one the loop opened (a consumer a SIGKILL took back to an
-// older life, or one a timed-out open created late). The session must
-// end with a reset before the handler sees anything; were it to hand the
-// deliveries on, the first ack would acknowledge the messages between the
-// checkpoint and the consumer's start, which nothing processed (a fault
-// test lost a partition's 2,180 events this way).
+// consumer that would deliver first a message after the loop's
+// checkpoint: the broker's durable is not the one the loop opened. The
+// session must end with a reset before the handler sees anything; were
+// it to hand the deliveries on, the first ack would acknowledge the
+// messages between the checkpoint and them, which nothing processed (a
+// fault test lost a partition's 680 events this way: a SIGKILL had cut a
+// consumer delete short, and the create that followed took up the
+// deleted consumer's leftover state, 792 deliveries unacknowledged).
+//   - own checkpoint: the loop processed through 40; the consumer starts
+//     at 61.
+//   - ack floor: a loop that has processed nothing yet resumes after the
+//     consumer's ack floor (20), but the consumer delivered through 60
+//     and waits for those acks.
 func TestSessionRefusesAConsumerPastTheCheckpoint(t *testing.T) {
-	r := newLoopRig(t, 100)
-	spec := ConsumerSpec{Stream: "L", Durable: "d", Filter: "l.x", AckAll: true}
-	c, err := r.js.CreateConsumer(r.ctx, "L", jetstream.ConsumerConfig{Durable: "d", FilterSubject: "l.x",
-		AckPolicy: jetstream.AckAllPolicy, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: 61})
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name      string
+		processed uint64
+		prepare   func(r *loopRig) jetstream.Consumer
+	}{
+		{"own checkpoint", 40, func(r *loopRig) jetstream.Consumer {
+			c, err := r.js.CreateConsumer(r.ctx, "L", jetstream.ConsumerConfig{Durable: "d", FilterSubject: "l.x",
+				AckPolicy: jetstream.AckAllPolicy, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: 61})
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			return c
+		}},
+		{"ack floor", 0, func(r *loopRig) jetstream.Consumer {
+			c, err := r.js.CreateConsumer(r.ctx, "L", jetstream.ConsumerConfig{Durable: "d", FilterSubject: "l.x",
+				AckPolicy: jetstream.AckAllPolicy})
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			b, err := c.Fetch(60, jetstream.FetchMaxWait(5*time.Second))
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			n := 0
+			for m := range b.Messages() {
+				if n++; n == 20 {
+					if err := m.DoubleAck(r.ctx); err != nil {
+						r.t.Fatal(err)
+					}
+				}
+			}
+			info, err := c.Info(r.ctx)
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			if info.AckFloor.Stream != 20 || info.Delivered.Stream != 60 {
+				r.t.Fatalf("the consumer acked through %d and delivered through %d, want 20 and 60: the test shows nothing",
+					info.AckFloor.Stream, info.Delivered.Stream)
+			}
+			return c
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newLoopRig(t, 100)
+			c := tc.prepare(r)
+			spec := ConsumerSpec{Stream: "L", Durable: "d", Filter: "l.x", AckAll: true}
+			var handled atomic.Int64
+			o := BatchConfig{Max: 10}.withDefaults()
+			l := &loop{js: r.js, spec: spec, o: o, retry: o.backoff(), processed: tc.processed,
+				h: func(_ context.Context, b []jetstream.Msg) (Outcome, error) {
+					handled.Add(int64(len(b)))
+					return Outcome{}, nil
+				}}
+			ctx, cancel := context.WithTimeout(r.ctx, 3*time.Second)
+			defer cancel()
+			err := l.session(ctx, c)
+			var reset *errReset
+			if !errors.As(err, &reset) {
+				t.Fatalf("the session ended with %v and handled %d messages from stream sequence 61 (processed now %d): the messages after the checkpoint up to 60 would be acknowledged unprocessed",
+					err, handled.Load(), l.processed)
+			}
+			if n := handled.Load(); n != 0 || l.processed != tc.processed {
+				t.Fatalf("the session reset (%v) but handled %d messages first (processed %d)", err, n, l.processed)
+			}
+			t.Logf("reset: %v", reset)
+		})
 	}
-	var handled atomic.Int64
-	o := BatchConfig{Max: 10}.withDefaults()
-	l := &loop{js: r.js, spec: spec, o: o, retry: o.backoff(), processed: 40,
-		h: func(_ context.Context, b []jetstream.Msg) (Outcome, error) {
-			handled.Add(int64(len(b)))
-			return Outcome{}, nil
-		}}
-	ctx, cancel := context.WithTimeout(r.ctx, 3*time.Second)
-	defer cancel()
-	err = l.session(ctx, c)
-	var reset *errReset
-	if !errors.As(err, &reset) {
-		t.Fatalf("the session ended with %v and handled %d messages from stream sequence 61, past the checkpoint 40 (processed now %d): 41..60 would be acknowledged unprocessed",
-			err, handled.Load(), l.processed)
-	}
-	if n := handled.Load(); n != 0 || l.processed != 40 {
-		t.Fatalf("the session reset (%v) but handled %d messages first (processed %d)", err, n, l.processed)
-	}
-	t.Logf("reset: %v", reset)
 }
 
 // TestSessionAcceptsAConsumerPastMessagesTheStreamDropped: a consumer may
