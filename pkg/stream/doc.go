@@ -41,6 +41,18 @@
 // the pulls miss heartbeats or find no responder, the loop asks for the
 // consumer and re-opens it at the checkpoint if the broker lacks it.
 //
+// The consumer Open returns must also start at the checkpoint, and the
+// broker does not always give the one asked for: a SIGKILL that cuts a
+// consumer's delete short can leave its state file behind, and nats-server
+// takes that state up when it next creates a durable of the name (a new
+// consumer, already "delivered" far past its start). Its deliveries keep
+// the invariant above, and the first ack would acknowledge what it
+// delivered before. So before a session pulls, an AckAll consumer must
+// not have delivered past the checkpoint (before the loop processed
+// anything, the consumer's ack floor), unless the stream no longer holds
+// the messages in between; otherwise the session ends as a gap and Open
+// recreates the consumer.
+//
 // Acknowledgement: AckAll consumers get one Ack of the batch's last
 // message (after the Terms of Outcome.Term); explicit ones an Ack or Term
 // per message. A transient failure (errors.Is(err, ErrRetry)) is retried
