@@ -200,11 +200,11 @@ func (l *loop) open(ctx context.Context) (jetstream.Consumer, error) {
 // session consumes c until ctx ends (nil), a gap (*errReset) or a handler
 // failure (its error).
 func (l *loop) session(ctx context.Context, c jetstream.Consumer) error {
-	// The consumer sequence of the next delivery: Open just read the
-	// consumer's info, and nothing else reads from it.
 	if err := l.positioned(ctx, c.CachedInfo()); err != nil {
 		return err
 	}
+	// The consumer sequence of the next delivery: Open just read the
+	// consumer's info, and nothing else reads from it.
 	cur := &cursor{next: c.CachedInfo().Delivered.Consumer + 1, seen: l.processed, ackAll: l.spec.AckAll}
 	d, err := l.pull(c)
 	if err != nil {
@@ -300,8 +300,11 @@ func (l *loop) positioned(ctx context.Context, info *jetstream.ConsumerInfo) err
 	if err == nil && info.Delivered.Stream < st.CachedInfo().State.FirstSeq {
 		return nil // the messages in between are gone from the stream
 	}
-	return &errReset{why: fmt.Sprintf("the consumer has delivered up to stream sequence %d, past the checkpoint %d (first not processed); stream read: %v",
-		info.Delivered.Stream, from, err)}
+	why := fmt.Sprintf("the consumer has delivered up to stream sequence %d, past the checkpoint %d (the first not processed)", info.Delivered.Stream, from)
+	if err != nil {
+		why += fmt.Sprintf(" (stream %s unread: %v)", l.spec.Stream, err)
+	}
+	return &errReset{why: why}
 }
 
 // fill adds to batch what d delivers, up to Max, until none arrives within
