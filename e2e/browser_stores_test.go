@@ -25,7 +25,13 @@ func TestBrowserTopStores(t *testing.T) {
 	rig.sendStore(older.Add(time.Minute), "store-y", map[string]any{"amount_cents": 500})
 	rig.sendStore(older.Add(2*time.Minute), "store-x", map[string]any{"amount_cents": 250})
 	rig.sendStore(older.Add(3*time.Minute), "store-x", map[string]any{"note": "no amount"})
-	rig.sendStore(now.Add(-time.Minute), "store-z", map[string]any{"amount_cents": 100})
+	// Both store-z events fall in the hour the test starts in, also in
+	// its first minute (a run at 00:00:22 once put one in 23:00).
+	zFirst := now.Add(-time.Minute)
+	if hour := now.Truncate(time.Hour); zFirst.Before(hour) {
+		zFirst = hour
+	}
+	rig.sendStore(zFirst, "store-z", map[string]any{"amount_cents": 100})
 	rig.sendStore(now, "store-z", map[string]any{"amount_cents": 100.0})
 	olderID := older.Format("2006-01-02T15")
 
