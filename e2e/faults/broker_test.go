@@ -41,29 +41,26 @@ func ingestKills(ctx context.Context, r *rand.Rand, admin *connect.Conn, ip *ing
 }
 
 // deliveryKills calls kill up to k times while the services work through
-// their backlog. Before each kill it waits until the services have
-// processed something since the last one (they are delivering, not
-// reconnecting) and a random moment more, then stops them all (SIGSTOP)
-// and reads the backlog, which cannot move while they are stopped. If at
-// least deliveryMargin messages are left, it lets them go on (SIGCONT)
-// and kills at once, so the kill lands while they still have that much to
-// do, whatever the machine's speed; otherwise the backlog is as good as
-// drained and the schedule ends. (A schedule that only watched the
-// backlog shrink lost the race on fast runs: in a CI run the services
-// drained everything after the third of ten kills.) It returns how many
-// kills it made.
+// their backlog. Between kills it lets the services run in short slices
+// (a random 5–15 ms each) and holds them still (SIGSTOP) after each slice
+// to read the backlog, which cannot move while they are stopped, until
+// they have processed something since the last kill (they are
+// delivering, not reconnecting). If at least deliveryMargin messages are
+// then left, it lets them go on (SIGCONT) and kills at once, so the kill
+// lands while they still have that much to do; otherwise the backlog is
+// as good as drained and the schedule ends. The slices bound what the
+// services process between kills, whatever the machine's speed: a
+// schedule that watched the backlog shrink while they ran lost the race
+// (in a CI run they drained everything after the third of ten kills), and
+// so did one that let them run until a poll saw progress (6 or 7 of 10
+// in 2 of 12 runs under load). It returns how many kills it made.
 func deliveryKills(ctx context.Context, r *rand.Rand, d *deployment, admin *connect.Conn, k int, kill func(i int)) int {
 	from, ok := untilProgress(ctx, admin, 0, 0)
 	if !ok {
 		return 0
 	}
 	for i := range k {
-		if _, ok := untilProgress(ctx, admin, from, 1); !ok {
-			return i
-		}
-		time.Sleep(time.Duration(r.IntN(30)) * time.Millisecond) // part of the schedule: land inside a pull batch
-		d.signalServices(syscall.SIGSTOP)
-		n, ok := pendingStill(ctx, admin)
+		n, ok := d.sliceUntilProgress(ctx, r, admin, from)
 		d.signalServices(syscall.SIGCONT)
 		if !ok || n < deliveryMargin {
 			return i
@@ -72,6 +69,22 @@ func deliveryKills(ctx context.Context, r *rand.Rand, d *deployment, admin *conn
 		from = n
 	}
 	return k
+}
+
+// sliceUntilProgress runs the services in slices of a random 5–15 ms,
+// stopping them after each to read the backlog, until it is below from.
+// It returns with the services stopped, and the backlog read then; ok is
+// false if ctx ended first.
+func (d *deployment) sliceUntilProgress(ctx context.Context, r *rand.Rand, admin *connect.Conn, from uint64) (uint64, bool) {
+	for ctx.Err() == nil {
+		d.signalServices(syscall.SIGCONT)
+		time.Sleep(time.Duration(5+r.IntN(11)) * time.Millisecond)
+		d.signalServices(syscall.SIGSTOP)
+		if n, ok := pendingStill(ctx, admin); ok && n < from {
+			return n, true
+		}
+	}
+	return 0, false
 }
 
 // deliveryMargin is the backlog below which deliveryKills stops killing:
