@@ -19,6 +19,8 @@ type item struct {
 	id  string // its Nats-Msg-Id
 	// line is the record's 1-based line number; 0 for a heartbeat.
 	line int64
+	// queued is when it joined the sender's queue: Linger counts from it.
+	queued time.Time
 }
 
 // newCommitter returns the sender's committer to RAW: a full store is

@@ -51,9 +51,10 @@ type Config struct {
 	// stream.AtomicBatchMax, the server's default max_batch_size; a
 	// server configured lower is detected and followed).
 	BatchMax int
-	// Linger is how long the sender waits for a batch to fill before it
-	// sends a part of one (default 20ms; negative: never waits). It
-	// delays a trickle of records by at most that much.
+	// Linger is how long a queued record may wait for its batch to fill
+	// before the sender sends a part of one (default 20ms; negative:
+	// never waits), counted from when the record was queued. It delays a
+	// trickle of records by at most that much beyond the commit before.
 	Linger time.Duration
 	// RetryFor bounds how long one batch (or one message) is retried
 	// before ingest gives up with an *UnconfirmedError (default 30s).
@@ -177,8 +178,9 @@ func (in *Ingester) send(ctx context.Context, c *stream.Committer) {
 			return
 		}
 		if len(in.queue) < in.opts.BatchMax && !in.closed && in.opts.Linger > 0 {
+			oldest := in.queue[0].queued
 			in.mu.Unlock()
-			in.linger(ctx)
+			in.linger(ctx, oldest)
 			in.mu.Lock()
 		}
 		n := min(len(in.queue), in.opts.BatchMax)
@@ -202,11 +204,19 @@ func (in *Ingester) send(ctx context.Context, c *stream.Committer) {
 	}
 }
 
-// linger waits up to Config.Linger for the queue to fill a batch (or
-// Close), so that a fast producer is sent in full batches: each atomic
-// batch costs the server a staging store and a sync, whatever its size.
-func (in *Ingester) linger(ctx context.Context) {
-	t := time.NewTimer(in.opts.Linger)
+// linger waits until Config.Linger after oldest (when the queue's first
+// item was queued) for the queue to fill a batch (or Close), so that a
+// fast producer is sent in full batches: each atomic batch costs the
+// server a staging store and a sync, whatever its size. Counting from the
+// oldest item, not from when the sender got to it, keeps the wait from
+// adding to the commit before it: what queued up during that commit and
+// is already older than Linger goes at once.
+func (in *Ingester) linger(ctx context.Context, oldest time.Time) {
+	wait := time.Until(oldest.Add(in.opts.Linger))
+	if wait <= 0 {
+		return
+	}
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		select {
@@ -332,6 +342,7 @@ func (in *Ingester) Publish(ctx context.Context, line []byte) error {
 	}
 	in.line++
 	it.line = in.line
+	it.queued = time.Now()
 	in.queue = append(in.queue, it)
 	in.records++
 	in.statsMu.Lock()
@@ -415,7 +426,7 @@ func (in *Ingester) heartbeatLocked(progress int64, tag string) {
 		id := "hb/" + strconv.FormatInt(progress, 10) + "/" + tag + "/" + strconv.Itoa(p)
 		m := stream.NewMsg(wire.For("").Subject(wire.Raw, p), id, nil)
 		m.Header.Set(wire.HdrHeartbeat, strconv.FormatInt(progress, 10))
-		in.queue = append(in.queue, item{msg: m, id: id})
+		in.queue = append(in.queue, item{msg: m, id: id, queued: time.Now()})
 	}
 	in.statsMu.Lock()
 	in.stats.Heartbeats++
