@@ -298,7 +298,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.Latency = &latencyResult{Rate: rate, Records: l.Records, Achieved: l.EPS, Ms: l.LatencyMs, Stages: l.Stages}
+		r.Latency = &latencyResult{Rate: rate, Records: l.Records, Achieved: l.EPS, Ms: l.LatencyMs, Stages: l.Stages, Hist: l.Hist}
 		b.logf("latency: p50 %.1f ms p99 %.1f ms max %.1f ms", r.Latency.quantile(0.5), r.Latency.quantile(0.99), r.Latency.max())
 	}
 	if b.wants(ScenarioBatch) {

@@ -152,3 +152,23 @@ func TestCountedLine(t *testing.T) {
 		t.Fatalf("summary line read as %q", m)
 	}
 }
+
+// TestAddTextCounters: the barrier's wait counter is summed over its
+// partitions, a longer name sharing its prefix is not, and the batch
+// histogram's count gives the mean wait per batch.
+func TestAddTextCounters(t *testing.T) {
+	text := `# TYPE receiptflow_validator_barrier_wait_seconds_total counter
+receiptflow_validator_barrier_wait_seconds_total{partition="0"} 0.5
+receiptflow_validator_barrier_wait_seconds_total{partition="1"} 1.5
+receiptflow_validator_barrier_wait_seconds_total_other 9
+receiptflow_validator_batch_size_messages_sum 400
+receiptflow_validator_batch_size_messages_count 100
+`
+	out := map[string]histMean{}
+	addText(out, strings.NewReader(text))
+	l := &latencyResult{Hist: out}
+	ms, n, ok := l.barrierWait()
+	if !ok || n != 100 || ms != 20 {
+		t.Fatalf("barrier wait %v ms over %v batches (%v), want 20 ms over 100", ms, n, ok)
+	}
+}

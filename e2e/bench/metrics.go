@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,13 @@ var histograms = []string{
 	"receiptflow_validator_batch_size_messages",
 	"receiptflow_windower_batch_size_messages",
 	"receiptflow_windower_script_seconds",
+}
+
+// counters are the service counters the bench reads, summed over their
+// labels and instances (into histMean.Sum): the time partitions waited at
+// the validator's publication barrier.
+var counters = []string{
+	"receiptflow_validator_barrier_wait_seconds_total",
 }
 
 // histMean is a histogram's sum and count summed over instances.
@@ -83,6 +91,17 @@ func addText(out map[string]histMean, r io.Reader) {
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
+		for _, c := range counters {
+			rest, ok := strings.CutPrefix(line, c)
+			if !ok || (len(rest) > 0 && rest[0] != '{' && rest[0] != ' ') {
+				continue
+			}
+			if v, err := strconv.ParseFloat(strings.TrimSpace(rest[strings.LastIndexByte(rest, ' '):]), 64); err == nil {
+				m := out[c]
+				m.Sum += v
+				out[c] = m
+			}
+		}
 		for _, h := range histograms {
 			rest, ok := strings.CutPrefix(line, h)
 			if !ok {
@@ -122,6 +141,11 @@ func gatherRegistries(regs []*prometheus.Registry) map[string]histMean {
 		}
 		for _, f := range fams {
 			for _, m := range f.GetMetric() {
+				if c := m.GetCounter(); c != nil && slices.Contains(counters, f.GetName()) {
+					x := out[f.GetName()]
+					x.Sum += c.GetValue()
+					out[f.GetName()] = x
+				}
 				if h := m.GetHistogram(); h != nil {
 					x := out[f.GetName()]
 					x.Sum += h.GetSampleSum()

@@ -91,6 +91,20 @@ type latencyResult struct {
 	Ms []float64
 	// Stages split them by hop.
 	Stages []stage
+	// Hist are the services' histograms and counters over the run.
+	Hist map[string]histMean
+}
+
+// barrierWait is the mean time a validator batch waited at the
+// publication barrier, in ms, and the batches; ok is false without the
+// validator's metrics.
+func (l *latencyResult) barrierWait() (ms float64, batches float64, ok bool) {
+	w, okW := l.Hist["receiptflow_validator_barrier_wait_seconds_total"]
+	b, okB := l.Hist["receiptflow_validator_batch_size_messages"]
+	if !okW || !okB || b.Count == 0 {
+		return 0, 0, false
+	}
+	return 1000 * w.Sum / b.Count, b.Count, true
 }
 
 // dominant is the hop with the highest p99 and that p99's share of the
@@ -264,6 +278,9 @@ func (r *Results) JSON() map[string]any {
 		if name, _, _ := r.Latency.dominant(); name != "" {
 			d["latency_dominant_hop"] = name
 		}
+		if w, _, ok := r.Latency.barrierWait(); ok {
+			d["latency_barrier_wait_ms"] = num(w)
+		}
 	}
 	if r.E2E != nil {
 		d["e2e_seconds"] = num(r.E2E.Elapsed.Seconds())
@@ -430,7 +447,11 @@ func (r *Results) print(w io.Writer) {
 		row("Latency by hop p50", "", l.hops(0.5))
 		row("Latency by hop p99", "", l.hops(0.99))
 		if name, p99, share := l.dominant(); name != "" {
-			row("Latency dominant hop", name, fmt.Sprintf("p99 %.1f ms, %.0f%% of the end-to-end p99: the hop to shorten first", p99, 100*share))
+			note := fmt.Sprintf("p99 %.1f ms, %.0f%% of the end-to-end p99: the hop to shorten first", p99, 100*share)
+			if w, n, ok := l.barrierWait(); ok {
+				note += fmt.Sprintf("; validator batches waited %.2f ms each at the publication barrier (mean of %.0f)", w, n)
+			}
+			row("Latency dominant hop", name, note)
 		} else {
 			row("Latency dominant hop", "n/a", "no hop measured")
 		}

@@ -27,7 +27,7 @@ type item struct {
 // retried like a restarting server, and a batch failing for long moves the
 // connection to another server (docs/recovery.md).
 func newCommitter(js jetstream.JetStream, batchMax int, retryFor time.Duration) *stream.Committer {
-	return stream.NewCommitter(js, stream.CommitterConfig{BatchMax: batchMax, RetryFor: retryFor, RetryStoreFull: true, MoveOn: true})
+	return stream.NewCommitter(js, stream.CommitterConfig{BatchMax: batchMax, RetryFor: retryFor, RetryStoreFull: true, MoveOn: true, SubjectLasts: true})
 }
 
 // commit stores items in RAW in order through c and returns RAW's answer

@@ -61,6 +61,10 @@ type CommitterConfig struct {
 	// (connect.MoveOn) after each third of RetryFor that attempts fail: a
 	// node cut off from its peers answers pings but stores nothing.
 	MoveOn bool
+	// SubjectLasts sets wire.HdrBatchLasts on the commit message of every
+	// atomic batch: where each subject's messages of the batch end (the
+	// validator's barrier reads it on RAW).
+	SubjectLasts bool
 }
 
 func (c CommitterConfig) withDefaults() CommitterConfig {
@@ -276,9 +280,9 @@ func (c *Committer) commit(ctx context.Context, msgs []*nats.Msg, part []int) (u
 	var f jetstream.PubAckFuture
 	for k, i := range part {
 		m := msgs[i]
-		b := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: make(nats.Header, len(m.Header)+3)}
+		b := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: make(nats.Header, len(m.Header)+4)}
 		for key, v := range m.Header {
-			if key != wire.HdrBatchID && key != wire.HdrBatchSeq && key != wire.HdrBatchCommit {
+			if !batchHeader(key) {
 				b.Header[key] = v
 			}
 		}
@@ -286,6 +290,13 @@ func (c *Committer) commit(ctx context.Context, msgs []*nats.Msg, part []int) (u
 		b.Header.Set(wire.HdrBatchSeq, strconv.Itoa(k+1))
 		if k == last {
 			b.Header.Set(wire.HdrBatchCommit, "1")
+			if c.cfg.SubjectLasts {
+				subjects := make([]string, len(part))
+				for k, i := range part {
+					subjects[k] = msgs[i].Subject
+				}
+				b.Header.Set(wire.HdrBatchLasts, wire.FormatBatchLasts(subjects))
+			}
 		}
 		// A message lost on the way leaves the batch incomplete, and the
 		// server stores none of it; only the commit's ack counts.

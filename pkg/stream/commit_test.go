@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -534,4 +535,99 @@ func waitCurrent(t *testing.T, ctx context.Context, c *testenv.Cluster, js jetst
 		}
 		return fmt.Errorf("%s not current yet", c.Name(node))
 	})
+}
+
+// TestCommitMarksSubjectLasts: with SubjectLasts, the stored commit
+// message of every atomic batch names where each subject's messages of
+// the batch end; the batch is stored whole at consecutive sequences, so
+// the commit's sequence and position place every subject's last message.
+// A plain publish of a message read back carries none of it.
+func TestCommitMarksSubjectLasts(t *testing.T) {
+	ctx, js, n := validOnOneServer(t)
+	c := NewCommitter(js, CommitterConfig{BatchMax: 7, SubjectLasts: true})
+	// Partitions 0, 1, 2 interleaved, 1 ending early; 3 batches of 7 and
+	// one of 4 (25 messages).
+	var msgs []*nats.Msg
+	for seq := 1; seq <= 10; seq++ {
+		msgs = append(msgs, orderedMsg(n, 0, seq))
+		if seq <= 3 {
+			msgs = append(msgs, orderedMsg(n, 1, seq))
+		}
+		if seq%2 == 0 {
+			msgs = append(msgs, orderedMsg(n, 2, seq))
+		}
+	}
+	if len(msgs) != 18 {
+		t.Fatalf("%d messages", len(msgs))
+	}
+	acks, err := c.Commit(ctx, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subjectAt := map[uint64]string{}
+	for i, a := range acks {
+		subjectAt[a.Seq] = msgs[i].Subject
+	}
+	commits := 0
+	if err := ReadAll(ctx, js, n.Stream(wire.Valid), func(m jetstream.Msg) error {
+		meta, err := m.Metadata()
+		if err != nil {
+			return err
+		}
+		v := m.Headers().Get(wire.HdrBatchLasts)
+		if m.Headers().Get(wire.HdrBatchCommit) != "1" {
+			if v != "" {
+				t.Errorf("seq %d: %s on a message that is not a commit", meta.Sequence.Stream, v)
+			}
+			return nil
+		}
+		commits++
+		size, err := strconv.Atoi(m.Headers().Get(wire.HdrBatchSeq))
+		if err != nil {
+			return err
+		}
+		lasts, err := wire.ParseBatchLasts(v, size)
+		if err != nil {
+			return err
+		}
+		// Recompute each subject's last position in the stored batch.
+		first := meta.Sequence.Stream - uint64(size) + 1
+		want := map[string]int{}
+		for seq := first; seq <= meta.Sequence.Stream; seq++ {
+			want[subjectAt[seq]] = int(seq-first) + 1
+		}
+		if fmt.Sprint(lasts) != fmt.Sprint(want) {
+			t.Errorf("batch ending at %d: %s says %v, the stream holds %v", meta.Sequence.Stream, wire.HdrBatchLasts, lasts, want)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if commits != 3 {
+		t.Fatalf("%d commits of 18 messages in batches of 7, want 3", commits)
+	}
+	// Published again plainly, a read-back commit loses the batch headers.
+	var back *nats.Msg
+	if err := ReadAll(ctx, js, n.Stream(wire.Valid), func(m jetstream.Msg) error {
+		if m.Headers().Get(wire.HdrBatchLasts) != "" && back == nil {
+			back = &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if plain := withoutBatchHeaders(back); plain.Header.Get(wire.HdrBatchLasts) != "" || plain.Header.Get(wire.HdrBatchCommit) != "" {
+		t.Fatalf("a plain publish would keep %v", plain.Header)
+	}
+}
+
+func TestParseBatchLastsRefusesNonsense(t *testing.T) {
+	for _, v := range []string{"1", "2 a 1 b", "0 a", "5 a", "1 a 2 a", "x a"} {
+		if _, err := wire.ParseBatchLasts(v, 4); err == nil {
+			t.Errorf("%q accepted", v)
+		}
+	}
+	if got, err := wire.ParseBatchLasts(wire.FormatBatchLasts([]string{"a", "b", "a", "c"}), 4); err != nil || fmt.Sprint(got) != "map[a:3 b:2 c:4]" {
+		t.Fatalf("round trip: %v, %v", got, err)
+	}
 }

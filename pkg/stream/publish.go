@@ -52,20 +52,29 @@ func PublishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) (
 	return dups, wait()
 }
 
+// batchHeader reports whether key is one of the atomic batch headers a
+// Committer sets (the server's, and wire.HdrBatchLasts).
+func batchHeader(key string) bool {
+	return key == wire.HdrBatchID || key == wire.HdrBatchSeq || key == wire.HdrBatchCommit || key == wire.HdrBatchLasts
+}
+
 // withoutBatchHeaders returns m, or a copy without the atomic batch headers
-// that a message read back from VALID keeps: the server would take it,
-// published again (a replay), for part of a batch.
+// that a message read back from VALID or RAW keeps: the server would take
+// it, published again (a replay), for part of a batch.
 func withoutBatchHeaders(m *nats.Msg) *nats.Msg {
-	if m.Header == nil || (m.Header.Get(wire.HdrBatchID) == "" && m.Header.Get(wire.HdrBatchSeq) == "" && m.Header.Get(wire.HdrBatchCommit) == "") {
+	found := false
+	for k := range m.Header {
+		found = found || batchHeader(k)
+	}
+	if !found {
 		return m
 	}
 	c := &nats.Msg{Subject: m.Subject, Reply: m.Reply, Data: m.Data, Header: make(nats.Header, len(m.Header))}
 	for k, v := range m.Header {
-		c.Header[k] = v
+		if !batchHeader(k) {
+			c.Header[k] = v
+		}
 	}
-	c.Header.Del(wire.HdrBatchID)
-	c.Header.Del(wire.HdrBatchSeq)
-	c.Header.Del(wire.HdrBatchCommit)
 	return c
 }
 

@@ -19,7 +19,9 @@ package validator
 //     as soon as it is fetched, ahead of the publication of the batch
 //     before it (ahead.go), so the others do not wait for a whole cycle.
 //  2. A batch whose highest claimed sequence is S may publish once every
-//     other partition's progress is at least S-1. If the progress read
+//     other partition's progress is at least S-1. A progress counts
+//     further than its mark where RAW's layout shows that the partition
+//     holds nothing past the mark (spans, below). If the progress read
 //     just before the batch's claims already says so, the claims' verdicts
 //     are final (every lower copy had claimed before them): no extra round
 //     trip. Otherwise the partition waits (woken by this instance's own
@@ -27,6 +29,24 @@ package validator
 //     claims again (ledger.ClaimConflicts: plain reads, no script): a copy
 //     whose id a lower copy with other content took over meanwhile becomes
 //     conflicting_duplicate.
+//
+// Spans. Ingest stores RAW in atomic batches (stream.Committer), each
+// stored whole at consecutive sequences, and marks each batch's commit
+// message with where every partition's messages of the batch end
+// (wire.HdrBatchLasts). A validator that reads a commit knows the batch's
+// span: first..last, and each partition's last sequence in it (none for a
+// partition absent from it). A partition that has claimed through e, with
+// e+1 inside a span and its own last message of the span at or below e,
+// holds nothing unclaimed up to the span's end: its progress counts as
+// the span's last, and so on across adjacent spans. Without this, a batch
+// ending late in an ingest batch waited for every other partition to
+// claim a batch of the next one (the partitions whose messages of the
+// ingest batch ended earlier could not show more progress), a whole
+// ingest cycle. The spans are facts of RAW, not of Redis: they extend what
+// the claims say, never replace it, and a regression of Redis is found
+// as before. Only spans the instance's own partitions read are known;
+// anything else (a plain publish, a heartbeat source of its own) breaks
+// the chain, and the partition waits for its claims as before.
 //
 // The price of the rule: a partition that no validator runs stalls every
 // other partition's valid events (heartbeats and rejections still flow).
@@ -41,9 +61,11 @@ package validator
 // validators judged already and finds their claims) only claims.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -92,6 +114,10 @@ type barrier struct {
 	// Redis holding less lost writes (regress.go).
 	floor   map[int]uint64
 	reclaim map[int]*sync.Mutex // one claims rebuild at a time per partition
+
+	// spans are the RAW batches known stored whole, by first sequence
+	// (disjoint); at most spanKeep.
+	spans []rawSpan
 
 	waiting *prometheus.GaugeVec
 	// waitingFor is waiting's former shape, the partition waited for as
@@ -195,15 +221,80 @@ func (b *barrier) busy(p int) {
 	b.active[p] = time.Now()
 }
 
-// lagging is the first partition other than p, of n, whose progress in pr
-// is below target; ok is false when there is none.
-func lagging(pr ledger.Claimed, p, n int, target uint64) (q int, ok bool) {
+// spanKeep bounds the spans a barrier remembers.
+const spanKeep = 4096
+
+// rawSpan is a RAW batch stored whole at first..last; lasts holds the
+// sequence of each partition's last message in it (absent: none).
+type rawSpan struct {
+	first, last uint64
+	lasts       map[int]uint64
+}
+
+// addSpan records sp and wakes the waiters if it is new. Spans no
+// partition's known progress needs any more are dropped, and the oldest
+// beyond spanKeep.
+func (b *barrier) addSpan(sp rawSpan, n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i, found := slices.BinarySearchFunc(b.spans, sp.first, func(x rawSpan, first uint64) int { return cmp.Compare(x.first, first) })
+	if found {
+		return
+	}
+	b.spans = slices.Insert(b.spans, i, sp)
+	low := uint64(0)
 	for q := 0; q < n; q++ {
-		if q != p && pr[q] < target {
+		if q == 0 || b.known[q] < low {
+			low = b.known[q]
+		}
+	}
+	drop := 0
+	for drop < len(b.spans) && (b.spans[drop].last <= low || len(b.spans)-drop > spanKeep) {
+		drop++
+	}
+	b.spans = b.spans[drop:]
+	close(b.wake)
+	b.wake = make(chan struct{})
+}
+
+// extendLocked is partition q's progress given that it has claimed
+// through e: e, carried over every following span in which q's messages
+// end at or below it. b.mu is held.
+func (b *barrier) extendLocked(q int, e uint64) uint64 {
+	for {
+		// The span holding e+1: the last one starting at or before it.
+		i, found := slices.BinarySearchFunc(b.spans, e+1, func(x rawSpan, seq uint64) int { return cmp.Compare(x.first, seq) })
+		if !found {
+			i--
+		}
+		if i < 0 || b.spans[i].last <= e {
+			return e
+		}
+		sp := b.spans[i]
+		if l, ok := sp.lasts[q]; ok && l > e {
+			return e
+		}
+		e = sp.last
+	}
+}
+
+// laggingLocked is the first partition other than p, of n, whose progress
+// in pr (extended by the spans) is below target; ok is false when there
+// is none. b.mu is held.
+func (b *barrier) laggingLocked(pr ledger.Claimed, p, n int, target uint64) (q int, ok bool) {
+	for q := 0; q < n; q++ {
+		if q != p && pr[q] < target && b.extendLocked(q, pr[q]) < target {
 			return q, true
 		}
 	}
 	return 0, false
+}
+
+// lagging is laggingLocked for a caller not holding b.mu.
+func (b *barrier) lagging(pr ledger.Claimed, p, n int, target uint64) (q int, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.laggingLocked(pr, p, n, target)
 }
 
 // state returns the partition p waits for (or ok false), whether it is a
@@ -211,8 +302,58 @@ func lagging(pr ledger.Claimed, p, n int, target uint64) (q int, ok bool) {
 func (b *barrier) state(p, n int, target uint64) (q int, ok, local bool, wake <-chan struct{}) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	q, ok = lagging(b.known, p, n, target)
+	q, ok = b.laggingLocked(b.known, p, n, target)
 	return q, ok, b.local[q], b.wake
+}
+
+// noteSpans records the spans of the commits in a batch of RAW messages
+// (wire.HdrBatchLasts). A commit whose header does not parse, or names a
+// subject that is not one of RAW's partition subjects, is left out: its
+// absent partitions could not be told from unknown ones.
+func (s *Service) noteSpans(batch []jetstream.Msg) {
+	for _, m := range batch {
+		h := m.Headers()
+		v := h[wire.HdrBatchLasts]
+		if len(v) != 1 || h.Get(wire.HdrBatchCommit) != "1" {
+			continue
+		}
+		n, err := strconv.Atoi(h.Get(wire.HdrBatchSeq))
+		if err != nil || n < 1 {
+			continue
+		}
+		meta, err := m.Metadata()
+		if err != nil || meta.Sequence.Stream < uint64(n) {
+			continue
+		}
+		lasts, err := wire.ParseBatchLasts(v[0], n)
+		if err != nil {
+			continue
+		}
+		sp := rawSpan{first: meta.Sequence.Stream - uint64(n) + 1, last: meta.Sequence.Stream, lasts: make(map[int]uint64, len(lasts))}
+		for subj, pos := range lasts {
+			q, ok := s.rawPartition(subj)
+			if !ok {
+				sp.lasts = nil
+				break
+			}
+			sp.lasts[q] = sp.first + uint64(pos) - 1
+		}
+		if sp.lasts != nil {
+			s.bar.addSpan(sp, s.cfg.Partitions)
+		}
+	}
+}
+
+// rawPartition is the partition whose RAW subject subj is.
+func (s *Service) rawPartition(subj string) (int, bool) {
+	s.rawOnce.Do(func() {
+		s.rawSubjects = make(map[string]int, s.cfg.Partitions)
+		for p := 0; p < s.cfg.Partitions; p++ {
+			s.rawSubjects[s.cfg.Names.Subject(wire.Raw, p)] = p
+		}
+	})
+	p, ok := s.rawSubjects[subj]
+	return p, ok
 }
 
 // claim claims a batch's valid records of partition p and returns which
@@ -256,6 +397,7 @@ func (s *Service) claimOnce(ctx context.Context, p int, batch []jetstream.Msg, c
 		r.highest = max(r.highest, c.Seq)
 	}
 	r.through = r.highest
+	s.noteSpans(batch)
 	if meta, err := batch[len(batch)-1].Metadata(); err == nil {
 		r.through = max(r.through, meta.Sequence.Stream)
 	}
@@ -291,7 +433,7 @@ func (s *Service) settle(ctx context.Context, p int, claims []ledger.Claim, r *c
 		return r.conflicts, true, nil
 	}
 	target := r.highest - 1
-	if _, lag := lagging(r.before, p, s.cfg.Partitions, target); !lag {
+	if _, lag := s.bar.lagging(r.before, p, s.cfg.Partitions, target); !lag {
 		return r.conflicts, true, nil
 	}
 	if err := s.waitClaimed(ctx, p, target); err != nil {
@@ -305,7 +447,7 @@ func (s *Service) settle(ctx context.Context, p int, claims []ledger.Claim, r *c
 	// The progress read after the claims must still say so, this
 	// partition's own included: less means Redis lost writes since the
 	// wait looked (then claim again from the top).
-	if _, lag := lagging(after, p, s.cfg.Partitions, target); !lag && after[p] >= r.through {
+	if _, lag := s.bar.lagging(after, p, s.cfg.Partitions, target); !lag && after[p] >= r.through {
 		return conflicts, true, nil
 	}
 	s.bar.reset(after)

@@ -46,6 +46,8 @@ type conflictEnv struct {
 	cluster *testenv.RedisCluster
 	names   wire.Names
 	v       *contract.Validator
+	// idleEvery, if set, is the instances' Config.IdleEvery.
+	idleEvery time.Duration
 }
 
 // conflictBackends runs f on miniredis and on a real redis-server.
@@ -102,7 +104,7 @@ func (e *conflictEnv) start(owned ...int) {
 func (e *conflictEnv) startWith(reg prometheus.Registerer, owned ...int) {
 	e.t.Helper()
 	store := ledger.NewStore(e.rdb, ledger.Config{Keys: ledger.Keys{Prefix: e.names.RedisPrefix()}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
-	s := New(e.js, store, Config{Names: e.names, Partitions: conflictParts, Owned: owned, Validator: e.v, Registerer: reg,
+	s := New(e.js, store, Config{Names: e.names, Partitions: conflictParts, Owned: owned, Validator: e.v, Registerer: reg, IdleEvery: e.idleEvery,
 		Logger: slog.New(slog.NewTextHandler(testLog{e.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	ctx, cancel := context.WithCancel(e.ctx)
 	var wg sync.WaitGroup
@@ -360,88 +362,97 @@ func TestConflictManyCopiesAnyOrder(t *testing.T) {
 				} else {
 					e.start()
 				}
-				// Once, shortly before CheckFor gives up, say what is left.
-				start, told := time.Now(), false
-				testenv.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
-					v, r := e.count(wire.Valid), e.count(wire.Rejected)
-					if v >= uint64(len(lowest)) && r >= uint64(len(conflicting)) {
-						return nil
-					}
-					if !told && time.Since(start) > 29*time.Second {
-						told = true
-						e.diagnose(conflicting)
-					}
-					return fmt.Errorf("VALID %d of %d, REJECTED %d of %d", v, len(lowest), r, len(conflicting))
-				})
-				var valid map[string][2]int
-				var rejected map[uint64]string
-				testenv.CheckFor(t, 10*time.Second, 200*time.Millisecond, func() error {
-					valid, rejected = map[string][2]int{}, map[uint64]string{}
-					// VALID's frames name each record's RAW sequence; the
-					// content is read there.
-					raw := map[uint64][]byte{}
-					if err := stream.ReadAll(e.ctx, e.js, e.names.Stream(wire.Raw), func(m jetstream.Msg) error {
-						meta, err := m.Metadata()
-						if err == nil {
-							raw[meta.Sequence.Stream] = m.Data()
-						}
-						return err
-					}); err != nil {
-						return err
-					}
-					if err := stream.ReadValid(e.ctx, e.js, e.names.Stream(wire.Valid), func(v stream.ValidRecord) error {
-						var ev struct {
-							EventID      string `json:"event_id"`
-							PartitionKey string `json:"partition_key"`
-							Payload      struct {
-								V int `json:"v"`
-							} `json:"payload"`
-						}
-						if err := json.Unmarshal(raw[v.RawSeq], &ev); err != nil {
-							return err
-						}
-						if ev.EventID != v.EventID {
-							return fmt.Errorf("VALID names %s at RAW sequence %d, which holds %s", v.EventID, v.RawSeq, ev.EventID)
-						}
-						// Identical copies may each be in VALID (frames carry no
-						// per-event message id; the windower's ledger counts
-						// the id once): never two contents.
-						c := [2]int{ev.Payload.V, window.Route(ev.PartitionKey, "", conflictParts, nil)}
-						if prev, ok := valid[ev.EventID]; ok && prev != c {
-							return fmt.Errorf("%s twice in VALID with other content: %v and %v", ev.EventID, prev, c)
-						}
-						valid[ev.EventID] = c
-						return nil
-					}); err != nil {
-						return err
-					}
-					if err := stream.ReadAll(e.ctx, e.js, e.names.Stream(wire.Rejected), func(m jetstream.Msg) error {
-						seq, _ := strconv.ParseUint(m.Headers().Get(wire.HdrRawSeq), 10, 64)
-						rejected[seq] = m.Headers().Get(wire.HdrReason)
-						return nil
-					}); err != nil {
-						return err
-					}
-					if len(valid) < len(lowest) || len(rejected) < len(conflicting) {
-						return fmt.Errorf("%d of %d ids valid, %d of %d conflicts rejected", len(valid), len(lowest), len(rejected), len(conflicting))
-					}
-					return nil
-				})
-				for id, c := range lowest {
-					if valid[id] != c {
-						t.Errorf("%s counts content and partition %v, want %v (its lowest copy's)", id, valid[id], c)
-					}
-				}
-				for seq, reason := range rejected {
-					if !conflicting[seq] || reason != string(contract.ReasonConflictingDuplicate) {
-						t.Errorf("RAW %d rejected %s; a conflict: %v", seq, reason, conflicting[seq])
-					}
-				}
-				if len(rejected) != len(conflicting) {
-					t.Errorf("%d rejected, want %d", len(rejected), len(conflicting))
-				}
+				e.checkLowestWins(lowest, conflicting)
 			})
 		})
+	}
+}
+
+// checkLowestWins waits until every id has its VALID event and every
+// conflicting copy its REJECTED row, and checks that each id counts the
+// content (and partition) of its lowest copy, lowest, and that exactly
+// the copies conflicting are conflicting_duplicate.
+func (e *conflictEnv) checkLowestWins(lowest map[string][2]int, conflicting map[uint64]bool) {
+	e.t.Helper()
+	// Once, shortly before CheckFor gives up, say what is left.
+	start, told := time.Now(), false
+	testenv.CheckFor(e.t, 30*time.Second, 20*time.Millisecond, func() error {
+		v, r := e.count(wire.Valid), e.count(wire.Rejected)
+		if v >= uint64(len(lowest)) && r >= uint64(len(conflicting)) {
+			return nil
+		}
+		if !told && time.Since(start) > 29*time.Second {
+			told = true
+			e.diagnose(conflicting)
+		}
+		return fmt.Errorf("VALID %d of %d, REJECTED %d of %d", v, len(lowest), r, len(conflicting))
+	})
+	var valid map[string][2]int
+	var rejected map[uint64]string
+	testenv.CheckFor(e.t, 10*time.Second, 200*time.Millisecond, func() error {
+		valid, rejected = map[string][2]int{}, map[uint64]string{}
+		// VALID's frames name each record's RAW sequence; the
+		// content is read there.
+		raw := map[uint64][]byte{}
+		if err := stream.ReadAll(e.ctx, e.js, e.names.Stream(wire.Raw), func(m jetstream.Msg) error {
+			meta, err := m.Metadata()
+			if err == nil {
+				raw[meta.Sequence.Stream] = m.Data()
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+		if err := stream.ReadValid(e.ctx, e.js, e.names.Stream(wire.Valid), func(v stream.ValidRecord) error {
+			var ev struct {
+				EventID      string `json:"event_id"`
+				PartitionKey string `json:"partition_key"`
+				Payload      struct {
+					V int `json:"v"`
+				} `json:"payload"`
+			}
+			if err := json.Unmarshal(raw[v.RawSeq], &ev); err != nil {
+				return err
+			}
+			if ev.EventID != v.EventID {
+				return fmt.Errorf("VALID names %s at RAW sequence %d, which holds %s", v.EventID, v.RawSeq, ev.EventID)
+			}
+			// Identical copies may each be in VALID (frames carry no
+			// per-event message id; the windower's ledger counts
+			// the id once): never two contents.
+			c := [2]int{ev.Payload.V, window.Route(ev.PartitionKey, "", conflictParts, nil)}
+			if prev, ok := valid[ev.EventID]; ok && prev != c {
+				return fmt.Errorf("%s twice in VALID with other content: %v and %v", ev.EventID, prev, c)
+			}
+			valid[ev.EventID] = c
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := stream.ReadAll(e.ctx, e.js, e.names.Stream(wire.Rejected), func(m jetstream.Msg) error {
+			seq, _ := strconv.ParseUint(m.Headers().Get(wire.HdrRawSeq), 10, 64)
+			rejected[seq] = m.Headers().Get(wire.HdrReason)
+			return nil
+		}); err != nil {
+			return err
+		}
+		if len(valid) < len(lowest) || len(rejected) < len(conflicting) {
+			return fmt.Errorf("%d of %d ids valid, %d of %d conflicts rejected", len(valid), len(lowest), len(rejected), len(conflicting))
+		}
+		return nil
+	})
+	for id, c := range lowest {
+		if valid[id] != c {
+			e.t.Errorf("%s counts content and partition %v, want %v (its lowest copy's)", id, valid[id], c)
+		}
+	}
+	for seq, reason := range rejected {
+		if !conflicting[seq] || reason != string(contract.ReasonConflictingDuplicate) {
+			e.t.Errorf("RAW %d rejected %s; a conflict: %v", seq, reason, conflicting[seq])
+		}
+	}
+	if len(rejected) != len(conflicting) {
+		e.t.Errorf("%d rejected, want %d", len(rejected), len(conflicting))
 	}
 }
 

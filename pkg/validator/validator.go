@@ -119,6 +119,10 @@ type Service struct {
 	validate validateFunc
 	// ahead holds the batches claimed ahead of handle (ahead.go).
 	ahead aheadStore
+	// rawSubjects maps RAW's partition subjects to their partitions
+	// (rawPartition), made once.
+	rawOnce     sync.Once
+	rawSubjects map[string]int
 	// claimDay is the newest ingest day seen (claims retire behind it).
 	claimDay atomic.Int64
 	// valid writes VALID for every partition when VALID is replicated:

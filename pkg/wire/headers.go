@@ -52,6 +52,16 @@ const (
 	HdrBatchCommit = "Nats-Batch-Commit"
 )
 
+// HdrBatchLasts is set by ingest's Committer on the commit message of an
+// atomic batch to RAW: for each subject in the batch, the position
+// (HdrBatchSeq) of its last message (FormatBatchLasts). The server stores
+// a committed batch whole, at consecutive sequences ending at the
+// commit's, so a reader of the commit knows where each partition's
+// messages of the batch end, and that a partition absent from it has none
+// there: the validator's publication barrier counts a partition that has
+// claimed its last message of a batch as claimed through the batch's end.
+const HdrBatchLasts = "Rf-Batch-Lasts"
+
 // KeepBytes is the longest record ingest publishes whole on RAW (longer
 // ones are cut to it and carry HdrOrigSize), and the most of a
 // record the validator copies to REJECTED: four times the contract's
