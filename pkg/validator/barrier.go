@@ -238,10 +238,17 @@ func (b *barrier) addSpan(sp rawSpan, n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	i, found := slices.BinarySearchFunc(b.spans, sp.first, func(x rawSpan, first uint64) int { return cmp.Compare(x.first, first) })
-	if found {
+	switch {
+	case found && b.spans[i].last == sp.last:
 		return
+	case found || (i > 0 && b.spans[i-1].last >= sp.first) || (i < len(b.spans) && b.spans[i].first <= sp.last):
+		// Batches of one RAW never overlap: RAW's sequences were used
+		// again (the stream was recreated or went back), and what was
+		// known of the old ones is no longer true.
+		b.spans = []rawSpan{sp}
+	default:
+		b.spans = slices.Insert(b.spans, i, sp)
 	}
-	b.spans = slices.Insert(b.spans, i, sp)
 	low := uint64(0)
 	for q := 0; q < n; q++ {
 		if q == 0 || b.known[q] < low {

@@ -161,3 +161,27 @@ func TestExtendSpans(t *testing.T) {
 		t.Errorf("lagging at 11 = %d, %v; want partition 0", q, lag)
 	}
 }
+
+// TestSpansForgetOverlaps: a span overlapping a known one means RAW's
+// sequences were used again; everything known before it is dropped.
+func TestSpansForgetOverlaps(t *testing.T) {
+	b := newBarrier(nil)
+	b.addSpan(rawSpan{first: 1, last: 10, lasts: map[int]uint64{0: 10}}, 2)
+	b.addSpan(rawSpan{first: 11, last: 20, lasts: map[int]uint64{1: 20}}, 2)
+	b.addSpan(rawSpan{first: 11, last: 20, lasts: map[int]uint64{1: 20}}, 2) // the same commit read again
+	if len(b.spans) != 2 {
+		t.Fatalf("%d spans, want 2", len(b.spans))
+	}
+	b.addSpan(rawSpan{first: 5, last: 8, lasts: map[int]uint64{1: 8}}, 2)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.spans) != 1 || b.spans[0].first != 5 {
+		t.Fatalf("spans after an overlap: %+v", b.spans)
+	}
+	if got := b.extendLocked(0, 4); got != 8 {
+		t.Fatalf("partition 0 from 4: %d, want 8 (the new span only)", got)
+	}
+	if got := b.extendLocked(0, 8); got != 8 {
+		t.Fatalf("partition 0 from 8: %d, want 8 (9..20 no longer known)", got)
+	}
+}
