@@ -355,17 +355,25 @@ func TestConflictManyCopiesAnyOrder(t *testing.T) {
 						conflicting[seq] = true
 					}
 				}
-				if split {
-					e.start(1, 3)
-					e.claimed()
-					e.start(0, 2)
-				} else {
-					e.start()
-				}
+				e.startSplit(split)
 				e.checkLowestWins(lowest, conflicting)
 			})
 		})
 	}
+}
+
+// startSplit starts two validator instances in turn, the second once the
+// first has claimed, splitting the partitions between them (split), or one
+// instance for all of them.
+func (e *conflictEnv) startSplit(split bool) {
+	e.t.Helper()
+	if split {
+		e.start(1, 3)
+		e.claimed()
+		e.start(0, 2)
+		return
+	}
+	e.start()
 }
 
 // checkLowestWins waits until every id has its VALID event and every

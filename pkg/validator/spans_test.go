@@ -102,13 +102,7 @@ func TestConflictManyCopiesCommitted(t *testing.T) {
 						conflicting[acks[i].Seq] = true
 					}
 				}
-				if split {
-					e.start(1, 3)
-					e.claimed()
-					e.start(0, 2)
-				} else {
-					e.start()
-				}
+				e.startSplit(split)
 				e.checkLowestWins(lowest, conflicting)
 			})
 		})
