@@ -96,6 +96,13 @@
 // reorder anything. A server whose max_batch_size is below the batch size
 // is detected and followed.
 //
+// With SubjectLasts (ingest's writes to RAW) the commit message of every
+// batch also carries wire.HdrBatchLasts, where each subject's messages of
+// the batch end: the batch is stored whole at consecutive sequences ending
+// at the commit's, so a reader of the commit knows the batch's layout (the
+// validator's barrier uses it). A plain publish of a message read back
+// drops it with the other batch headers.
+//
 // Commit returns the stream's sequence of every message it confirmed, and
 // stops at the first it could not confirm within RetryFor: every message
 // before it is stored, in order; it and the ones after it may or may not
