@@ -277,6 +277,14 @@ func (c *Committer) commit(ctx context.Context, msgs []*nats.Msg, part []int) (u
 	rand.Read(raw[:])
 	id := hex.EncodeToString(raw[:])
 	last := len(part) - 1
+	var lasts string
+	if c.cfg.SubjectLasts {
+		subjects := make([]string, len(part))
+		for k, i := range part {
+			subjects[k] = msgs[i].Subject
+		}
+		lasts = wire.FormatBatchLasts(subjects)
+	}
 	var f jetstream.PubAckFuture
 	for k, i := range part {
 		m := msgs[i]
@@ -290,12 +298,8 @@ func (c *Committer) commit(ctx context.Context, msgs []*nats.Msg, part []int) (u
 		b.Header.Set(wire.HdrBatchSeq, strconv.Itoa(k+1))
 		if k == last {
 			b.Header.Set(wire.HdrBatchCommit, "1")
-			if c.cfg.SubjectLasts {
-				subjects := make([]string, len(part))
-				for k, i := range part {
-					subjects[k] = msgs[i].Subject
-				}
-				b.Header.Set(wire.HdrBatchLasts, wire.FormatBatchLasts(subjects))
+			if lasts != "" {
+				b.Header.Set(wire.HdrBatchLasts, lasts)
 			}
 		}
 		// A message lost on the way leaves the batch incomplete, and the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -52,21 +53,18 @@ func PublishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) (
 	return dups, wait()
 }
 
-// batchHeader reports whether key is one of the atomic batch headers a
-// Committer sets (the server's, and wire.HdrBatchLasts).
-func batchHeader(key string) bool {
-	return key == wire.HdrBatchID || key == wire.HdrBatchSeq || key == wire.HdrBatchCommit || key == wire.HdrBatchLasts
-}
+// batchHeaders are the atomic batch headers a Committer sets (the
+// server's, and wire.HdrBatchLasts).
+var batchHeaders = [...]string{wire.HdrBatchID, wire.HdrBatchSeq, wire.HdrBatchCommit, wire.HdrBatchLasts}
+
+// batchHeader reports whether key is one of batchHeaders.
+func batchHeader(key string) bool { return slices.Contains(batchHeaders[:], key) }
 
 // withoutBatchHeaders returns m, or a copy without the atomic batch headers
 // that a message read back from VALID or RAW keeps: the server would take
 // it, published again (a replay), for part of a batch.
 func withoutBatchHeaders(m *nats.Msg) *nats.Msg {
-	found := false
-	for k := range m.Header {
-		found = found || batchHeader(k)
-	}
-	if !found {
+	if !slices.ContainsFunc(batchHeaders[:], func(k string) bool { _, ok := m.Header[k]; return ok }) {
 		return m
 	}
 	c := &nats.Msg{Subject: m.Subject, Reply: m.Reply, Data: m.Data, Header: make(nats.Header, len(m.Header))}

@@ -338,7 +338,7 @@ func (s *Service) noteSpans(batch []jetstream.Msg) {
 		}
 		sp := rawSpan{first: meta.Sequence.Stream - uint64(n) + 1, last: meta.Sequence.Stream, lasts: make(map[int]uint64, len(lasts))}
 		for subj, pos := range lasts {
-			q, ok := s.rawPartition(subj)
+			q, ok := s.rawSubjects[subj]
 			if !ok {
 				sp.lasts = nil
 				break
@@ -349,18 +349,6 @@ func (s *Service) noteSpans(batch []jetstream.Msg) {
 			s.bar.addSpan(sp, s.cfg.Partitions)
 		}
 	}
-}
-
-// rawPartition is the partition whose RAW subject subj is.
-func (s *Service) rawPartition(subj string) (int, bool) {
-	s.rawOnce.Do(func() {
-		s.rawSubjects = make(map[string]int, s.cfg.Partitions)
-		for p := 0; p < s.cfg.Partitions; p++ {
-			s.rawSubjects[s.cfg.Names.Subject(wire.Raw, p)] = p
-		}
-	})
-	p, ok := s.rawSubjects[subj]
-	return p, ok
 }
 
 // claim claims a batch's valid records of partition p and returns which

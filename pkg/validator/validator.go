@@ -119,9 +119,7 @@ type Service struct {
 	validate validateFunc
 	// ahead holds the batches claimed ahead of handle (ahead.go).
 	ahead aheadStore
-	// rawSubjects maps RAW's partition subjects to their partitions
-	// (rawPartition), made once.
-	rawOnce     sync.Once
+	// rawSubjects maps RAW's partition subjects to their partitions.
 	rawSubjects map[string]int
 	// claimDay is the newest ingest day seen (claims retire behind it).
 	claimDay atomic.Int64
@@ -172,8 +170,12 @@ func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
 	if len(cfg.Epochs) > 0 {
 		store = store.Fence(cfg.Epochs)
 	}
+	raw := make(map[string]int, cfg.Partitions)
+	for p := 0; p < cfg.Partitions; p++ {
+		raw[cfg.Names.Subject(wire.Raw, p)] = p
+	}
 	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer), validate: checkFunc(cfg.Validator),
-		bar: newBarrier(cfg.Registerer)}
+		bar: newBarrier(cfg.Registerer), rawSubjects: raw}
 }
 
 // Durable is the validator's consumer name for partition p.
