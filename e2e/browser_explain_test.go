@@ -79,7 +79,7 @@ func TestBrowserExplainDrawer(t *testing.T) {
 				// moment, and the focus survives a redraw.
 				var open []chromedp.Action[chromedp.Void]
 				if i%2 == 0 {
-					xy := browserMust[[]float64](b, `(() => { const r = document.querySelector('`+row+`'); r.scrollIntoView({block: 'center'}); const b = r.getBoundingClientRect(); return [b.x + b.width / 2, b.y + b.height / 2]; })()`)
+					xy := steadyCentre(b, row)
 					open = []chromedp.Action[chromedp.Void]{chromedp.MouseClickXY(xy[0], xy[1])}
 				} else { // every other window by keyboard: focus the row, press Enter
 					browserMust[bool](b, `(() => { document.querySelector('`+row+`').focus(); return true; })()`)
@@ -145,4 +145,23 @@ func TestBrowserExplainDrawer(t *testing.T) {
 	if got := shown["2026-12-02T10"]; got.Count != "7" || got.OnTime != "5" || len(got.Corrections) != 2 || len(got.Late) != 1 {
 		t.Fatalf("2026-12-02T10 (the seed's hand-worked window): %+v", got)
 	}
+}
+
+// steadyCentre scrolls the element sel into view and returns its centre
+// on the page once two readings 100 ms apart agree: right after the page
+// loads, the cards above the table still settle (a CI run's first click
+// landed on the row above, the table having moved up by a row between
+// the reading and the click). After 10 s it returns the last reading.
+func steadyCentre(b *browser, sel string) []float64 {
+	read := `(() => { const r = document.querySelector('` + sel + `'); r.scrollIntoView({block: 'center'}); const b = r.getBoundingClientRect(); return [b.x + b.width / 2, b.y + b.height / 2]; })()`
+	xy := browserMust[[]float64](b, read)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		again := browserMust[[]float64](b, read)
+		if reflect.DeepEqual(again, xy) {
+			break
+		}
+		xy = again
+	}
+	return xy
 }
