@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -171,4 +172,36 @@ receiptflow_validator_batch_size_messages_count 100
 	if !ok || n != 100 || ms != 20 {
 		t.Fatalf("barrier wait %v ms over %v batches (%v), want 20 ms over 100", ms, n, ok)
 	}
+}
+
+// TestMeasurePeakRSSIsTheChilds: a small command started by a process
+// holding a few hundred megabytes reports its own peak resident set, not
+// its parent's (batch.go's receiptctl row printed the bench process's).
+func TestMeasurePeakRSSIsTheChilds(t *testing.T) {
+	const held = 384 << 20
+	ballast := make([]byte, held)
+	for i := range ballast {
+		ballast[i] = byte(i) // touched: resident, not only reserved
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	m, err := measure(context.Background(), &out, &out, self, "-test.run=^$")
+	if err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if m.MaxRSS <= 0 || m.MaxRSS >= held/4 {
+		t.Fatalf("peak RSS of an idle test binary = %d MB while its parent holds %d MB: want its own few MB",
+			m.MaxRSS>>20, held>>20)
+	}
+	if m.Wall <= 0 || m.User+m.System <= 0 {
+		t.Fatalf("measured %+v: want its wall and CPU time", m)
+	}
+	// A failing command is an error, and still measured.
+	if m, err := measure(context.Background(), &out, &out, self, "-test.run=^$", "-no-such-flag"); err == nil || m.Exit == 0 {
+		t.Fatalf("a failing command: exit %d, err %v", m.Exit, err)
+	}
+	runtime.KeepAlive(ballast)
 }
