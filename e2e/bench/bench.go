@@ -13,8 +13,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/receiptflow/receiptflow/pkg/window"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +29,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/receiptflow/receiptflow/pkg/config"
+	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
 // Scenario names, for Options.Only and Options.Profile.
@@ -75,6 +76,11 @@ type Options struct {
 	// LatencyFor is how long the latency run publishes (default 15 s;
 	// Quick: 2 s).
 	LatencyFor time.Duration
+	// LatencyLoad is the latency run's rate as a share of the E2E run's
+	// (default 0.5, the half load the p99 target is set at; at most 1).
+	// Other loads show how much of the latency is load and how much the
+	// pipeline's own waits and round trips.
+	LatencyLoad float64
 	// Windowers are the instance counts of the scaling runs (default 1, 2,
 	// 4; the 1-instance figure is the E2E run itself).
 	Windowers []int
@@ -120,6 +126,12 @@ func (o *Options) defaults() error {
 		if o.Quick {
 			o.LatencyFor = 2 * time.Second
 		}
+	}
+	switch {
+	case o.LatencyLoad == 0:
+		o.LatencyLoad = 0.5
+	case o.LatencyLoad < 0 || o.LatencyLoad > 1 || math.IsNaN(o.LatencyLoad):
+		return fmt.Errorf("bench: latency load %v: want a share of the E2E rate in (0, 1]", o.LatencyLoad)
 	}
 	if len(o.Windowers) == 0 {
 		o.Windowers = []int{1, 2, 4}
@@ -289,7 +301,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		b.logf("E2E: %.0f ev/s in %s", e.EPS, e.Elapsed.Round(time.Millisecond))
 	}
 	if b.wants(ScenarioLatency) && r.E2E != nil {
-		rate := r.E2E.EPS / 2
+		rate := r.E2E.EPS * o.LatencyLoad
 		limit := min(len(base.part), int(rate*o.LatencyFor.Seconds()))
 		b.logf("latency: %d records at %.0f ev/s", limit, rate)
 		profile(ScenarioLatency)
@@ -298,7 +310,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.Latency = &latencyResult{Rate: rate, Records: l.Records, Achieved: l.EPS, Ms: l.LatencyMs, Stages: l.Stages, Hist: l.Hist}
+		r.Latency = &latencyResult{Rate: rate, Load: o.LatencyLoad, Records: l.Records, Achieved: l.EPS, Ms: l.LatencyMs, Stages: l.Stages, Hist: l.Hist}
 		b.logf("latency: p50 %.1f ms p99 %.1f ms max %.1f ms", r.Latency.quantile(0.5), r.Latency.quantile(0.99), r.Latency.max())
 	}
 	if b.wants(ScenarioBatch) {

@@ -24,6 +24,8 @@ func TestOptionsRefused(t *testing.T) {
 		{Options{Mode: ModeInProcess, Only: []string{"b0", "nope"}}, `unknown scenario "nope"`},
 		{Options{Mode: ModeInProcess, Partitions: 256}, "at most 255 partitions"},
 		{Options{Mode: ModeProcess, BinDir: t.TempDir()}, "run make build"},
+		{Options{Mode: ModeInProcess, LatencyLoad: 1.5}, "latency load 1.5"},
+		{Options{Mode: ModeInProcess, LatencyLoad: -0.1}, "latency load -0.1"},
 	} {
 		_, err := Run(context.Background(), c.o)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -204,4 +206,34 @@ func TestMeasurePeakRSSIsTheChilds(t *testing.T) {
 		t.Fatalf("a failing command: exit %d, err %v", m.Exit, err)
 	}
 	runtime.KeepAlive(ballast)
+}
+
+// TestLatencyVerdictOnlyAtHalfLoad: the p99 target is judged at half load
+// only; a run at another --latency-load says its load and no verdict.
+func TestLatencyVerdictOnlyAtHalfLoad(t *testing.T) {
+	ms := make([]float64, 100)
+	for i := range ms {
+		ms[i] = float64(i + 1)
+	}
+	for _, c := range []struct {
+		load      float64
+		want, not string
+	}{
+		{0.5, "NOT MET target ≤ 25 ms", "not judged"},
+		{0, "NOT MET target ≤ 25 ms", "not judged"}, // results from before the flag
+		{0.03, "not judged: the target (≤ 25 ms) is set at half load, this run is at 0.03", "NOT MET"},
+	} {
+		var out bytes.Buffer
+		r := &Results{Latency: &latencyResult{Rate: 100, Load: c.load, Achieved: 100, Records: len(ms), Ms: ms}}
+		r.print(&out)
+		var p99 string
+		for _, line := range strings.Split(out.String(), "\n") {
+			if strings.HasPrefix(line, "Latency p99") {
+				p99 = line
+			}
+		}
+		if !strings.Contains(p99, c.want) || strings.Contains(p99, c.not) {
+			t.Errorf("load %v: p99 row %q, want %q and no %q", c.load, p99, c.want, c.not)
+		}
+	}
 }

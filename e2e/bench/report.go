@@ -84,7 +84,9 @@ type Results struct {
 }
 
 type latencyResult struct {
-	Rate     float64
+	Rate float64
+	// Load is Rate as a share of the E2E rate (0.5 unless --latency-load).
+	Load     float64
 	Achieved float64
 	Records  int
 	// Ms are the per-event latencies, sorted.
@@ -93,6 +95,18 @@ type latencyResult struct {
 	Stages []stage
 	// Hist are the services' histograms and counters over the run.
 	Hist map[string]histMean
+}
+
+// halfLoad tells whether the run was at the half load the p99 target is
+// set at (Load 0 is a result from before --latency-load: half).
+func (l *latencyResult) halfLoad() bool { return l.Load == 0 || l.Load == 0.5 }
+
+// loadName is the run's load as the table says it.
+func (l *latencyResult) loadName() string {
+	if l.halfLoad() {
+		return "half"
+	}
+	return strconv.FormatFloat(l.Load, 'g', 3, 64)
 }
 
 // barrierWait is the mean time a validator batch waited at the
@@ -268,6 +282,7 @@ func (r *Results) JSON() map[string]any {
 	}
 	if r.Latency != nil {
 		d["latency_rate_eps"] = num(r.Latency.Rate)
+		d["latency_load"] = num(r.Latency.Load)
 		d["latency_achieved_eps"] = num(r.Latency.Achieved)
 		d["latency_events"] = len(r.Latency.Ms)
 		hops := map[string]any{}
@@ -439,10 +454,14 @@ func (r *Results) print(w io.Writer) {
 		skipped("E2E", "E2E / B0 publish", "E2E CPU per event")
 	}
 	if l := r.Latency; l != nil {
-		note := fmt.Sprintf("%d counted events at %.0f ev/s (half of E2E; achieved %.0f)", len(l.Ms), l.Rate, l.Achieved)
+		note := fmt.Sprintf("%d counted events at %.0f ev/s (%s of E2E; achieved %.0f)", len(l.Ms), l.Rate, l.loadName(), l.Achieved)
 		row("Latency p50", ms(l.quantile(0.5)), note)
 		p99 := l.quantile(0.99)
-		row("Latency p99", ms(p99), verdict(p99 <= TargetP99Ms, fmt.Sprintf("target ≤ %.0f ms", TargetP99Ms)))
+		if l.halfLoad() {
+			row("Latency p99", ms(p99), verdict(p99 <= TargetP99Ms, fmt.Sprintf("target ≤ %.0f ms", TargetP99Ms)))
+		} else {
+			row("Latency p99", ms(p99), fmt.Sprintf("not judged: the target (≤ %.0f ms) is set at half load, this run is at %s", TargetP99Ms, l.loadName()))
+		}
 		row("Latency max", ms(l.max()), "ingest publish → first KV snapshot whose partition partial includes the event")
 		row("Latency by hop p50", "", l.hops(0.5))
 		row("Latency by hop p99", "", l.hops(0.99))
