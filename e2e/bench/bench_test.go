@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
@@ -235,5 +237,42 @@ func TestLatencyVerdictOnlyAtHalfLoad(t *testing.T) {
 		if !strings.Contains(p99, c.want) || strings.Contains(p99, c.not) {
 			t.Errorf("load %v: p99 row %q, want %q and no %q", c.load, p99, c.want, c.not)
 		}
+	}
+}
+
+// TestStepsRead: the services' per-step histograms are read per step,
+// from a scrape (two instances summed) and from an in-process registry
+// alike, and the row gives each step's mean per batch.
+func TestStepsRead(t *testing.T) {
+	text := `# TYPE receiptflow_windower_batch_step_seconds histogram
+receiptflow_windower_batch_step_seconds_bucket{step="apply",le="0.001"} 1
+receiptflow_windower_batch_step_seconds_sum{step="apply"} 0.003
+receiptflow_windower_batch_step_seconds_count{step="apply"} 2
+receiptflow_windower_batch_step_seconds_sum{step="mark"} 0.002
+receiptflow_windower_batch_step_seconds_count{step="mark"} 2
+receiptflow_publisher_batch_step_seconds_sum{step="read"} 0.008
+receiptflow_publisher_batch_step_seconds_count{step="read"} 4
+`
+	out := map[string]histMean{}
+	addText(out, strings.NewReader(text))
+	addText(out, strings.NewReader(text)) // a second instance
+	got := describeSteps(out)
+	want := "windower apply 1.5, mark 1.0; publisher read 2.0 (ms, mean per batch)"
+	if got != want {
+		t.Fatalf("steps from a scrape: %q, want %q", got, want)
+	}
+
+	reg := prometheus.NewRegistry()
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: stepsPublisher}, []string{"step"})
+	reg.MustRegister(h)
+	h.WithLabelValues("wait").Observe(0.010)
+	h.WithLabelValues("wait").Observe(0.030)
+	h.WithLabelValues("put").Observe(0.004)
+	got = describeSteps(gatherRegistries([]*prometheus.Registry{reg}))
+	if want := "publisher wait 20.0, put 4.0 (ms, mean per batch)"; got != want {
+		t.Fatalf("steps from a registry: %q, want %q", got, want)
+	}
+	if m := stepMeans(gatherRegistries([]*prometheus.Registry{reg})); m["publisher.wait"] != 20.0 || m["publisher.put"] != 4.0 || len(m) != 2 {
+		t.Fatalf("step means %v", m)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,7 +24,20 @@ var histograms = []string{
 	"receiptflow_validator_batch_size_messages",
 	"receiptflow_windower_batch_size_messages",
 	"receiptflow_windower_script_seconds",
+	stepsWindower,
+	stepsPublisher,
 }
+
+// The services' per-batch step histograms (label step): a labelled
+// series is kept under its name and labels, as the exposition writes
+// them (stepKey).
+const (
+	stepsWindower  = "receiptflow_windower_batch_step_seconds"
+	stepsPublisher = "receiptflow_publisher_batch_step_seconds"
+)
+
+// stepKey is where step's series of histogram name is kept.
+func stepKey(name, step string) string { return name + `{step="` + step + `"}` }
 
 // counters are the service counters the bench reads, summed over their
 // labels and instances (into histMean.Sum): the time partitions waited at
@@ -109,24 +123,35 @@ func addText(out map[string]histMean, r io.Reader) {
 			}
 			var kind string
 			switch {
-			case strings.HasPrefix(rest, "_sum "):
-				kind = "sum"
-			case strings.HasPrefix(rest, "_count "):
-				kind = "count"
+			case strings.HasPrefix(rest, "_sum"):
+				kind, rest = "sum", rest[len("_sum"):]
+			case strings.HasPrefix(rest, "_count"):
+				kind, rest = "count", rest[len("_count"):]
 			default:
 				continue
 			}
-			v, err := strconv.ParseFloat(strings.TrimSpace(rest[strings.IndexByte(rest, ' '):]), 64)
+			key := h
+			if strings.HasPrefix(rest, "{") {
+				end := strings.IndexByte(rest, '}')
+				if end < 0 {
+					continue
+				}
+				key, rest = h+rest[:end+1], rest[end+1:]
+			}
+			if !strings.HasPrefix(rest, " ") {
+				continue
+			}
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
 			if err != nil {
 				continue
 			}
-			m := out[h]
+			m := out[key]
 			if kind == "sum" {
 				m.Sum += v
 			} else {
 				m.Count += v
 			}
-			out[h] = m
+			out[key] = m
 		}
 	}
 }
@@ -147,10 +172,18 @@ func gatherRegistries(regs []*prometheus.Registry) map[string]histMean {
 					out[f.GetName()] = x
 				}
 				if h := m.GetHistogram(); h != nil {
-					x := out[f.GetName()]
+					key := f.GetName()
+					if ls := m.GetLabel(); len(ls) > 0 {
+						parts := make([]string, len(ls))
+						for i, l := range ls {
+							parts[i] = l.GetName() + `="` + l.GetValue() + `"`
+						}
+						key += "{" + strings.Join(parts, ",") + "}"
+					}
+					x := out[key]
 					x.Sum += h.GetSampleSum()
 					x.Count += float64(h.GetSampleCount())
-					out[f.GetName()] = x
+					out[key] = x
 				}
 			}
 		}
@@ -166,4 +199,48 @@ func describeBatches(m map[string]histMean) string {
 	return fmt.Sprintf("mean batch: validator %.1f, windower %.1f; apply script %.2f ms",
 		m["receiptflow_validator_batch_size_messages"].mean(), m["receiptflow_windower_batch_size_messages"].mean(),
 		1000*m["receiptflow_windower_script_seconds"].mean())
+}
+
+// stepMeans is the mean time of each step in ms, keyed
+// "windower.apply", "publisher.read", ...
+func stepMeans(m map[string]histMean) map[string]any {
+	out := map[string]any{}
+	for _, svc := range stepServices {
+		for _, step := range svc.steps {
+			if h, ok := m[stepKey(svc.hist, step)]; ok && h.Count > 0 {
+				out[svc.name+"."+step] = math.Round(1e6*h.mean()) / 1000
+			}
+		}
+	}
+	return out
+}
+
+// stepServices are the services whose batch steps the bench reports.
+var stepServices = []struct {
+	name, hist string
+	steps      []string
+}{
+	{"windower", stepsWindower, []string{"wait", "apply", "publish", "mark"}},
+	{"publisher", stepsPublisher, []string{"wait", "read", "put", "rollup"}},
+}
+
+// describeSteps renders the mean time of each step of the windower's and
+// the publisher's batches (empty without them).
+func describeSteps(m map[string]histMean) string {
+	var parts []string
+	for _, svc := range stepServices {
+		var s []string
+		for _, step := range svc.steps {
+			if h, ok := m[stepKey(svc.hist, step)]; ok && h.Count > 0 {
+				s = append(s, fmt.Sprintf("%s %.1f", step, 1000*h.mean()))
+			}
+		}
+		if len(s) > 0 {
+			parts = append(parts, svc.name+" "+strings.Join(s, ", "))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return strings.Join(parts, "; ") + " (ms, mean per batch)"
 }

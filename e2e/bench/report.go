@@ -38,6 +38,7 @@ var Keys = []string{
 var Rows = []string{
 	"B0 publish", "B0 publish sync always", "B0 consume", "B0 CPU per event", "Ingest alone", "E2E", "E2E / B0 publish", "E2E CPU per event",
 	"Latency p50", "Latency p99", "Latency max", "Latency by hop p50", "Latency by hop p99", "Latency dominant hop",
+	"Latency inside hops",
 	"Redis per event id", "Redis claims", "Redis window ledger", "Redis CPU by command",
 	"RSS validator", "RSS windower", "RSS publisher", "RSS nats-server+ingest", "RSS redis-server",
 	"Batch reconcile", "Batch python", "Batch ratio",
@@ -283,6 +284,9 @@ func (r *Results) JSON() map[string]any {
 	if r.Latency != nil {
 		d["latency_rate_eps"] = num(r.Latency.Rate)
 		d["latency_load"] = num(r.Latency.Load)
+		if steps := stepMeans(r.Latency.Hist); len(steps) > 0 {
+			d["latency_steps_ms"] = steps
+		}
 		d["latency_achieved_eps"] = num(r.Latency.Achieved)
 		d["latency_events"] = len(r.Latency.Ms)
 		hops := map[string]any{}
@@ -474,8 +478,14 @@ func (r *Results) print(w io.Writer) {
 		} else {
 			row("Latency dominant hop", "n/a", "no hop measured")
 		}
+		if steps := describeSteps(l.Hist); steps != "" {
+			row("Latency inside hops", "", steps)
+		} else {
+			row("Latency inside hops", "n/a", "no step histograms read from the services")
+		}
 	} else {
-		skipped("Latency p50", "Latency p99", "Latency max", "Latency by hop p50", "Latency by hop p99", "Latency dominant hop")
+		skipped("Latency p50", "Latency p99", "Latency max", "Latency by hop p50", "Latency by hop p99", "Latency dominant hop",
+			"Latency inside hops")
 	}
 	if e := r.E2E; e != nil {
 		per := r.ledgerBytesPerID()

@@ -515,3 +515,57 @@ func TestHistoryPassCatchesUpARollup(t *testing.T) {
 		t.Fatal("2026-12-01T23 not pruned once its rollup caught up")
 	}
 }
+
+// TestBatchStepsTimed: a batch of change notices is timed step by step in
+// receiptflow_publisher_batch_step_seconds, its wait counted from when its
+// first notice was stored; the start's resync is not a batch and is not
+// timed.
+func TestBatchStepsTimed(t *testing.T) {
+	r := newHistoryRig(t, 3*time.Hour)
+	r.submit(0, "2026-12-02T10:15:00Z", "2026-12-02T10:20:00Z")
+	r.submit(1, "2026-12-02T10:25:00Z")
+	if err := r.svc.resync(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if steps := testenv.HistogramByLabel(t, r.reg, "receiptflow_publisher_batch_step_seconds", "step"); len(steps) != 0 {
+		t.Fatalf("the resync was timed as a batch: %v", steps)
+	}
+	r.submit(0, "2026-12-02T10:30:00Z")
+	names := wire.For("")
+	body, _ := json.Marshal(&wire.Change{Partition: 0, Seq: 3, Windows: []string{"2026-12-02T10"}})
+	if _, err := r.js.Publish(r.ctx, names.Subject(wire.Changes, 0), body); err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.js.CreateOrUpdateConsumer(r.ctx, names.Stream(wire.Changes), jetstream.ConsumerConfig{Durable: "steps", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const idle = 300 * time.Millisecond
+	time.Sleep(idle)
+	got, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch []jetstream.Msg
+	for m := range got.Messages() {
+		batch = append(batch, m)
+	}
+	if len(batch) != 1 {
+		t.Fatalf("fetched %d notices, want 1 (%v)", len(batch), got.Error())
+	}
+	if _, err := r.svc.handle(r.ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	if w, ok := r.window("2026-12-02T10"); !ok || w.Count != 4 {
+		t.Fatalf("window after the batch: %+v (%v), want count 4", w, ok)
+	}
+	steps := testenv.HistogramByLabel(t, r.reg, "receiptflow_publisher_batch_step_seconds", "step")
+	for _, s := range []string{stepWait, stepRead, stepPut, stepRollup} {
+		if steps[s].Count != 1 || steps[s].Sum <= 0 {
+			t.Errorf("step %s: %+v, want the one batch timed", s, steps[s])
+		}
+	}
+	if got := time.Duration(steps[stepWait].Sum * float64(time.Second)); got < idle {
+		t.Errorf("the batch waited %s, want at least the %s between its notice's storing and its handling", got, idle)
+	}
+}

@@ -243,6 +243,9 @@ func (s *Service) Run(ctx context.Context) error {
 // consume loop acks the notices once it returned nil (each one: the
 // consumer acks explicitly) and terminates the bad ones.
 func (s *Service) handle(ctx context.Context, batch []jetstream.Msg) (stream.Outcome, error) {
+	if md, err := batch[0].Metadata(); err == nil && !md.Timestamp.IsZero() {
+		s.m.step.WithLabelValues(stepWait).Observe(max(0, time.Since(md.Timestamp).Seconds()))
+	}
 	dirty := map[string]bool{}
 	wmMoved := false
 	out := stream.Outcome{TermReason: "bad change notice"}
@@ -273,7 +276,7 @@ func (s *Service) handle(ctx context.Context, batch []jetstream.Msg) (stream.Out
 			}
 		}
 	}
-	if err := s.publishLocked(ctx, keys(dirty)); err != nil {
+	if err := s.publishSteps(ctx, keys(dirty), s.m); err != nil {
 		return stream.Outcome{}, err
 	}
 	if err := s.cfg.Failpoints.Hit(failpoint.PublisherAfterPut); err != nil {
@@ -314,10 +317,18 @@ func (s *Service) resync(ctx context.Context) error {
 // in flight at once; the others (first sight, or a lost race) go through
 // writeLocked, which reads the stored snapshot first.
 func (s *Service) publishLocked(ctx context.Context, ids []string) error {
+	return s.publishSteps(ctx, ids, nil)
+}
+
+// publishSteps is publishLocked, timing its steps into m if it is set
+// (a batch of change notices; not the resync or the periodic passes).
+func (s *Service) publishSteps(ctx context.Context, ids []string, m *metrics) error {
+	reading := time.Now()
 	views, err := s.store.ReadAll(ctx, s.parts, ids)
 	if err != nil {
 		return err
 	}
+	putting := m.since(stepRead, reading)
 	for p, v := range views {
 		s.wms[p] = v.Watermark
 	}
@@ -391,6 +402,7 @@ func (s *Service) publishLocked(ctx context.Context, ids []string) error {
 			return err
 		}
 	}
+	rolling := m.since(stepPut, putting)
 	// The day rollups follow the snapshots as stored (written now or
 	// before: a rollup is a function of its hours' last snapshots).
 	snaps := make([]wire.Window, 0, len(ids))
@@ -399,7 +411,11 @@ func (s *Service) publishLocked(ctx context.Context, ids []string) error {
 			snaps = append(snaps, st.snap)
 		}
 	}
-	return s.rollupLocked(ctx, snaps, global, now)
+	if err := s.rollupLocked(ctx, snaps, global, now); err != nil {
+		return err
+	}
+	m.since(stepRollup, rolling)
+	return nil
 }
 
 // revisionConflict reports a compare-and-set that lost: the bucket's

@@ -161,3 +161,48 @@ func (f *fixture) submitN(prefix string, at time.Time, n int) {
 		f.submit(prefix+strconv.Itoa(i), at, i)
 	}
 }
+
+// TestBatchStepsTimed: every batch is timed step by step in
+// receiptflow_windower_batch_step_seconds, and the wait of a batch is
+// counted from when its first VALID message was stored: messages stored
+// before the windower started waited at least that long.
+func TestBatchStepsTimed(t *testing.T) {
+	f := newFixture(t)
+	const n = 40
+	at := time.Date(2026, 12, 2, 10, 15, 0, 0, time.UTC)
+	f.submitN("steps-", at, n)
+	const idle = 300 * time.Millisecond
+	time.Sleep(idle)
+	reg := prometheus.NewRegistry()
+	w := New(f.js, f.store, Config{Names: f.names, Partitions: 1, Registerer: reg})
+	ctx, cancel := context.WithCancel(f.ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := w.Run(ctx); err != nil {
+			t.Errorf("windower: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	testenv.CheckFor(t, 30*time.Second, 20*time.Millisecond, f.counted(at, n))
+	var steps map[string]testenv.HistogramSample
+	testenv.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		// The last batch's mark may still be on its way once the counts
+		// are in Redis.
+		steps = testenv.HistogramByLabel(t, reg, "receiptflow_windower_batch_step_seconds", "step")
+		if steps[stepMark].Count == 0 || steps[stepMark].Count != steps[stepApply].Count {
+			return fmt.Errorf("not every batch marked yet: %v", steps)
+		}
+		return nil
+	})
+	batches := steps[stepApply].Count
+	for _, s := range []string{stepWait, stepApply, stepPublish, stepMark} {
+		if steps[s].Count != batches || steps[s].Sum <= 0 {
+			t.Errorf("step %s: %+v, want %d batches timed (as apply) and time spent", s, steps[s], batches)
+		}
+	}
+	if got := time.Duration(steps[stepWait].Sum * float64(time.Second)); got < idle {
+		t.Errorf("the batches waited %s in all, want at least the %s between their storing and the windower's start", got, idle)
+	}
+}
