@@ -52,8 +52,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "receiptflow_publisher_day_writes_total", Help: "Day rollups written to KV.",
 		})),
 		step: telemetry.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "receiptflow_publisher_batch_step_seconds",
-			Help: "Time of each step of a batch of change notices, by step: wait (its first notice stored → handled, the linger included), read (the windows read from Redis), put (their snapshots stored in KV), rollup (the day rollups stored).",
+			Name:    "receiptflow_publisher_batch_step_seconds",
+			Help:    "Time of each step of a batch of change notices, by step: wait (its first notice stored → handled, the linger included), read (the windows read from Redis), put (their snapshots stored in KV), rollup (the day rollups stored).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}, []string{"step"})),
 		pruned: telemetry.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -14,7 +14,7 @@ type metrics struct {
 	script    prometheus.Histogram
 	// step times the steps of each batch (stepWait ... stepMark): where
 	// the VALID→CHANGES hop's time goes.
-	step *prometheus.HistogramVec
+	step      *prometheus.HistogramVec
 	watermark *prometheus.GaugeVec
 	entries   prometheus.Counter
 	retired   prometheus.Counter
@@ -40,8 +40,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		})),
 		step: telemetry.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "receiptflow_windower_batch_step_seconds",
-			Help: "Time of each step of a batch, by step: wait (its first VALID message stored → handled), apply (the apply script calls), publish (its LATE and CHANGES messages stored), mark (the published mark written).",
+			Name:    "receiptflow_windower_batch_step_seconds",
+			Help:    "Time of each step of a batch, by step: wait (its first VALID message stored → handled), apply (the apply script calls), publish (its LATE and CHANGES messages stored), mark (the published mark written).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}, []string{"step"})),
 		watermark: telemetry.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
