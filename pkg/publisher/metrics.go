@@ -1,8 +1,6 @@
 package publisher
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/receiptflow/receiptflow/pkg/internal/telemetry"
@@ -22,7 +20,7 @@ type metrics struct {
 	pruned         *prometheus.CounterVec
 	// step times the steps of each batch of change notices (stepWait ...
 	// stepRollup): where the CHANGES→KV hop's time goes.
-	step *prometheus.HistogramVec
+	step *telemetry.Steps
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -51,11 +49,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		dayWrites: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "receiptflow_publisher_day_writes_total", Help: "Day rollups written to KV.",
 		})),
-		step: telemetry.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "receiptflow_publisher_batch_step_seconds",
-			Help:    "Time of each step of a batch of change notices, by step: wait (its first notice stored → handled, the linger included), read (the windows read from Redis), put (their snapshots stored in KV), rollup (the day rollups stored).",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
-		}, []string{"step"})),
+		step: telemetry.NewSteps(reg, "receiptflow_publisher_batch_step_seconds",
+			"Time of each step of a batch of change notices, by step: wait (its first notice stored → handled, the linger included), read (the windows read from Redis), put (their snapshots stored in KV), rollup (the day rollups stored)."),
 		pruned: telemetry.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "receiptflow_publisher_pruned_total", Help: "Keys pruned from KV beyond their retention, by kind (window, day).",
 		}, []string{"kind"})),
@@ -83,13 +78,3 @@ const (
 	stepPut    = "put"
 	stepRollup = "rollup"
 )
-
-// since observes the time from t to now as step, if m is set, and
-// returns now.
-func (m *metrics) since(step string, t time.Time) time.Time {
-	now := time.Now()
-	if m != nil {
-		m.step.WithLabelValues(step).Observe(now.Sub(t).Seconds())
-	}
-	return now
-}

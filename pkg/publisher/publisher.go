@@ -25,6 +25,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
 	"github.com/receiptflow/receiptflow/pkg/internal/digest"
+	"github.com/receiptflow/receiptflow/pkg/internal/telemetry"
 	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/window"
@@ -244,7 +245,7 @@ func (s *Service) Run(ctx context.Context) error {
 // consumer acks explicitly) and terminates the bad ones.
 func (s *Service) handle(ctx context.Context, batch []jetstream.Msg) (stream.Outcome, error) {
 	if md, err := batch[0].Metadata(); err == nil && !md.Timestamp.IsZero() {
-		s.m.step.WithLabelValues(stepWait).Observe(max(0, time.Since(md.Timestamp).Seconds()))
+		s.m.step.Since(stepWait, md.Timestamp)
 	}
 	dirty := map[string]bool{}
 	wmMoved := false
@@ -276,7 +277,7 @@ func (s *Service) handle(ctx context.Context, batch []jetstream.Msg) (stream.Out
 			}
 		}
 	}
-	if err := s.publishSteps(ctx, keys(dirty), s.m); err != nil {
+	if err := s.publishSteps(ctx, keys(dirty), s.m.step); err != nil {
 		return stream.Outcome{}, err
 	}
 	if err := s.cfg.Failpoints.Hit(failpoint.PublisherAfterPut); err != nil {
@@ -320,15 +321,15 @@ func (s *Service) publishLocked(ctx context.Context, ids []string) error {
 	return s.publishSteps(ctx, ids, nil)
 }
 
-// publishSteps is publishLocked, timing its steps into m if it is set
+// publishSteps is publishLocked, timing its steps into steps if it is set
 // (a batch of change notices; not the resync or the periodic passes).
-func (s *Service) publishSteps(ctx context.Context, ids []string, m *metrics) error {
+func (s *Service) publishSteps(ctx context.Context, ids []string, steps *telemetry.Steps) error {
 	reading := time.Now()
 	views, err := s.store.ReadAll(ctx, s.parts, ids)
 	if err != nil {
 		return err
 	}
-	putting := m.since(stepRead, reading)
+	putting := steps.Since(stepRead, reading)
 	for p, v := range views {
 		s.wms[p] = v.Watermark
 	}
@@ -402,7 +403,7 @@ func (s *Service) publishSteps(ctx context.Context, ids []string, m *metrics) er
 			return err
 		}
 	}
-	rolling := m.since(stepPut, putting)
+	rolling := steps.Since(stepPut, putting)
 	// The day rollups follow the snapshots as stored (written now or
 	// before: a rollup is a function of its hours' last snapshots).
 	snaps := make([]wire.Window, 0, len(ids))
@@ -414,7 +415,7 @@ func (s *Service) publishSteps(ctx context.Context, ids []string, m *metrics) er
 	if err := s.rollupLocked(ctx, snaps, global, now); err != nil {
 		return err
 	}
-	m.since(stepRollup, rolling)
+	steps.Since(stepRollup, rolling)
 	return nil
 }
 

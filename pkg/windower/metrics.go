@@ -1,8 +1,6 @@
 package windower
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/receiptflow/receiptflow/pkg/internal/telemetry"
@@ -14,7 +12,7 @@ type metrics struct {
 	script    prometheus.Histogram
 	// step times the steps of each batch (stepWait ... stepMark): where
 	// the VALID→CHANGES hop's time goes.
-	step      *prometheus.HistogramVec
+	step      *telemetry.Steps
 	watermark *prometheus.GaugeVec
 	entries   prometheus.Counter
 	retired   prometheus.Counter
@@ -39,11 +37,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "receiptflow_windower_script_seconds", Help: "Latency of the apply script.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		})),
-		step: telemetry.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "receiptflow_windower_batch_step_seconds",
-			Help:    "Time of each step of a batch, by step: wait (its first VALID message stored → handled), apply (the apply script calls), publish (its LATE and CHANGES messages stored), mark (the published mark written).",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
-		}, []string{"step"})),
+		step: telemetry.NewSteps(reg, "receiptflow_windower_batch_step_seconds",
+			"Time of each step of a batch, by step: wait (its first VALID message stored → handled), apply (the apply script calls), publish (its LATE and CHANGES messages stored), mark (the published mark written)."),
 		watermark: telemetry.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "receiptflow_windower_watermark_timestamp_seconds", Help: "Partition watermark, a Unix time in seconds.",
 		}, []string{"partition"})),
@@ -76,10 +71,3 @@ const (
 	stepPublish = "publish"
 	stepMark    = "mark"
 )
-
-// since observes the time from t to now as step and returns now.
-func (m *metrics) since(step string, t time.Time) time.Time {
-	now := time.Now()
-	m.step.WithLabelValues(step).Observe(now.Sub(t).Seconds())
-	return now
-}

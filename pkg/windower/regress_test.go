@@ -27,17 +27,7 @@ func TestLostStateOfAnIdlePartitionIsReplayed(t *testing.T) {
 	at := time.Date(2026, 12, 2, 10, 15, 0, 0, time.UTC)
 	f.submitN("idle-", at, n)
 	reg := prometheus.NewRegistry()
-	w := New(f.js, f.store, Config{Names: f.names, Partitions: 1, Registerer: reg})
-	ctx, cancel := context.WithCancel(f.ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := w.Run(ctx); err != nil {
-			t.Errorf("windower: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	f.start(reg)
 	counted := f.counted(at, n)
 	testenv.CheckFor(t, 30*time.Second, 20*time.Millisecond, counted)
 	if err := f.rdb.FlushAll(f.ctx).Err(); err != nil {
@@ -174,17 +164,7 @@ func TestBatchStepsTimed(t *testing.T) {
 	const idle = 300 * time.Millisecond
 	time.Sleep(idle)
 	reg := prometheus.NewRegistry()
-	w := New(f.js, f.store, Config{Names: f.names, Partitions: 1, Registerer: reg})
-	ctx, cancel := context.WithCancel(f.ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := w.Run(ctx); err != nil {
-			t.Errorf("windower: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	f.start(reg)
 	testenv.CheckFor(t, 30*time.Second, 20*time.Millisecond, f.counted(at, n))
 	var steps map[string]testenv.HistogramSample
 	testenv.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
@@ -205,4 +185,21 @@ func TestBatchStepsTimed(t *testing.T) {
 	if got := time.Duration(steps[stepWait].Sum * float64(time.Second)); got < idle {
 		t.Errorf("the batches waited %s in all, want at least the %s between their storing and the windower's start", got, idle)
 	}
+}
+
+// start runs a windower of the fixture's one partition, its metrics on
+// reg, until the test ends.
+func (f *fixture) start(reg *prometheus.Registry) {
+	f.t.Helper()
+	w := New(f.js, f.store, Config{Names: f.names, Partitions: 1, Registerer: reg})
+	ctx, cancel := context.WithCancel(f.ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := w.Run(ctx); err != nil {
+			f.t.Errorf("windower: %v", err)
+		}
+	}()
+	f.t.Cleanup(func() { cancel(); wg.Wait() })
 }

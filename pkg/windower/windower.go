@@ -265,9 +265,8 @@ func (s *Service) runPartitionFrom(ctx context.Context, p int, ps *partState, ca
 // it without change and the outputs go again under their Nats-Msg-Ids.
 func (s *Service) handle(ctx context.Context, p int, ps *partState, batch []jetstream.Msg, lastWM int64, lastSeq, published uint64) (*ledger.Result, uint64, error) {
 	s.m.batch.Observe(float64(len(batch)))
-	began := time.Now()
 	if md, err := batch[0].Metadata(); err == nil && !md.Timestamp.IsZero() {
-		s.m.step.WithLabelValues(stepWait).Observe(max(0, began.Sub(md.Timestamp).Seconds()))
+		s.m.step.Since(stepWait, md.Timestamp)
 	}
 	recs := make([]ledger.Record, 0, len(batch))
 	// Per record: its RAW sequence, and the event body a VALID message of
@@ -312,7 +311,7 @@ func (s *Service) handle(ctx context.Context, p int, ps *partState, batch []jets
 	if err != nil {
 		return nil, 0, err
 	}
-	publishing := s.m.since(stepApply, applying)
+	publishing := s.m.step.Since(stepApply, applying)
 	if s.cfg.Trace != nil {
 		tr := make([]Trace, len(recs))
 		for i, r := range recs {
@@ -347,7 +346,7 @@ func (s *Service) handle(ctx context.Context, p int, ps *partState, batch []jets
 	if _, err := stream.PublishAll(ctx, s.js, out); err != nil {
 		return nil, 0, stream.Retry(err)
 	}
-	marking := s.m.since(stepPublish, publishing)
+	marking := s.m.step.Since(stepPublish, publishing)
 	// The mark covers this batch's records only. A redelivered batch can be
 	// shorter than the one first applied (the checkpoint, res.Seq, is then
 	// ahead of it): marking up to the checkpoint would skip the outputs of
@@ -356,7 +355,7 @@ func (s *Service) handle(ctx context.Context, p int, ps *partState, batch []jets
 	if err := s.store.MarkPublished(ctx, p, done); err != nil {
 		return nil, 0, s.fenced(p, err)
 	}
-	s.m.since(stepMark, marking)
+	s.m.step.Since(stepMark, marking)
 	s.m.watermark.WithLabelValues(strconv.Itoa(p)).Set(float64(res.Watermark) / 1000)
 	s.m.entries.Add(float64(res.Added))
 	return res, done, nil
