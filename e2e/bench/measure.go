@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -105,14 +107,7 @@ func measure(ctx context.Context, stdout, stderr io.Writer, name string, args ..
 	return m, nil
 }
 
-// withoutEnv is env without the variable named key.
+// withoutEnv is a copy of env without the variable named key.
 func withoutEnv(env []string, key string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		if len(kv) > len(key) && kv[:len(key)] == key && kv[len(key)] == '=' {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, key+"=") })
 }

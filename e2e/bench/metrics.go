@@ -201,16 +201,32 @@ func describeBatches(m map[string]histMean) string {
 		1000*m["receiptflow_windower_script_seconds"].mean())
 }
 
-// stepMeans is the mean time of each step in ms, keyed
-// "windower.apply", "publisher.read", ...
-func stepMeans(m map[string]histMean) map[string]any {
-	out := map[string]any{}
+// stepMean is one step's mean time per batch, in ms.
+type stepMean struct {
+	svc, step string
+	ms        float64
+}
+
+// stepMeansOf lists the mean time of each step of the windower's and the
+// publisher's batches that m holds, in stepServices' order.
+func stepMeansOf(m map[string]histMean) []stepMean {
+	var out []stepMean
 	for _, svc := range stepServices {
 		for _, step := range svc.steps {
 			if h, ok := m[stepKey(svc.hist, step)]; ok && h.Count > 0 {
-				out[svc.name+"."+step] = math.Round(1e6*h.mean()) / 1000
+				out = append(out, stepMean{svc.name, step, 1000 * h.mean()})
 			}
 		}
+	}
+	return out
+}
+
+// stepMeans is stepMeansOf for the JSON results, keyed "windower.apply",
+// "publisher.read", ... (ms to the µs).
+func stepMeans(m map[string]histMean) map[string]any {
+	out := map[string]any{}
+	for _, s := range stepMeansOf(m) {
+		out[s.svc+"."+s.step] = math.Round(1000*s.ms) / 1000
 	}
 	return out
 }
@@ -224,19 +240,16 @@ var stepServices = []struct {
 	{"publisher", stepsPublisher, []string{"wait", "read", "put", "rollup"}},
 }
 
-// describeSteps renders the mean time of each step of the windower's and
-// the publisher's batches (empty without them).
+// describeSteps renders stepMeansOf for the table (empty without steps).
 func describeSteps(m map[string]histMean) string {
-	var parts []string
-	for _, svc := range stepServices {
-		var s []string
-		for _, step := range svc.steps {
-			if h, ok := m[stepKey(svc.hist, step)]; ok && h.Count > 0 {
-				s = append(s, fmt.Sprintf("%s %.1f", step, 1000*h.mean()))
-			}
-		}
-		if len(s) > 0 {
-			parts = append(parts, svc.name+" "+strings.Join(s, ", "))
+	var parts []string // one per service
+	svc := ""
+	for _, s := range stepMeansOf(m) {
+		item := fmt.Sprintf("%s %.1f", s.step, s.ms)
+		if s.svc != svc {
+			parts, svc = append(parts, s.svc+" "+item), s.svc
+		} else {
+			parts[len(parts)-1] += ", " + item
 		}
 	}
 	if len(parts) == 0 {
