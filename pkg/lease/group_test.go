@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +26,12 @@ const (
 )
 
 // bed is a NATS server with the lease bucket, and a record of every write
-// to it in order (headers included), taken from the bucket's stream.
+// to it in order (headers included). The record comes from the bucket
+// stream's RePublish, not from a consumer: with History 1 a later write
+// to a key removes the one before it, so a consumer that lags skips a
+// write (a release between two holders) that did happen. Every
+// republished message names the key's previous sequence, so a write the
+// record missed would fail the test (gaps) instead of passing unseen.
 type bed struct {
 	t      *testing.T
 	url    string
@@ -33,6 +39,8 @@ type bed struct {
 	bucket string
 	mu     sync.Mutex
 	writes []write
+	last   map[string]uint64 // per key, the last recorded sequence
+	gaps   []string
 }
 
 // write is one message of the lease bucket's stream.
@@ -43,6 +51,9 @@ type write struct {
 	reason string // a marker's: PURGE (a release) or MaxAge (an expiry)
 }
 
+// recordPrefix is where the bed's bucket republishes what it stores.
+const recordPrefix = "leasetest"
+
 func newBed(t *testing.T) *bed {
 	_, url := testenv.NATS(t)
 	js := testenv.JetStream(t, url)
@@ -51,33 +62,61 @@ func newBed(t *testing.T) *bed {
 	if err := stream.Ensure(ctx, js, n, stream.Config{}); err != nil {
 		t.Fatal(err)
 	}
-	b := &bed{t: t, url: url, js: js, bucket: n.LeaseBucket()}
-	c, err := js.OrderedConsumer(ctx, "KV_"+b.bucket, jetstream.OrderedConsumerConfig{})
+	b := &bed{t: t, url: url, js: js, bucket: n.LeaseBucket(), last: map[string]uint64{}}
+	nc := testenv.JetStream(t, url).Conn()
+	sub, err := nc.Subscribe(recordPrefix+".>", b.record)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := c.Consume(func(m jetstream.Msg) {
-		md, _ := m.Metadata()
-		w := write{seq: md.Sequence.Stream, key: strings.TrimPrefix(m.Subject(), "$KV."+b.bucket+".")}
-		if op := m.Headers().Get("KV-Operation"); op != "" {
-			w.reason = op
-		} else if r := m.Headers().Get(jetstream.MarkerReasonHeader); r != "" {
-			w.reason = r
-		} else {
-			var v leaseValue
-			if jsonErr := json.Unmarshal(m.Data(), &v); jsonErr == nil {
-				w.holder = v.Holder
-			}
-		}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, "KV_"+b.bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.RePublish = &jetstream.RePublish{Source: ">", Destination: recordPrefix + ".>"}
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
 		b.mu.Lock()
-		b.writes = append(b.writes, w)
-		b.mu.Unlock()
+		defer b.mu.Unlock()
+		for _, g := range b.gaps {
+			t.Errorf("the record of the lease bucket missed a write: %s", g)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cc.Stop)
 	return b
+}
+
+// record appends one republished write of the bucket.
+func (b *bed) record(m *nats.Msg) {
+	seq, _ := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+	prev, _ := strconv.ParseUint(m.Header.Get(jetstream.LastSequenceHeader), 10, 64)
+	w := write{seq: seq, key: strings.TrimPrefix(m.Header.Get(jetstream.SubjectHeader), "$KV."+b.bucket+".")}
+	if op := m.Header.Get("KV-Operation"); op != "" {
+		w.reason = op
+	} else if r := m.Header.Get(jetstream.MarkerReasonHeader); r != "" {
+		w.reason = r
+	} else {
+		var v leaseValue
+		if jsonErr := json.Unmarshal(m.Data, &v); jsonErr == nil {
+			w.holder = v.Holder
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	// prev is the key's last message still stored when this one was: a
+	// message removed since (a marker's TTL, a rollup) may come before it.
+	if prev > b.last[w.key] {
+		b.gaps = append(b.gaps, fmt.Sprintf("%s: revision %d follows %d, the record's last is %d", w.key, seq, prev, b.last[w.key]))
+	}
+	b.last[w.key] = seq
+	b.writes = append(b.writes, w)
 }
 
 // mark returns the bucket's last revision.
