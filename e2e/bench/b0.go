@@ -228,7 +228,7 @@ func (b *bencher) ingestAlone(ctx context.Context, conn *connect.Conn, names wir
 		return res, err
 	}
 	in := ingest.New(conn.JS, ingest.Config{Partitions: b.o.Partitions, Validator: v, EndOfStream: true,
-		Linger: config.WaitsFor(config.DefaultLatencyBudget).IngestLinger})
+		Linger: config.WaitsFor(b.o.LatencyBudget).IngestLinger})
 	cpu0 := meter.read()
 	began := time.Now()
 	n := 0

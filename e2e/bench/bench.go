@@ -81,6 +81,11 @@ type Options struct {
 	// Other loads show how much of the latency is load and how much the
 	// pipeline's own waits and round trips.
 	LatencyLoad float64
+	// LatencyBudget is the --latency-budget every service is given, and
+	// the bench's ingest lingers as that budget says (default
+	// config.DefaultLatencyBudget). Pairs of runs at two budgets show
+	// what the waits it configures cost in latency and CPU.
+	LatencyBudget time.Duration
 	// Windowers are the instance counts of the scaling runs (default 1, 2,
 	// 4; the 1-instance figure is the E2E run itself).
 	Windowers []int
@@ -132,6 +137,12 @@ func (o *Options) defaults() error {
 		o.LatencyLoad = 0.5
 	case o.LatencyLoad < 0 || o.LatencyLoad > 1 || math.IsNaN(o.LatencyLoad):
 		return fmt.Errorf("bench: latency load %v: want a share of the E2E rate in (0, 1]", o.LatencyLoad)
+	}
+	switch {
+	case o.LatencyBudget == 0:
+		o.LatencyBudget = config.DefaultLatencyBudget
+	case o.LatencyBudget < 0 || o.LatencyBudget > config.MaxLatencyBudget:
+		return fmt.Errorf("bench: latency budget %s: want more than 0 and at most %s", o.LatencyBudget, config.MaxLatencyBudget)
 	}
 	if len(o.Windowers) == 0 {
 		o.Windowers = []int{1, 2, 4}
@@ -310,7 +321,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.Latency = &latencyResult{Rate: rate, Load: o.LatencyLoad, Records: l.Records, Achieved: l.EPS, Ms: l.LatencyMs, Stages: l.Stages, Hist: l.Hist}
+		r.Latency = &latencyResult{Rate: rate, Load: o.LatencyLoad, Records: l.Records, Achieved: l.EPS, CPU: l.CPU, Ms: l.LatencyMs, Stages: l.Stages, Hist: l.Hist}
 		b.logf("latency: p50 %.1f ms p99 %.1f ms max %.1f ms", r.Latency.quantile(0.5), r.Latency.quantile(0.99), r.Latency.max())
 	}
 	if b.wants(ScenarioBatch) {

@@ -10,9 +10,11 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/window"
 )
 
@@ -28,6 +30,8 @@ func TestOptionsRefused(t *testing.T) {
 		{Options{Mode: ModeProcess, BinDir: t.TempDir()}, "run make build"},
 		{Options{Mode: ModeInProcess, LatencyLoad: 1.5}, "latency load 1.5"},
 		{Options{Mode: ModeInProcess, LatencyLoad: -0.1}, "latency load -0.1"},
+		{Options{Mode: ModeInProcess, LatencyBudget: -time.Millisecond}, "latency budget -1ms"},
+		{Options{Mode: ModeInProcess, LatencyBudget: 2 * time.Minute}, "latency budget 2m0s"},
 	} {
 		_, err := Run(context.Background(), c.o)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -274,5 +278,46 @@ receiptflow_publisher_batch_step_seconds_count{step="read"} 4
 	}
 	if m := stepMeans(gatherRegistries([]*prometheus.Registry{reg})); m["publisher.wait"] != 20.0 || m["publisher.put"] != 4.0 || len(m) != 2 {
 		t.Fatalf("step means %v", m)
+	}
+}
+
+// TestLatencyBudgetReachesServices: --latency-budget is given to every
+// service (the flags a service process gets, which the in-process
+// services parse too), and the default leaves the services' own default.
+func TestLatencyBudgetReachesServices(t *testing.T) {
+	for _, c := range []struct {
+		budget, want time.Duration
+	}{
+		{5 * time.Millisecond, 5 * time.Millisecond},
+		{0, config.DefaultLatencyBudget},
+	} {
+		spec := deploySpec{natsURL: "nats://127.0.0.1:4222", redisURL: "redis://127.0.0.1:6379", partitions: 8, budget: c.budget}
+		common, err := spec.common()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if common.LatencyBudget != c.want {
+			t.Errorf("budget %s: services get --latency-budget %s, want %s (args %q)", c.budget, common.LatencyBudget, c.want, spec.commonArgs())
+		}
+	}
+}
+
+// TestLatencyCPUPerEvent: the latency row gives the run's CPU per event,
+// summed over the processes, and the JSON the same figure.
+func TestLatencyCPUPerEvent(t *testing.T) {
+	ms := []float64{1, 2, 3, 4}
+	r := &Results{Budget: 5 * time.Millisecond, Latency: &latencyResult{Rate: 100, Load: 0.5, Achieved: 100, Records: 1000, Ms: ms,
+		CPU: map[string]time.Duration{"bench": 30 * time.Millisecond, "validator": 12500 * time.Microsecond}}}
+	var out bytes.Buffer
+	r.print(&out)
+	if !strings.Contains(out.String(), "CPU 42.5 µs per event at this load") {
+		t.Errorf("no CPU per event of 42.5 µs in the latency rows:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "latency budget 5ms") {
+		t.Errorf("the header does not name the budget:\n%s", out.String())
+	}
+	d := r.JSON()["details"].(map[string]any)
+	if d["latency_cpu_us_per_event"] != 42.5 || d["latency_budget_ms"] != 5.0 {
+		t.Errorf("details: CPU %v, budget %v; want 42.5 and 5", d["latency_cpu_us_per_event"], d["latency_budget_ms"])
 	}
 }

@@ -148,7 +148,8 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 		profileDir = filepath.Join(b.o.ProfileDir, spec.name)
 	}
 	ds2 := deploySpec{mode: b.o.Mode, bin: b.o.BinDir, natsURL: url, redisURL: b.redis.URL(),
-		partitions: P, hot: spec.ds.hot.String(), windowers: spec.windowers, logDir: logDir, profileDir: profileDir}
+		partitions: P, hot: spec.ds.hot.String(), windowers: spec.windowers, logDir: logDir, profileDir: profileDir,
+		budget: b.o.LatencyBudget}
 	if spec.handover != nil {
 		ds2.group, ds2.leaseTTL = true, spec.handover.ttl
 	}
@@ -307,7 +308,7 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 		onAck = func(_ string, seq uint64, _ bool) { rawSeq = append(rawSeq, seq) }
 	}
 	in := ingest.New(conn.JS, ingest.Config{Partitions: P, HotKeys: spec.ds.hot, Validator: v, EndOfStream: true, OnAck: onAck,
-		Linger: config.WaitsFor(config.DefaultLatencyBudget).IngestLinger})
+		Linger: config.WaitsFor(b.o.LatencyBudget).IngestLinger})
 	f, err := os.Open(ds.path)
 	if err != nil {
 		return nil, err

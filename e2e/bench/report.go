@@ -50,12 +50,14 @@ var Rows = []string{
 
 // Results is everything one run measured.
 type Results struct {
-	Events       int
-	RecordBytes  float64
-	Windows      int
-	Partitions   int
-	CPUs         int
-	Mode         string
+	Events      int
+	RecordBytes float64
+	Windows     int
+	Partitions  int
+	CPUs        int
+	Mode        string
+	// Budget is the services' --latency-budget (and the bench ingest's).
+	Budget       time.Duration
 	GoVersion    string
 	NATSVersion  string
 	RedisVersion string
@@ -90,12 +92,27 @@ type latencyResult struct {
 	Load     float64
 	Achieved float64
 	Records  int
+	// CPU is each process's CPU time over the run, as E2E's.
+	CPU map[string]time.Duration
 	// Ms are the per-event latencies, sorted.
 	Ms []float64
 	// Stages split them by hop.
 	Stages []stage
 	// Hist are the services' histograms and counters over the run.
 	Hist map[string]histMean
+}
+
+// cpuPerEvent is the CPU of every process over the run per record
+// published, in µs (NaN when not measured).
+func (l *latencyResult) cpuPerEvent() float64 {
+	if len(l.CPU) == 0 || l.Records == 0 {
+		return math.NaN()
+	}
+	var t time.Duration
+	for _, c := range l.CPU {
+		t += c
+	}
+	return float64(t.Microseconds()) / float64(l.Records)
 }
 
 // halfLoad tells whether the run was at the half load the p99 target is
@@ -224,7 +241,7 @@ func (s scaleResult) totalCPU() time.Duration {
 
 func newResults(o Options) *Results {
 	return &Results{
-		Events: o.Events, Partitions: o.Partitions, CPUs: runtime.NumCPU(), Mode: o.Mode,
+		Events: o.Events, Partitions: o.Partitions, CPUs: runtime.NumCPU(), Mode: o.Mode, Budget: o.LatencyBudget,
 		GoVersion: runtime.Version(), NATSVersion: server.VERSION,
 	}
 }
@@ -278,12 +295,13 @@ func (r *Results) JSON() map[string]any {
 	d := map[string]any{
 		"events": r.Events, "record_bytes": num(r.RecordBytes), "windows": r.Windows, "partitions": r.Partitions,
 		"cpus": r.CPUs, "mode": r.Mode, "go": r.GoVersion, "nats_server": r.NATSVersion, "redis": r.RedisVersion,
-		"loadavg_start_end": r.Load, "elapsed_s": num(r.Elapsed.Seconds()),
+		"loadavg_start_end": r.Load, "latency_budget_ms": num(float64(r.Budget.Microseconds()) / 1000), "elapsed_s": num(r.Elapsed.Seconds()),
 		"max_ms": get(r.Latency != nil, func() float64 { return r.Latency.max() }),
 	}
 	if r.Latency != nil {
 		d["latency_rate_eps"] = num(r.Latency.Rate)
 		d["latency_load"] = num(r.Latency.Load)
+		d["latency_cpu_us_per_event"] = num(r.Latency.cpuPerEvent())
 		if steps := stepMeans(r.Latency.Hist); len(steps) > 0 {
 			d["latency_steps_ms"] = steps
 		}
@@ -405,8 +423,8 @@ func (r *Results) WriteJSON(path string) error {
 
 // print writes the table.
 func (r *Results) print(w io.Writer) {
-	fmt.Fprintf(w, "receiptflow bench: %d records of %.0f B in %d windows, P=%d, %d CPUs, services %s; %s, nats-server %s (embedded, file store), redis-server %s; load avg %s; %s\n",
-		r.Events, r.RecordBytes, r.Windows, r.Partitions, r.CPUs, r.Mode, r.GoVersion, r.NATSVersion, r.RedisVersion,
+	fmt.Fprintf(w, "receiptflow bench: %d records of %.0f B in %d windows, P=%d, %d CPUs, services %s; %s, nats-server %s (embedded, file store), redis-server %s; latency budget %s; load avg %s; %s\n",
+		r.Events, r.RecordBytes, r.Windows, r.Partitions, r.CPUs, r.Mode, r.GoVersion, r.NATSVersion, r.RedisVersion, r.Budget,
 		strings.Join(r.Load, "→"), r.Elapsed.Round(time.Second))
 	fmt.Fprintf(w, "%-24s %18s  %s\n", "ROW", "VALUE", "NOTE")
 	row := func(label, value, note string) { fmt.Fprintf(w, "%-24s %18s  %s\n", label, value, note) }
@@ -459,6 +477,9 @@ func (r *Results) print(w io.Writer) {
 	}
 	if l := r.Latency; l != nil {
 		note := fmt.Sprintf("%d counted events at %.0f ev/s (%s of E2E; achieved %.0f)", len(l.Ms), l.Rate, l.loadName(), l.Achieved)
+		if c := l.cpuPerEvent(); !math.IsNaN(c) {
+			note += fmt.Sprintf("; CPU %.1f µs per event at this load, all processes", c)
+		}
 		row("Latency p50", ms(l.quantile(0.5)), note)
 		p99 := l.quantile(0.99)
 		if l.halfLoad() {

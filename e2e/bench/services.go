@@ -69,6 +69,8 @@ type deploySpec struct {
 	group    bool
 	leaseTTL time.Duration
 	logDir   string
+	// budget is every service's --latency-budget (0: the flag's default).
+	budget time.Duration
 	// profileDir, when set, is given to every service process as
 	// --profile-dir: each writes its profiles there when stopped.
 	profileDir string
@@ -156,8 +158,12 @@ func deploy(ctx context.Context, spec deploySpec) (*deployment, error) {
 // commonArgs are the flags of the shared configuration every service of
 // the deployment is given.
 func (spec deploySpec) commonArgs() []string {
-	return []string{"--nats-url", spec.natsURL, "--redis-url", spec.redisURL,
+	args := []string{"--nats-url", spec.natsURL, "--redis-url", spec.redisURL,
 		"--partitions", strconv.Itoa(spec.partitions), "--hot-keys", spec.hot}
+	if spec.budget > 0 {
+		args = append(args, "--latency-budget", spec.budget.String())
+	}
+	return args
 }
 
 // common is the shared configuration commonArgs give a service process

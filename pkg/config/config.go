@@ -55,6 +55,9 @@ const DefaultDayRetention = 8760 * time.Hour
 // DefaultLatencyBudget is --latency-budget's default.
 const DefaultLatencyBudget = 25 * time.Millisecond
 
+// MaxLatencyBudget is the largest --latency-budget accepted.
+const MaxLatencyBudget = time.Minute
+
 // Waits are the waits a latency budget allows each hop.
 type Waits struct {
 	// IngestLinger: how long ingest's sender waits for an atomic batch to
@@ -128,7 +131,7 @@ func (c *Common) Validate() error {
 		return fmt.Errorf("--retention must be positive (streams are never kept forever by accident), got %s", c.Retention)
 	case c.DedupWindow <= 0:
 		return fmt.Errorf("--dedup-window must be positive, got %s", c.DedupWindow)
-	case c.LatencyBudget <= 0 || c.LatencyBudget > time.Minute:
+	case c.LatencyBudget <= 0 || c.LatencyBudget > MaxLatencyBudget:
 		return fmt.Errorf("--latency-budget must be between 0 and 1m, got %s", c.LatencyBudget)
 	case c.WindowRetention <= 0 || c.WindowRetention < c.Grace+c.ReplayHorizon:
 		return fmt.Errorf("--window-retention %s must be at least --grace + --replay-horizon (%s): a window is pruned only once its state is retired", c.WindowRetention, c.Grace+c.ReplayHorizon)

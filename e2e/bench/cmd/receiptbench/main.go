@@ -48,6 +48,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Python, "python", "python3", "python interpreter of the reference batch pass")
 	fs.DurationVar(&o.LatencyFor, "latency-for", 0, "how long the half-load latency run publishes (default 15s; --quick: 2s)")
 	fs.Float64Var(&o.LatencyLoad, "latency-load", 0.5, "the latency run's rate as a share of the E2E run's, in (0, 1]; the p99 target is judged at 0.5 only")
+	fs.DurationVar(&o.LatencyBudget, "latency-budget", 0, "every service's --latency-budget, and the waits of the bench's ingest from it (default the services' default, 25ms)")
 	windowers := fs.String("windowers", "1,2,4", "windower instance counts of the scaling runs")
 	only := fs.String("only", "", "comma-separated scenarios to run ("+strings.Join(bench.Scenarios, ",")+"; default all)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the --profile scenario here")
