@@ -75,13 +75,17 @@ vet:
 ## rest run.
 test:
 	@log=$$(mktemp); \
-	echo "make test: the fault tests start in the background; their output follows lint's"; \
+	echo "make test: the fault tests start in the background at $$(date -u +%T); their output follows lint's"; \
 	( $(MAKE) --no-print-directory faults >$$log 2>&1; echo $$? >$$log.rc ) & pid=$$!; \
 	$(MAKE) --no-print-directory lint alerts; checks=$$?; \
+	echo "make test: lint and alerts done at $$(date -u +%T)"; \
 	tail -n +1 -f --pid=$$pid $$log; wait; faults=$$(cat $$log.rc); rm -f $$log $$log.rc; \
+	echo "make test: the fault tests done at $$(date -u +%T)"; \
 	if [ $$checks -ne 0 ]; then echo "make test: lint or alerts failed"; exit 1; fi; \
 	if [ $$faults -ne 0 ]; then echo "make test: the fault tests failed"; exit 1; fi; \
-	$(MAKE) --no-print-directory race rest
+	$(MAKE) --no-print-directory race || exit 1; \
+	echo "make test: race done at $$(date -u +%T)"; \
+	$(MAKE) --no-print-directory rest
 
 ## alerts: the Prometheus alerting rules (docs/alerts.md) with promtool
 ## (installed into $(TOOLBIN) when missing): check the rules, check
