@@ -237,9 +237,9 @@ const ShutdownTimeout = 5 * time.Second
 // /metrics (Config.Gatherer) as every service's port does (pkg/probe),
 // and Handler for the rest. Stop it with the port's Shutdown.
 func (s *Service) Serve(ln net.Listener) *probe.Port {
-	port := probe.Serve(ln, s.NotReady)
-	s.Mount(port)
-	return port
+	// Mounted before the first request: one already waiting on ln gets
+	// the page, not the port's 503 of a service not mounted yet.
+	return probe.ServePrepared(ln, s.NotReady, s.Mount)
 }
 
 // Mount hands port the dashboard: /metrics (Config.Gatherer, if set), the

@@ -49,6 +49,14 @@ func Listen(addr string, ready func() string) (*Port, error) {
 
 // Serve serves ln in the background until Shutdown or Close.
 func Serve(ln net.Listener, ready func() string) *Port {
+	return ServePrepared(ln, ready, nil)
+}
+
+// ServePrepared is Serve with prepare called on the port before its first
+// request is served: what it mounts (Mount, Metrics) answers even a
+// request that was waiting on ln, where Mount after Serve leaves a moment
+// in which such a request gets the 503 of a service not ready.
+func ServePrepared(ln net.Listener, ready func() string, prepare func(*Port)) *Port {
 	p := &Port{ln: ln, ready: ready, done: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -78,6 +86,9 @@ func Serve(ln net.Listener, ready func() string) *Port {
 	})
 	mux.HandleFunc("/", p.serveApp)
 	p.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+	if prepare != nil {
+		prepare(p)
+	}
 	go func() {
 		defer close(p.done)
 		if err := p.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
