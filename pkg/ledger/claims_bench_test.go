@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -142,4 +143,53 @@ func evalshaStats(tb testing.TB, rdb *redis.Client) (calls, usec float64) {
 		}
 	}
 	return calls, usec
+}
+
+// BenchmarkClaimConflicts reads a claimed batch's verdicts again, as the
+// validator's barrier does once every lower copy is claimed (ClaimConflicts,
+// 500 claims, kept 3 days), and reports per claim what
+// BenchmarkClaimThrough does: wall-us, client-us, redis-us.
+func BenchmarkClaimConflicts(b *testing.B) {
+	const batch, batches = 500, 20
+	r := testenv.RedisServer(b)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	b.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
+	day := time.Now().Unix() / 86400
+	all := make([][]Claim, batches)
+	seq := uint64(0)
+	for k := range all {
+		all[k] = make([]Claim, batch)
+		for j := range all[k] {
+			seq++
+			all[k][j] = Claim{EventID: fmt.Sprintf("conflicts-%d", seq), Fingerprint: seq, Seq: seq, Day: day}
+		}
+		if _, err := s.Claims(ctx, all[k]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, _, err := s.ClaimConflicts(ctx, all[0]); err != nil { // scripts loaded outside the measurement
+		b.Fatal(err)
+	}
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	cpu0, self0 := redisCPU(b, rdb), selfCPU(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		conflict, _, err := s.ClaimConflicts(ctx, all[i%batches])
+		if err != nil {
+			b.Fatal(err)
+		}
+		if slices.Contains(conflict, true) {
+			b.Fatal("a conflict among claims of distinct ids")
+		}
+	}
+	b.StopTimer()
+	n := float64(b.N * batch)
+	cpu, self := redisCPU(b, rdb)-cpu0, selfCPU(b)-self0
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/n, "wall-us/claim")
+	b.ReportMetric(self*1e6/n, "client-us/claim")
+	b.ReportMetric(cpu*1e6/n, "redis-us/claim")
 }

@@ -170,3 +170,52 @@ func TestClaimWithoutSequenceHolds(t *testing.T) {
 		})
 	})
 }
+
+// TestClaimReadsSeeEveryDayAndWriteNothing: ClaimConflicts and
+// ClaimHolders (claims.lua's "read" mode) find the holder over every kept
+// day, the lowest sequence first, judge an id no day holds against the
+// batch's first copy, and write nothing: an id they read is not claimed.
+func TestClaimReadsSeeEveryDayAndWriteNothing(t *testing.T) {
+	backends(t, func(t *testing.T, rdb *redis.Client) {
+		ctx := context.Background()
+		s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
+		if s.ClaimDays() < 3 {
+			t.Fatalf("ClaimDays %d: the test needs three kept days", s.ClaimDays())
+		}
+		day := time.Now().Unix() / 86400
+		for _, c := range []Claim{
+			{EventID: "a", Fingerprint: 2, Seq: 9, Day: day},
+			{EventID: "a", Fingerprint: 1, Seq: 3, Day: day - 2}, // lower, two days back: holds a
+			{EventID: "b", Fingerprint: 5, Seq: 5, Day: day - 1},
+		} {
+			if _, err := s.Claims(ctx, []Claim{c}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := dump(t, rdb)
+		read := []Claim{
+			{EventID: "a", Fingerprint: 2, Seq: 9, Day: day},
+			{EventID: "a", Fingerprint: 1, Seq: 3, Day: day},
+			{EventID: "b", Fingerprint: 5, Seq: 5, Day: day},
+			{EventID: "c", Fingerprint: 7, Seq: 11, Day: day}, // never claimed
+			{EventID: "c", Fingerprint: 8, Seq: 12, Day: day},
+		}
+		conflict, _, err := s.ClaimConflicts(ctx, read)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []bool{true, false, false, false, true}; !reflect.DeepEqual(conflict, want) {
+			t.Errorf("ClaimConflicts = %v, want %v", conflict, want)
+		}
+		holders, err := s.ClaimHolders(ctx, read)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []uint64{3, 3, 5, 0, 0}; !reflect.DeepEqual(holders, want) {
+			t.Errorf("ClaimHolders = %v, want %v", holders, want)
+		}
+		if after := dump(t, rdb); !reflect.DeepEqual(after, before) {
+			t.Errorf("reading the claims wrote to Redis:\nbefore %v\nafter  %v", before, after)
+		}
+	})
+}

@@ -185,3 +185,22 @@ func TestRetireClaimsSendsADayOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestClaimBucketName: the claims hash's name is as it always was (state
+// written by earlier releases is found by it).
+func TestClaimBucketName(t *testing.T) {
+	for _, c := range []struct {
+		k    Keys
+		b    int
+		day  int64
+		want string
+	}{
+		{Keys{Prefix: "rf:1:"}, 0, 20428, "rf:1:{c0}:claims:20428"},
+		{Keys{Prefix: "rf:12:"}, 16383, 0, "rf:12:{c16383}:claims:0"},
+		{Keys{}, 7, -1, "{c7}:claims:-1"},
+	} {
+		if got := c.k.ClaimBucket(c.b, c.day); got != c.want {
+			t.Errorf("ClaimBucket(%d, %d) with prefix %q = %q, want %q", c.b, c.day, c.k.Prefix, got, c.want)
+		}
+	}
+}
