@@ -44,10 +44,7 @@ func BenchmarkApply(b *testing.B) {
 			if _, err := bench.store.Apply(ctx, 0, next(), 0, 0); err != nil {
 				b.Fatal(err)
 			}
-			if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
-				b.Fatal(err)
-			}
-			cpu0, self0 := redisCPU(b, rdb), selfCPU(b)
+			spent := meterRedis(b, rdb)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
@@ -59,7 +56,7 @@ func BenchmarkApply(b *testing.B) {
 			}
 			b.StopTimer()
 			n := float64(b.N * batch)
-			cpu, self := redisCPU(b, rdb)-cpu0, selfCPU(b)-self0
+			cpu, self := spent()
 			_, usec := evalshaStats(b, rdb)
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/n, "wall-us/event")
 			b.ReportMetric(self*1e6/n, "client-us/event")

@@ -60,10 +60,7 @@ func BenchmarkClaimThrough(b *testing.B) {
 			}
 			claims := make([]Claim, batch)
 			seq := uint64(1)
-			if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
-				b.Fatal(err)
-			}
-			cpu0, self0 := redisCPU(b, rdb), selfCPU(b)
+			spent := meterRedis(b, rdb)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				for j := range claims {
@@ -76,7 +73,7 @@ func BenchmarkClaimThrough(b *testing.B) {
 			}
 			b.StopTimer()
 			n := float64(b.N * batch)
-			cpu, self := redisCPU(b, rdb)-cpu0, selfCPU(b)-self0
+			cpu, self := spent()
 			calls, usec := evalshaStats(b, rdb)
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/n, "wall-us/claim")
 			b.ReportMetric(self*1e6/n, "client-us/claim")
@@ -85,6 +82,18 @@ func BenchmarkClaimThrough(b *testing.B) {
 			b.ReportMetric(calls/float64(b.N), "evalsha/batch")
 		})
 	}
+}
+
+// meterRedis resets the server's statistics (INFO commandstats) and
+// returns what tells the CPU spent since, the server's and this
+// process's, in seconds.
+func meterRedis(b *testing.B, rdb *redis.Client) func() (server, self float64) {
+	b.Helper()
+	if err := rdb.ConfigResetStat(context.Background()).Err(); err != nil {
+		b.Fatal(err)
+	}
+	cpu0, self0 := redisCPU(b, rdb), selfCPU(b)
+	return func() (float64, float64) { return redisCPU(b, rdb) - cpu0, selfCPU(b) - self0 }
 }
 
 // selfCPU is this process's user+system CPU so far, in seconds.
@@ -172,10 +181,7 @@ func BenchmarkClaimConflicts(b *testing.B) {
 	if _, _, err := s.ClaimConflicts(ctx, all[0]); err != nil { // scripts loaded outside the measurement
 		b.Fatal(err)
 	}
-	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
-		b.Fatal(err)
-	}
-	cpu0, self0 := redisCPU(b, rdb), selfCPU(b)
+	spent := meterRedis(b, rdb)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		conflict, _, err := s.ClaimConflicts(ctx, all[i%batches])
@@ -188,7 +194,7 @@ func BenchmarkClaimConflicts(b *testing.B) {
 	}
 	b.StopTimer()
 	n := float64(b.N * batch)
-	cpu, self := redisCPU(b, rdb)-cpu0, selfCPU(b)-self0
+	cpu, self := spent()
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/n, "wall-us/claim")
 	b.ReportMetric(self*1e6/n, "client-us/claim")
 	b.ReportMetric(cpu*1e6/n, "redis-us/claim")
