@@ -108,11 +108,7 @@ func (l *latencyResult) cpuPerEvent() float64 {
 	if len(l.CPU) == 0 || l.Records == 0 {
 		return math.NaN()
 	}
-	var t time.Duration
-	for _, c := range l.CPU {
-		t += c
-	}
-	return float64(t.Microseconds()) / float64(l.Records)
+	return float64(sumCPU(l.CPU).Microseconds()) / float64(l.Records)
 }
 
 // halfLoad tells whether the run was at the half load the p99 target is
@@ -231,9 +227,12 @@ func (s scaleResult) windowerCPU() (total time.Duration, perOwn []string) {
 }
 
 // totalCPU is every process's CPU over the run.
-func (s scaleResult) totalCPU() time.Duration {
+func (s scaleResult) totalCPU() time.Duration { return sumCPU(s.CPU) }
+
+// sumCPU is the CPU of every process of cpu.
+func sumCPU(cpu map[string]time.Duration) time.Duration {
 	var t time.Duration
-	for _, c := range s.CPU {
+	for _, c := range cpu {
 		t += c
 	}
 	return t
