@@ -107,15 +107,8 @@ func (k Keys) claimsOf(idKey string, day int64) string {
 
 // ClaimBucket is the claims hash of bucket b for day.
 func (k Keys) ClaimBucket(b int, day int64) string {
-	// Built by hand, not with fmt: a validator builds ClaimDays of these
-	// per claim and per read of the claims.
-	buf := make([]byte, 0, len(k.Prefix)+32)
-	buf = append(buf, k.Prefix...)
-	buf = append(buf, "{c"...)
-	buf = strconv.AppendInt(buf, int64(b), 10)
-	buf = append(buf, "}:claims:"...)
-	buf = strconv.AppendInt(buf, day, 10)
-	return string(buf)
+	// Not fmt: a validator builds ClaimDays of these per claim.
+	return k.Prefix + "{c" + strconv.Itoa(b) + "}:claims:" + strconv.FormatInt(day, 10)
 }
 
 // ClaimsRetired is the key holding the last ingest day whose claims were
