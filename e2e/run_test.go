@@ -57,10 +57,18 @@ func runFile(t *testing.T, cfg pipeline.Config, path string) *boundedrun.Result 
 
 func runFileAt(t *testing.T, cfg pipeline.Config, path string, rate int) *boundedrun.Result {
 	t.Helper()
+	return runBounded(t, boundedrun.Config{Config: cfg, Events: path, Rate: rate})
+}
+
+// runBounded runs rc with its artifacts in a temporary directory, and
+// requires every artifact and parity.
+func runBounded(t *testing.T, rc boundedrun.Config) *boundedrun.Result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	out := filepath.Join(t.TempDir(), "out")
-	res, err := boundedrun.Run(ctx, boundedrun.Config{Config: cfg, Events: path, Out: out, Rate: rate})
+	rc.Out = out
+	res, err := boundedrun.Run(ctx, rc)
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}

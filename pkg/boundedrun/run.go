@@ -31,6 +31,12 @@ type Config struct {
 	AfterDrain func(ctx context.Context, p *pipeline.Pipeline) error
 	// Rate paces ingest to this many records per second (0: unpaced).
 	Rate int
+	// MaxBacklog, when positive, holds ingest back while the pipeline's
+	// consumers have more than this many messages left (pending plus
+	// unacknowledged), looking every few lines: a live source the
+	// pipeline keeps up with however busy the host, so that state and
+	// lag measured during the run do not depend on the host's load.
+	MaxBacklog int
 	// Now is the ingest time stamped on records without ingested_at, and
 	// given to the batch pass for the same records (default: start time).
 	Now time.Time
@@ -101,7 +107,11 @@ func Run(ctx context.Context, rc Config) (*Result, error) {
 			tr.mu.Unlock()
 		},
 	})
-	if res.Ingest, err = ingest.FileAtRate(ctx, in, f, rc.Rate, nil); err != nil {
+	var src io.Reader = f
+	if rc.MaxBacklog > 0 {
+		src = holdBacklog(ctx, f, p, rc.MaxBacklog, rc.StallTimeout)
+	}
+	if res.Ingest, err = ingest.FileAtRate(ctx, in, src, rc.Rate, nil); err != nil {
 		return nil, err
 	}
 	if err := drain(ctx, p, rc.StallTimeout); err != nil {
