@@ -38,7 +38,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		})),
 		step: telemetry.NewSteps(reg, "receiptflow_windower_batch_step_seconds",
-			"Time of each step of a batch, by step: wait (its first VALID message stored → handled), apply (the apply script calls), publish (its LATE and CHANGES messages stored), mark (the published mark written)."),
+			"Time of each step of a batch, by step: wait (its first VALID message stored → handled), apply (the apply script calls), publish (its LATE and CHANGES messages stored), mark (the published mark written on its own, when the partition goes idle or stops: a busy partition's next apply script carries it)."),
 		watermark: telemetry.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "receiptflow_windower_watermark_timestamp_seconds", Help: "Partition watermark, a Unix time in seconds.",
 		}, []string{"partition"})),

@@ -228,6 +228,8 @@ func (s *Service) runPartitionFrom(ctx context.Context, p int, ps *partState, ca
 	lastWM, lastSeq, published := ck.Watermark, ck.Seq, min(ck.Published, ck.Seq)
 	lastRetireWM := ck.Watermark
 	opts := stream.BatchConfig{Max: s.cfg.Batch, Linger: s.cfg.Linger, Logger: s.cfg.Logger.With("partition", p)}
+	mark := s.newIdleMark(ctx, p, published)
+	defer mark.stop()
 	return stream.Consume(ctx, s.js, spec, opts, func(ctx context.Context, batch []jetstream.Msg) (stream.Outcome, error) {
 		res, done, err := s.handle(ctx, p, ps, batch, lastWM, lastSeq, published)
 		if connect.RedisFull(err) {
@@ -239,6 +241,7 @@ func (s *Service) runPartitionFrom(ctx context.Context, p int, ps *partState, ca
 		if err != nil {
 			return stream.Outcome{}, err
 		}
+		mark.handled(done, published) // the apply carried the mark before this batch's
 		lastWM, lastSeq, published = res.Watermark, res.Seq, max(published, done)
 		ps.advance(res.Seq)
 		wm := res.Watermark
@@ -346,16 +349,13 @@ func (s *Service) handle(ctx context.Context, p int, ps *partState, batch []jets
 	if _, err := stream.PublishAll(ctx, s.js, out); err != nil {
 		return nil, 0, stream.Retry(err)
 	}
-	marking := s.m.step.Since(stepPublish, publishing)
+	s.m.step.Since(stepPublish, publishing)
 	// The mark covers this batch's records only. A redelivered batch can be
 	// shorter than the one first applied (the checkpoint, res.Seq, is then
 	// ahead of it): marking up to the checkpoint would skip the outputs of
 	// the applied records not redelivered yet if the instance died next.
+	// The next batch's apply writes it, or the idle mark (mark.go).
 	done := recs[len(recs)-1].Seq
-	if err := s.store.MarkPublished(ctx, p, done); err != nil {
-		return nil, 0, s.fenced(p, err)
-	}
-	s.m.step.Since(stepMark, marking)
 	s.m.watermark.WithLabelValues(strconv.Itoa(p)).Set(float64(res.Watermark) / 1000)
 	s.m.entries.Add(float64(res.Added))
 	return res, done, nil
