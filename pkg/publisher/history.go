@@ -8,9 +8,11 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/config"
@@ -141,6 +143,79 @@ func (s *Service) rollupLocked(ctx context.Context, snaps []wire.Window, global 
 	for _, d := range slices.Sorted(maps.Keys(byDay)) {
 		if err := s.writeDayLocked(ctx, d, byDay[d], global, now); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// dayInFlight is a day rollup sent by rollupAhead, awaiting its answer.
+type dayInFlight struct {
+	day  string
+	next wire.Day
+	f    jetstream.PubAckFuture
+}
+
+// rollupAhead sends, while a batch's window snapshots are still on their
+// way, the rollups of the days whose stored revision this publisher
+// knows, folded from snaps: the snapshots as they will be once stored.
+// That is what rollupLocked would write once they are, one round trip
+// later. settleRollups takes the answers; a lost race, or a window put
+// that fails, leaves the day to rollupLocked, which then finds it stored
+// or writes it, so the batch's rollups cost no round trip of their own.
+func (s *Service) rollupAhead(snaps []wire.Window, global int64, now time.Time) ([]dayInFlight, error) {
+	byDay := map[string][]wire.Window{}
+	for _, w := range snaps {
+		d, err := wire.DayOf(w.WindowID)
+		if err != nil {
+			return nil, err
+		}
+		byDay[d] = append(byDay[d], w)
+	}
+	var out []dayInFlight
+	for _, d := range slices.Sorted(maps.Keys(byDay)) {
+		cur, ok := s.days[d]
+		if !ok {
+			continue // first sight: rollupLocked reads it first
+		}
+		next := rollupDay(cur.day, byDay[d], global, s.cfg.Grace)
+		next.Generation = s.cfg.Names.Generation
+		if sameDay(next, cur.day) {
+			continue
+		}
+		next.UpdatedAt = now
+		body, err := json.Marshal(&next)
+		if err != nil {
+			return out, err
+		}
+		msg := nats.NewMsg(s.kvPrefix + wire.DayKey(d))
+		msg.Data = body
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(cur.rev, 10))
+		f, err := s.js.PublishMsgAsync(msg)
+		if err != nil {
+			return out, fmt.Errorf("publisher: put %s: %w", wire.DayKey(d), err)
+		}
+		out = append(out, dayInFlight{day: d, next: next, f: f})
+	}
+	return out, nil
+}
+
+// settleRollups takes the answers of rollupAhead's puts: a stored one is
+// the day's new revision, a lost race forgets the day (rollupLocked reads
+// it again).
+func (s *Service) settleRollups(ctx context.Context, ahead []dayInFlight) error {
+	for _, a := range ahead {
+		select {
+		case ack := <-a.f.Ok():
+			s.days[a.day] = storedDay{rev: ack.Sequence, day: a.next}
+			s.m.dayWrites.Inc()
+		case err := <-a.f.Err():
+			if !revisionConflict(err) {
+				return fmt.Errorf("publisher: put %s: %w", wire.DayKey(a.day), err)
+			}
+			delete(s.days, a.day)
+			s.m.conflicts.Inc()
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 	return nil

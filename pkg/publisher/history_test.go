@@ -569,3 +569,65 @@ func TestBatchStepsTimed(t *testing.T) {
 		t.Errorf("the batch waited %s, want at least the %s between its notice's storing and its handling", got, idle)
 	}
 }
+
+// countingKV counts the compare-and-set updates made through it (a put
+// that waits for its own answer).
+type countingKV struct {
+	jetstream.KeyValue
+	updates map[string]int
+}
+
+func (c *countingKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	c.updates[key]++
+	return c.KeyValue.Update(ctx, key, value, rev)
+}
+
+// TestDayRollupGoesBesideTheSnapshots: once the publisher knows a day's
+// rollup, a batch that changes its hours stores the rollup beside the
+// hours' snapshots, not in a put of its own after them, and the rollup is
+// still the fold of the snapshots as stored. A rollup another publisher
+// moved meanwhile is a lost race, and is written again from the bucket.
+func TestDayRollupGoesBesideTheSnapshots(t *testing.T) {
+	r := newHistoryRig(t, 3*time.Hour)
+	counting := &countingKV{KeyValue: r.kv, updates: map[string]int{}}
+	r.svc.kv = counting
+	r.traffic()
+	r.pass(r.svc) // first sight of both days: read, then created
+	const d = "2026-12-02"
+	key := wire.DayKey(d)
+	check := func(want int64) {
+		t.Helper()
+		day, _ := r.day(d)
+		w, _ := r.window("2026-12-02T08")
+		if got := day.Hours[wire.HourKey("2026-12-02T08")]; got.Count != w.Count || got.Version != w.Version || w.Count != want {
+			t.Fatalf("rollup hour T08 %+v, window %+v, want count %d in both", got, w, want)
+		}
+	}
+	before := counting.updates[key]
+	r.submit(0, "2026-12-02T08:10:00Z", "2026-12-02T08:20:00Z")
+	if err := r.svc.resync(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	check(4)
+	if n := counting.updates[key] - before; n != 0 {
+		t.Errorf("the rollup of %s took %d puts of its own after the snapshots, want none", d, n)
+	}
+
+	// Another publisher moves the rollup: this one's next put beside the
+	// snapshots loses the race, and the day is read and written again.
+	other := r.publisher(3 * time.Hour)
+	other.m = newMetrics(prometheus.NewRegistry())
+	r.submit(1, "2026-12-02T08:30:00Z")
+	if err := other.resync(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.submit(1, "2026-12-02T08:40:00Z")
+	raced := counting.updates[key]
+	if err := r.svc.resync(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	check(6)
+	if counting.updates[key] == raced {
+		t.Errorf("the lost race was not written again through a read of the bucket")
+	}
+}

@@ -379,6 +379,24 @@ func (s *Service) publishSteps(ctx context.Context, ids []string, steps *telemet
 		}
 		sent = append(sent, inFlight{snap: snap, f: f})
 	}
+	// The day rollups go out beside the window snapshots, folded from
+	// them as they will be stored (rollupAhead).
+	ahead := make([]wire.Window, 0, len(ids))
+	pending := make(map[string]wire.Window, len(sent))
+	for _, w := range sent {
+		pending[w.snap.WindowID] = w.snap
+	}
+	for _, id := range ids {
+		if snap, ok := pending[id]; ok {
+			ahead = append(ahead, snap)
+		} else if st, ok := s.stored[id]; ok {
+			ahead = append(ahead, st.snap)
+		}
+	}
+	days, err := s.rollupAhead(ahead, global, now)
+	if err != nil {
+		return err
+	}
 	var retry []wire.Window
 	for _, w := range sent {
 		select {
@@ -398,6 +416,9 @@ func (s *Service) publishSteps(ctx context.Context, ids []string, steps *telemet
 			return ctx.Err()
 		}
 	}
+	if err := s.settleRollups(ctx, days); err != nil {
+		return err
+	}
 	for _, snap := range retry {
 		if err := s.writeLocked(ctx, snap); err != nil {
 			return err
@@ -405,7 +426,9 @@ func (s *Service) publishSteps(ctx context.Context, ids []string, steps *telemet
 	}
 	rolling := steps.Since(stepPut, putting)
 	// The day rollups follow the snapshots as stored (written now or
-	// before: a rollup is a function of its hours' last snapshots).
+	// before: a rollup is a function of its hours' last snapshots). Those
+	// rollupAhead stored are found unchanged here; this writes the rest:
+	// days seen for the first time, lost races, finality.
 	snaps := make([]wire.Window, 0, len(ids))
 	for _, id := range ids {
 		if st, ok := s.stored[id]; ok {
