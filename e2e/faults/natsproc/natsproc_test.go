@@ -106,8 +106,22 @@ func TestClusterNodeRestartsOnItsStore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	testenv.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
-		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s"}, Storage: jetstream.FileStorage, Replicas: 3})
-		return err
+		st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s"}, Storage: jetstream.FileStorage, Replicas: 3})
+		if err != nil {
+			return err
+		}
+		// Only the leader of a replicated stream listens on its subjects
+		// (nats-server subscribes in setLeader): a publish made before the
+		// group has elected one gets no responders once the client's
+		// retries are spent, as it did on a busy host.
+		info, err := st.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.Cluster == nil || info.Cluster.Leader == "" {
+			return fmt.Errorf("stream S has no leader yet")
+		}
+		return nil
 	})
 	want := publish(t, js, "s", 100)
 	servers[0].Kill()
