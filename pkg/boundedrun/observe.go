@@ -20,10 +20,8 @@ func sample(ctx context.Context, p *pipeline.Pipeline, began time.Time, tr *trac
 	done := make(chan struct{})
 	take := func() {
 		s := dashboard.Sample{T: time.Since(began).Seconds()}
-		if b, _, err := p.Backlog(ctx); err == nil {
-			for _, v := range b {
-				s.Backlog += v
-			}
+		if b, err := backlogOf(p)(ctx); err == nil {
+			s.Backlog = b
 		}
 		for q := 0; q < p.Config().Partitions; q++ {
 			if ck, err := p.Store.Checkpoint(ctx, q); err == nil {

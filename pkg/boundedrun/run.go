@@ -107,11 +107,11 @@ func Run(ctx context.Context, rc Config) (*Result, error) {
 			tr.mu.Unlock()
 		},
 	})
-	var src io.Reader = f
+	pace := ingest.Rate(rc.Rate)
 	if rc.MaxBacklog > 0 {
-		src = holdBacklog(ctx, f, p, rc.MaxBacklog, rc.StallTimeout)
+		pace = holdBacklog(backlogOf(p), uint64(rc.MaxBacklog), rc.StallTimeout, pace)
 	}
-	if res.Ingest, err = ingest.FileAtRate(ctx, in, src, rc.Rate, nil); err != nil {
+	if res.Ingest, err = ingest.FilePaced(ctx, in, f, pace, nil); err != nil {
 		return nil, err
 	}
 	if err := drain(ctx, p, rc.StallTimeout); err != nil {

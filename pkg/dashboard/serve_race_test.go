@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/receiptflow/receiptflow/pkg/testenv"
 )
 
@@ -19,12 +17,7 @@ import (
 // request first, then serves.
 func TestServeAnswersTheFirstRequest(t *testing.T) {
 	_, url := testenv.NATS(t)
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	svc, err := New(nc, Config{Generation: "1", StaleAfter: time.Minute, Recent: 5})
+	svc, err := New(testenv.JetStream(t, url).Conn(), Config{Generation: "1", StaleAfter: time.Minute, Recent: 5})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,17 +28,38 @@ func File(ctx context.Context, in *Ingester, r io.Reader, progress func(Stats)) 
 // FileAtRate is File paced to at most rate records per second (0: as fast
 // as JetStream takes them).
 func FileAtRate(ctx context.Context, in *Ingester, r io.Reader, rate int, progress func(Stats)) (Stats, error) {
+	return FilePaced(ctx, in, r, Rate(rate), progress)
+}
+
+// Pace is called by FilePaced before it reads line n (from 0), and may
+// wait; an error stops the file as a failed read would.
+type Pace func(ctx context.Context, n int) error
+
+// Rate is the Pace of at most rate lines per second from the time it is
+// called (nil, unpaced, for rate ≤ 0).
+func Rate(rate int) Pace {
+	if rate <= 0 {
+		return nil
+	}
+	began := time.Now()
+	return func(ctx context.Context, n int) error {
+		if ahead := time.Duration(n+1)*time.Second/time.Duration(rate) - time.Since(began); ahead > 5*time.Millisecond {
+			_ = stream.Pause(ctx, ahead)
+		}
+		return nil
+	}
+}
+
+// FilePaced is File with pace (nil: none) called before each line.
+func FilePaced(ctx context.Context, in *Ingester, r io.Reader, pace Pace, progress func(Stats)) (Stats, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	if head, _ := br.Peek(len(bom)); bytes.Equal(head, bom) {
 		br.Discard(len(bom))
 	}
-	began := time.Now()
-	var sent int
-	for {
-		if rate > 0 {
-			sent++
-			if ahead := time.Duration(sent)*time.Second/time.Duration(rate) - time.Since(began); ahead > 5*time.Millisecond {
-				_ = stream.Pause(ctx, ahead)
+	for n := 0; ; n++ {
+		if pace != nil {
+			if err := pace(ctx, n); err != nil {
+				return in.Stats(), closeAfter(ctx, in, fmt.Errorf("ingest: paced: %w", err))
 			}
 		}
 		line, err := br.ReadBytes('\n')

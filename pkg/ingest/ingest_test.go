@@ -252,3 +252,30 @@ func TestPublishEndedContextQueuesNothing(t *testing.T) {
 		t.Errorf("stats after publishes with a cancelled context: %+v, want none", st)
 	}
 }
+
+// TestFilePacedAsksBeforeEachLine: the pace is asked before each line is
+// read, numbered from 0, and an error from it stops the file there, with
+// the lines before it stored.
+func TestFilePacedAsksBeforeEachLine(t *testing.T) {
+	data := fixture(t, 30)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, url := testenv.NATS(t)
+	_, js := dial(t, url, 0)
+	ensure(t, ctx, js)
+	var asked []int
+	stop := errors.New("held")
+	st, err := FilePaced(ctx, newTestIngester(t, js, nil), bytes.NewReader(data), func(_ context.Context, n int) error {
+		asked = append(asked, n)
+		if n == 20 {
+			return stop
+		}
+		return nil
+	}, nil)
+	if !errors.Is(err, stop) {
+		t.Fatalf("err = %v, want the pace's", err)
+	}
+	if st.Records != 20 || len(asked) != 21 || asked[0] != 0 || asked[20] != 20 {
+		t.Fatalf("%d records stored, pace asked for %v; want 20 stored, asked for 0..20", st.Records, asked)
+	}
+}
