@@ -2,6 +2,7 @@ package contract
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"slices"
@@ -43,12 +44,29 @@ type canon struct {
 // canonEntry is one member of an object being written. It holds offsets,
 // not slices, so that sorting entries moves no pointers.
 type canonEntry struct {
+	// prefix is the decoded key's first 8 bytes, big-endian, padded with
+	// zeros: keys whose prefixes differ sort as their prefixes do (a zero
+	// byte sorts first, as a key's end does), so most comparisons read no
+	// key.
+	prefix uint64
 	// key is the decoded key: data[keyStart:keyEnd] of the record, or
 	// keys[keyStart:keyEnd] when it held escapes (escaped).
 	keyStart, keyEnd int32
 	escaped          bool
 	// start and end place the value's canonical text in out.
 	start, end int32
+}
+
+// keyPrefix is canonEntry.prefix of key k.
+func keyPrefix(k []byte) uint64 {
+	if len(k) >= 8 {
+		return binary.BigEndian.Uint64(k)
+	}
+	var p uint64
+	for i, b := range k {
+		p |= uint64(b) << (56 - 8*i)
+	}
+	return p
 }
 
 // key returns the decoded key of e, a member of an object of data.
@@ -153,6 +171,7 @@ func (c *canon) object(r *reader) error {
 			c.keys = appendUnescaped(c.keys, data[k.start:k.end])
 			ent.keyEnd = int32(len(c.keys))
 		}
+		ent.prefix = keyPrefix(c.key(data, &ent))
 		ent.start = int32(len(c.out))
 		if err := c.value(r); err != nil {
 			return err
@@ -232,7 +251,15 @@ func appendQuoted(out, s []byte) []byte {
 // returns the members to write: all of them, or with keepFirst the first
 // of each key; false for a repeated key without keepFirst.
 func (c *canon) sortEntries(data []byte, ents []canonEntry) ([]canonEntry, bool) {
-	less := func(a, b *canonEntry) int { return bytes.Compare(c.key(data, a), c.key(data, b)) }
+	less := func(a, b *canonEntry) int {
+		if a.prefix != b.prefix {
+			if a.prefix < b.prefix {
+				return -1
+			}
+			return 1
+		}
+		return bytes.Compare(c.key(data, a), c.key(data, b))
+	}
 	if len(ents) > 12 {
 		slices.SortStableFunc(ents, func(a, b canonEntry) int { return less(&a, &b) })
 	} else {
@@ -244,7 +271,7 @@ func (c *canon) sortEntries(data []byte, ents []canonEntry) ([]canonEntry, bool)
 	}
 	kept := ents[:min(len(ents), 1)]
 	for i := 1; i < len(ents); i++ {
-		if bytes.Equal(c.key(data, &kept[len(kept)-1]), c.key(data, &ents[i])) {
+		if last := &kept[len(kept)-1]; last.prefix == ents[i].prefix && bytes.Equal(c.key(data, last), c.key(data, &ents[i])) {
 			if !c.keepFirst {
 				return nil, false
 			}

@@ -628,3 +628,41 @@ func TestFastPathForced(t *testing.T) {
 		t.Error("the schema-only validator seems to take the fast path")
 	}
 }
+
+// TestCanonKeyOrderPastThePrefix: keys are ordered by their first 8 bytes
+// first (canonEntry.prefix) and by the rest only when those agree; the
+// order must still be the byte order of the decoded keys, and a repeated
+// key must still be found, whatever the keys' lengths, zero bytes and
+// escapes.
+func TestCanonKeyOrderPastThePrefix(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"amount_cents_b":2,"amount_cents_a":1,"amount_cents":0}`, `{"amount_cents":0,"amount_cents_a":1,"amount_cents_b":2}`},
+		{`{"ab":1,"a":2,"":3,"abcdefgh":4,"abcdefg":5}`, `{"":3,"a":2,"ab":1,"abcdefg":5,"abcdefgh":4}`},
+		{`{"a\u0000b":1,"a":2,"a\u0000":3,"a\u0001":4}`, `{"a":2,"a\u0000":3,"a\u0000b":1,"a\u0001":4}`},
+		{`{"\u0061bcdefghz":1,"abcdefgha":2}`, `{"abcdefgha":2,"abcdefghz":1}`},
+		{`{"zé":1,"z\u00e9a":2,"zz":3,"é":4}`, `{"zz":3,"zé":1,"zéa":2,"é":4}`},
+		{`{"k":{"yyyyyyyy2":1,"yyyyyyyy1":2},"j":[{"b":1,"a":2}]}`, `{"j":[{"a":2,"b":1}],"k":{"yyyyyyyy1":2,"yyyyyyyy2":1}}`},
+	} {
+		c := getCanon(false)
+		r := reader{data: []byte(tc.in), depth: 1, limit: fastMaxDepth}
+		err := c.read(&r)
+		got := string(c.out)
+		c.release()
+		if err != nil || got != tc.want {
+			t.Errorf("canon of %s = %s (%v), want %s", tc.in, got, err, tc.want)
+		}
+	}
+	for _, in := range []string{
+		`{"abcdefghij":1,"abcdefghik":2,"abcdefghij":3}`,
+		`{"a":1,"b":2,"\u0061":3}`,
+		`{"abcdefgh\u0069":1,"abcdefghi":2}`,
+	} {
+		c := getCanon(false)
+		r := reader{data: []byte(in), depth: 1, limit: fastMaxDepth}
+		err := c.read(&r)
+		c.release()
+		if !errors.Is(err, errRepeatedKey) {
+			t.Errorf("canon of %s: %v, want a repeated key", in, err)
+		}
+	}
+}

@@ -93,6 +93,10 @@ func skipSpace(b []byte, p int) int {
 
 // ws skips JSON whitespace.
 func (r *reader) ws() {
+	// Compact JSON has none: one comparison for the common case.
+	if r.pos < len(r.data) && r.data[r.pos] > ' ' {
+		return
+	}
 	for r.pos < len(r.data) {
 		switch r.data[r.pos] {
 		case ' ', '\t', '\n', '\r':
