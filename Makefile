@@ -54,7 +54,7 @@ all: build
 REVISION ?= $(shell git describe --always --dirty --abbrev=12 2>/dev/null)
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -ldflags "-X github.com/receiptflow/receiptflow/pkg/buildinfo.revision=$(REVISION)" -o $(BIN)/ $(addprefix ./services/,$(BINARIES))
+	CGO_ENABLED=0 $(GO) build -ldflags "-X github.com/receiptflow/receiptflow/pkg/buildinfo.revision=$(REVISION)" -o $(BIN)/ $(addprefix ./services/,$(BINARIES))
 
 # Installs promtool into the tool cache when make alerts finds none
 # (without the service-discovery plugins, as .ci/run does: half the build).

@@ -41,6 +41,8 @@ type claimTable struct {
 	blocks []string
 	// touched keeps touch's loads from being dropped.
 	touched uint64
+	// mem owns slots and list where they are mapped (tablemem.go).
+	mem *tableMem
 }
 
 const (
@@ -56,7 +58,12 @@ func newClaimTable(n int) *claimTable {
 	for size*3 < n*4 {
 		size *= 2
 	}
-	return &claimTable{seed: maphash.MakeSeed(), slots: make([]uint64, size), list: make([]claim, 0, n)}
+	t := &claimTable{seed: maphash.MakeSeed(), mem: &tableMem{}}
+	t.slots, t.mem.slots = tableOf[uint64](size)
+	t.list, t.mem.list = tableOf[claim](max(n, minSlots))
+	t.list = t.list[:0]
+	t.watch()
+	return t
 }
 
 // hash is the hash of event id the table is indexed by.
@@ -116,6 +123,9 @@ func (t *claimTable) get(id string) (claim, bool) {
 // add adds c, whose id has hash h, at slot (from find), growing the index
 // when it is three quarters full.
 func (t *claimTable) add(slot int, h uint64, c claim) {
+	if len(t.list) == cap(t.list) {
+		t.growList()
+	}
 	t.list = append(t.list, c)
 	t.slots[slot] = h>>posBits<<posBits | uint64(len(t.list))
 	if len(t.list)*4 >= len(t.slots)*3 {
@@ -123,9 +133,20 @@ func (t *claimTable) add(slot int, h uint64, c claim) {
 	}
 }
 
+// growList doubles the room for claims (the table's memory, not append's,
+// so that a mapped list stays mapped).
+func (t *claimTable) growList() {
+	list, mem := tableOf[claim](2 * cap(t.list))
+	t.list = list[:copy(list, t.list)]
+	unmapTable(t.mem.list)
+	t.mem.list = mem
+}
+
 // grow doubles the index and places every claim again.
 func (t *claimTable) grow() {
-	t.slots = make([]uint64, 2*len(t.slots))
+	slots, mem := tableOf[uint64](2 * len(t.slots))
+	unmapTable(t.mem.slots)
+	t.slots, t.mem.slots = slots, mem
 	mask := uint64(len(t.slots) - 1)
 	for n := range t.list {
 		h := maphash.String(t.seed, t.id(&t.list[n]))

