@@ -250,6 +250,13 @@ type ConsumerSpec struct {
 	AckAll bool
 }
 
+// openAttempt bounds one attempt of Open. A clustered nats-server leaves
+// some API requests unanswered while a group has no leader (a member that
+// is not the leader stays silent so that the leader may answer), and a
+// request nobody answers waits for its context's deadline: the caller's
+// whole deadline, without this bound.
+var openAttempt = 10 * time.Second
+
 // Open returns the durable consumer of spec, positioned so that the next
 // message delivered is the first one not yet processed: after StartSeq-1
 // when StartSeq is set (the caller's own checkpoint), else after the ack
@@ -257,12 +264,15 @@ type ConsumerSpec struct {
 // instance is recreated at that position, so nothing waits for AckWait.
 // The caller must own the consumer exclusively. A cluster that cannot
 // answer for now (connect.Transient: no leader, no quorum, a node cut off)
-// is waited out until ctx ends; then ctx's cause is returned.
+// is waited out until ctx ends; then ctx's cause is returned. Each attempt
+// waits at most openAttempt for the server's answers.
 func Open(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec) (jetstream.Consumer, error) {
 	var c jetstream.Consumer
 	err := connect.WaitFor(ctx, func(ctx context.Context) error {
+		actx, cancel := context.WithTimeout(ctx, openAttempt)
+		defer cancel()
 		var err error
-		c, err = open(ctx, js, spec)
+		c, err = open(actx, js, spec)
 		return err
 	}, nil)
 	if err != nil {
