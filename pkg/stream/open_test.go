@@ -24,15 +24,8 @@ import (
 // that drops the first one, as such a member does.
 func TestOpenRetriesARequestNobodyAnswers(t *testing.T) {
 	_, url := testenv.NATS(t)
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testenv.JetStream(t, url)
+	nc := js.Conn()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "O", Subjects: []string{"o.>"}}); err != nil {
