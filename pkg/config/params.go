@@ -38,6 +38,10 @@ type Params struct {
 	// ReplayHorizon: window state is retired this long (event time) after
 	// the window became final; 0 keeps it forever.
 	ReplayHorizon time.Duration
+	// SourceIdle: a source whose progress has not grown for this long of
+	// a partition's broker time stops holding that partition's watermark
+	// (docs/spec.md §3.1).
+	SourceIdle time.Duration
 }
 
 // Defaults returns the parameters of a deployment that no flag and no
@@ -46,6 +50,7 @@ func Defaults() Params {
 	return Params{
 		Partitions: 8, Lateness: window.DefaultLateness, Grace: window.DefaultGrace, HeartbeatEvery: 1000,
 		MaxFutureSkew: contract.DefaultMaxFutureSkew, ReplayHorizon: 24 * time.Hour,
+		SourceIdle: window.DefaultSourceIdle,
 	}
 }
 
@@ -80,6 +85,7 @@ var params = []param{
 	intParam("heartbeat-every", func(p *Params) *int { return &p.HeartbeatEvery }),
 	durationParam("max-future-skew", "RECEIPTS_MAX_FUTURE_SKEW", func(p *Params) *time.Duration { return &p.MaxFutureSkew }),
 	durationParam("replay-horizon", "", func(p *Params) *time.Duration { return &p.ReplayHorizon }),
+	durationParam("source-idle", "", func(p *Params) *time.Duration { return &p.SourceIdle }),
 	{"hot-keys", "RECEIPTS_HOT_KEYS", func(p Params) string {
 		if h, err := window.ParseHotKeys(p.HotKeys, p.Partitions); err == nil {
 			return h.String()
@@ -166,6 +172,7 @@ func (p *Params) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&p.MaxFutureSkew, "max-future-skew", envDuration("RECEIPTS_MAX_FUTURE_SKEW", d.MaxFutureSkew),
 		"how far after its received time (the broker's timestamp of its RAW message) an event may have occurred; later is future_timestamp (env RECEIPTS_MAX_FUTURE_SKEW)")
 	fs.StringVar(&p.HotKeys, "hot-keys", os.Getenv("RECEIPTS_HOT_KEYS"), "partition keys too busy for one partition, spread by event id over k partitions: key=k,... (env RECEIPTS_HOT_KEYS); ingest, validator and reconcile must agree, and changing it needs a rebuild")
+	fs.DurationVar(&p.SourceIdle, "source-idle", d.SourceIdle, "broker time a partition moves on without a source's progress growing before that source stops holding the partition's watermark (docs/spec.md §3.1)")
 	fs.DurationVar(&p.ReplayHorizon, "replay-horizon", d.ReplayHorizon, "event time after a window is final before its ledger and state are retired (0: never); events of retired windows are dropped as too late")
 }
 
@@ -185,6 +192,8 @@ func (p *Params) Validate() error {
 		return fmt.Errorf("--grace must not be negative")
 	case p.ReplayHorizon < 0:
 		return fmt.Errorf("--replay-horizon must not be negative")
+	case p.SourceIdle <= 0:
+		return fmt.Errorf("--source-idle must be positive, got %s", p.SourceIdle)
 	case p.MaxFutureSkew <= 0:
 		return fmt.Errorf("--max-future-skew must be positive, got %s", p.MaxFutureSkew)
 	}

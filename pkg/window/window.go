@@ -25,6 +25,18 @@ const (
 	DefaultGrace    = time.Hour
 )
 
+// DefaultSourceIdle is docs/spec.md §3.1's --source-idle: how long of a
+// partition's broker time a source's progress may stand still before the
+// source stops holding the partition's watermark.
+const DefaultSourceIdle = 2 * time.Minute
+
+// SourceForget is how long of a partition's broker time a source's
+// progress may stand still before the partition forgets the source
+// altogether (never less than --source-idle): a source that sends again
+// after that is new there. It bounds the state a partition keeps per
+// source; the windower and the batch pass both apply it.
+const SourceForget = 24 * time.Hour
+
 // IDLayout formats a window id from its start.
 const IDLayout = "2006-01-02T15"
 

@@ -7,6 +7,14 @@ const (
 	// VALID); its value is the source's progress: the largest valid event
 	// time published so far, in ms since the epoch.
 	HdrHeartbeat = "Rf-Heartbeat"
+	// HdrSource names the source (docs/spec.md §3.1) that wrote a RAW
+	// record or heartbeat: an ingest run or an ingest service instance.
+	// Absent or empty: the one source of RAW written before sources had
+	// ids (SourceLegacy).
+	HdrSource = "Rf-Source"
+	// HdrLeave is set ("1") on a source's last heartbeat: after it the
+	// source is no longer live in any partition (docs/spec.md §3.1).
+	HdrLeave = "Rf-Leave"
 	// HdrRawSeq carries the RAW stream sequence a derived message (VALID,
 	// REJECTED) came from.
 	HdrRawSeq = "Rf-Raw-Seq"
@@ -33,6 +41,10 @@ const (
 	// sequence), and on rows written before it existed.
 	HdrWindow = "Rf-Window"
 )
+
+// SourceLegacy is the id of the source of a RAW message without
+// HdrSource: RAW written before sources had ids is one source.
+const SourceLegacy = ""
 
 // WindowNone is HdrWindow's value when the counted copy is in no window.
 const WindowNone = "none"
