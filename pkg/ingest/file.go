@@ -88,7 +88,15 @@ func FilePaced(ctx context.Context, in *Ingester, r io.Reader, pace Pace, progre
 // closeAfter closes in after err stopped the file, and returns err with
 // the Ingester's own failure (the first unconfirmed record) when it has
 // one that err is not already.
+//
+// When ctx ended (SIGTERM, Ctrl-C), what was queued is still stored, and
+// the source leaves (docs/spec.md §3.1), within the Ingester's RetryFor.
 func closeAfter(ctx context.Context, in *Ingester, err error) error {
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), in.opts.RetryFor)
+		defer cancel()
+	}
 	cerr := in.Close(ctx)
 	var ue *UnconfirmedError
 	if cerr == nil || (errors.As(err, &ue) && errors.Is(cerr, ue)) {

@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"sync"
 	"time"
@@ -44,6 +45,10 @@ type Config struct {
 	// EndOfStream makes Close send the end-of-stream watermark, closing
 	// every window (bounded runs).
 	EndOfStream bool
+	// SourceID names this Ingester as a source of RAW (docs/spec.md §3.1):
+	// every record and heartbeat carries it (wire.HdrSource). Empty: the
+	// legacy source, as RAW was written before sources had ids.
+	SourceID string
 	// MaxInFlight bounds the messages queued and not yet confirmed stored
 	// (default 4096); Publish waits while it is reached.
 	MaxInFlight int
@@ -121,6 +126,10 @@ type Ingester struct {
 	closed    bool
 	fail      error // the first *UnconfirmedError; nothing is sent after it
 
+	// beatTag tells this source's heartbeats from another's with the same
+	// progress and tag (their message ids would be JetStream duplicates).
+	beatTag string
+
 	kick   chan struct{} // the queue grew, or Close was called
 	space  chan struct{} // the sender took items from the queue
 	failed chan struct{} // closed when fail is set
@@ -142,6 +151,11 @@ func New(js jetstream.JetStream, opts Config) *Ingester {
 	}
 	in := &Ingester{js: js, opts: opts, keep: wire.KeepBytes(opts.Validator.Config().MaxSize, maxPayload),
 		kick: make(chan struct{}, 1), space: make(chan struct{}, 1), failed: make(chan struct{}), done: make(chan struct{})}
+	if opts.SourceID != "" {
+		h := fnv.New64a()
+		h.Write([]byte(opts.SourceID))
+		in.beatTag = "/" + strconv.FormatUint(h.Sum64(), 36)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	in.stop = cancel
 	go in.send(ctx, newCommitter(js, opts.BatchMax, opts.RetryFor))
@@ -288,7 +302,7 @@ func (in *Ingester) beatLoop(ctx context.Context) {
 		case <-t.C:
 			in.mu.Lock()
 			if in.dirty && !in.closed && in.fail == nil {
-				in.heartbeatLocked(in.progress, "t"+strconv.FormatInt(time.Now().UnixNano(), 36))
+				in.heartbeatLocked(in.progress, "t"+strconv.FormatInt(time.Now().UnixNano(), 36), false)
 			}
 			in.mu.Unlock()
 			signal(in.kick)
@@ -360,7 +374,7 @@ func (in *Ingester) Publish(ctx context.Context, line []byte) error {
 	}
 	in.sinceBeat++
 	if in.sinceBeat >= in.opts.HeartbeatEvery {
-		in.heartbeatLocked(in.progress, "n"+strconv.FormatInt(in.records, 10))
+		in.heartbeatLocked(in.progress, "n"+strconv.FormatInt(in.records, 10), false)
 	}
 	in.mu.Unlock()
 	signal(in.kick)
@@ -405,6 +419,9 @@ func (in *Ingester) build(line []byte) (it item, ev contract.Event, valid bool) 
 		subject = wire.For("").Subject(wire.Raw, int(sum[0])%in.opts.Partitions)
 	}
 	m := stream.NewMsg(subject, msgID, rec)
+	if in.opts.SourceID != "" {
+		m.Header.Set(wire.HdrSource, in.opts.SourceID)
+	}
 	if cut {
 		m.Header.Set(wire.HdrOrigSize, strconv.Itoa(len(line)))
 	}
@@ -412,20 +429,29 @@ func (in *Ingester) build(line []byte) (it item, ev contract.Event, valid bool) 
 }
 
 // heartbeatLocked queues progress to every partition, behind the records
-// queued so far. tag makes the message ids of distinct heartbeats distinct
-// and of a re-sent one equal. in.mu is held.
-func (in *Ingester) heartbeatLocked(progress int64, tag string) {
+// queued so far; leave marks it the source's last (wire.HdrLeave). tag
+// makes the message ids of distinct heartbeats distinct and of a re-sent
+// one equal. Nothing is sent for a progress below 0, or of 0 unless it
+// leaves: a source that never sent a valid record is live nowhere. in.mu
+// is held.
+func (in *Ingester) heartbeatLocked(progress int64, tag string, leave bool) {
 	in.sinceBeat = 0
 	in.dirty = false
-	if progress <= 0 {
+	if progress < 0 || (progress == 0 && !leave) {
 		return
 	}
 	for p := 0; p < in.opts.Partitions; p++ {
 		// '/' is outside the event id alphabet: no record's id (event_id:
 		// fingerprint) can equal a heartbeat's.
-		id := "hb/" + strconv.FormatInt(progress, 10) + "/" + tag + "/" + strconv.Itoa(p)
+		id := "hb/" + strconv.FormatInt(progress, 10) + "/" + tag + "/" + strconv.Itoa(p) + in.beatTag
 		m := stream.NewMsg(wire.For("").Subject(wire.Raw, p), id, nil)
 		m.Header.Set(wire.HdrHeartbeat, strconv.FormatInt(progress, 10))
+		if in.opts.SourceID != "" {
+			m.Header.Set(wire.HdrSource, in.opts.SourceID)
+		}
+		if leave {
+			m.Header.Set(wire.HdrLeave, "1")
+		}
 		in.queue = append(in.queue, item{msg: m, id: id, queued: time.Now()})
 	}
 	in.statsMu.Lock()
@@ -447,7 +473,7 @@ func (in *Ingester) Heartbeat(ctx context.Context) error {
 		in.mu.Unlock()
 		return err
 	}
-	in.heartbeatLocked(in.progress, "m"+strconv.FormatInt(in.records, 10))
+	in.heartbeatLocked(in.progress, "m"+strconv.FormatInt(in.records, 10), false)
 	in.mu.Unlock()
 	signal(in.kick)
 	return nil
@@ -460,8 +486,11 @@ func (in *Ingester) Stats() Stats {
 	return in.stats
 }
 
-// Close queues the last heartbeat (the end-of-stream watermark if
-// configured), waits until everything queued is confirmed stored in RAW,
+// Close queues the last heartbeat, which leaves (docs/spec.md §3.1): the
+// end-of-stream watermark if configured, else the progress when a valid
+// record came since the previous heartbeat, else 0 (it only leaves; a
+// heartbeat never lowers a watermark). None when no valid record was ever
+// sent. It waits until everything queued is confirmed stored in RAW,
 // and returns nil only then. Otherwise it returns an *UnconfirmedError
 // naming the first record not confirmed (also when ctx ends first; the
 // sender is then stopped). Safe to call twice: a second call returns nil.
@@ -470,10 +499,13 @@ func (in *Ingester) Close(ctx context.Context) error {
 	in.closeOnce.Do(func() {
 		in.mu.Lock()
 		if in.fail == nil && !in.closed {
-			if in.opts.EndOfStream {
-				in.heartbeatLocked(window.EndOfStream, "eos")
-			} else if in.dirty {
-				in.heartbeatLocked(in.progress, "c"+strconv.FormatInt(in.records, 10))
+			switch {
+			case in.opts.EndOfStream:
+				in.heartbeatLocked(window.EndOfStream, "eos", true)
+			case in.dirty:
+				in.heartbeatLocked(in.progress, "c"+strconv.FormatInt(in.records, 10), true)
+			case in.progress > 0:
+				in.heartbeatLocked(0, "c"+strconv.FormatInt(in.records, 10), true)
 			}
 		}
 		in.closed = true

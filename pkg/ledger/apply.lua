@@ -15,6 +15,8 @@
 --                  correction; field "#d" -> copies dropped as duplicates
 -- KEYS[2+2W+k]     ledger shard k of the batch, k = 1..L (event IDKey ->
 --                  "C" | "L<wm>"; each a shard of one window's ledger)
+-- KEYS[#KEYS]      the partition's sources hash (Keys.Sources): field
+--                  <source id> -> "h,grew,busy,last" (docs/spec.md §3.1)
 -- ARGV[1] lateness ms, ARGV[2] grace ms, ARGV[3] replay horizon ms (0: none),
 -- ARGV[4] window count W,
 -- ARGV[5..4+W]     window start ms, ARGV[5+W..4+2W] window ids,
@@ -22,8 +24,11 @@
 --                  0: unknown), ARGV[6+2W] published mark (the last
 --                  sequence whose outputs the caller has published and
 --                  acked; 0: none), ARGV[7+2W] the writer's epoch
---                  (ledger.Fence; 0: not fenced), then ARGV[8+2W] record
---                  count N, then N records of 12 fields:
+--                  (ledger.Fence; 0: not fenced), ARGV[8+2W] source idle
+--                  ms, ARGV[9+2W] source forget ms, ARGV[10+2W] source
+--                  count S, ARGV[11+2W..10+2W+S] the source ids, then
+--                  ARGV[11+2W+S] record count N, then N records of 14
+--                  fields:
 --                  seq, kind (s submission | o other type | h heartbeat),
 --                  event IDKey, window index j (1-based, 0 for h), ledger
 --                  shard index k (1-based, 0 unless s), time ms (event
@@ -31,7 +36,9 @@
 --                  halves h1, h2 of the event id, the RAW sequence
 --                  (0: unknown), the store (a submission's partition_key;
 --                  "" unknown), its amount in cents ("" unpriced) and
---                  the event id ("" unless s).
+--                  the event id ("" unless s), the source index (1..S)
+--                  and the broker time ms of the RAW message (0: unknown).
+--                  Kind H is a heartbeat with which its source leaves.
 --
 -- The explain record (receiptctl explain) is written in the same step as
 -- the count it explains: a correction's id with the version it produced,
@@ -56,14 +63,17 @@
 -- dropped because the window is past the replay horizon (retired), "o" other type, "h" heartbeat, "R" already applied, "RL:<wm>"
 -- already applied and was routed late.
 --
--- Heartbeats (docs/spec.md §3): a heartbeat moves the watermark only if the
--- partition got no event since the previous heartbeat (busy = 0), never a
--- busy one; the end-of-stream heartbeat (window.EndOfStream, which closes
--- every window at the end of a bounded run) always does. busy is set by
--- every valid event that is new to the ledger (counted, correction, late)
--- and by every event of another type; a duplicate or a drop past the
--- replay horizon changes nothing, so it does not set it either. busy is
--- kept in the checkpoint hash, written with the rest in this one step.
+-- The watermark follows docs/spec.md §3.1, step by step: the partition's
+-- broker clock (checkpoint field clk) and, per source, its progress h,
+-- whether it is busy (an event new to the ledger, or of another type,
+-- since its last heartbeat), grew (the clock when h last grew) and last
+-- (the broker time of its last message). A heartbeat raises h only when
+-- its source is not busy, or at the end of stream; W_p is raised to the
+-- smallest h of the sources live in the partition (clock − grew < idle),
+-- less lateness. The end-of-stream heartbeat closes every window. A
+-- leaving heartbeat removes its source after that; a source whose h has
+-- not grown for the forget time is forgotten. All of it is written in
+-- this one step.
 local M = 4294967296
 local EOS = 253402300799999
 local lateness = tonumber(ARGV[1])
@@ -77,21 +87,24 @@ for j = 1, nw do
 end
 local expect = tonumber(ARGV[5 + 2 * nw])
 local published = tonumber(ARGV[6 + 2 * nw])
-local base = 8 + 2 * nw
+local idle = tonumber(ARGV[8 + 2 * nw])
+local forget = tonumber(ARGV[9 + 2 * nw])
+local ns = tonumber(ARGV[10 + 2 * nw])
+local base = 11 + 2 * nw + ns
 local n = tonumber(ARGV[base])
-local F = 12
+local F = 14
 
 -- The fence (fence.go): a later owner's epoch refuses this writer before
 -- anything is written; a larger epoch raises it. Epoch 0: not checked.
 local refused = fence(KEYS[1], 'fence', ARGV[7 + 2 * nw])
 if refused then return refused end
-local cur = redis.call('HMGET', KEYS[1], 'seq', 'wm', 'retired', 'entries', 'pub', 'busy', 'raw')
+local cur = redis.call('HMGET', KEYS[1], 'seq', 'wm', 'retired', 'entries', 'pub', 'clk', 'raw', 'busy')
 local seq = tonumber(cur[1]) or 0
 local wm = tonumber(cur[2]) or 0
 local retired = tonumber(cur[3]) or 0
 local entries = tonumber(cur[4]) or 0
 local pub = tonumber(cur[5]) or 0
-local busy = tonumber(cur[6]) or 0
+local clk = tonumber(cur[6]) or 0
 local rawhw = tonumber(cur[7]) or 0
 local seq0 = seq
 if expect > 0 and seq < expect then
@@ -101,6 +114,54 @@ if expect > 0 and seq < expect then
   return redis.error_reply('REGRESSED checkpoint ' .. string.format('%d', seq) .. ' is behind ' .. string.format('%d', expect))
 end
 local added = 0
+
+-- The partition's sources (docs/spec.md §3.1).
+local SK = KEYS[#KEYS]
+local src = {}
+local known = redis.call('HGETALL', SK)
+for i = 1, #known, 2 do
+  local h, g, b, l = string.match(known[i + 1], '^(%-?%d+),(%-?%d+),(%d),(%-?%d+)$')
+  src[known[i]] = {h = tonumber(h), g = tonumber(g), b = tonumber(b), l = tonumber(l), dirty = false}
+end
+-- A checkpoint written before sources (field busy, no sources hash) held
+-- the one legacy source: it carries on, with the progress its watermark
+-- says.
+if cur[8] and #known == 0 then
+  src[''] = {h = wm + lateness, g = clk, b = tonumber(cur[8]), l = 0, dirty = true}
+end
+-- source returns the state of the message's source after its broker time
+-- T moved the clock, adding the source when the partition does not know it.
+local function source(i, T)
+  if T > clk then clk = T end
+  local id = ARGV[10 + 2 * nw + i]
+  local st = src[id]
+  if st == nil or st.gone then
+    st = {h = 0, g = clk, b = 0, l = T}
+    src[id] = st
+  end
+  st.l = T
+  st.dirty = true
+  return st
+end
+-- raise sets h to t when t is larger, the clock being when it grew.
+local function raise(st, t)
+  if t > st.h then
+    st.h = t
+    st.g = clk
+  end
+end
+-- settle raises W_p to the smallest progress of the live sources, less
+-- lateness, then forgets the sources that have not grown for too long.
+local function settle()
+  local m = nil
+  for _, st in pairs(src) do
+    if not st.gone and clk - st.g < idle and (m == nil or st.h < m) then m = st.h end
+  end
+  if m ~= nil and m - lateness > wm then wm = m - lateness end
+  for _, st in pairs(src) do
+    if not st.gone and clk - st.g >= forget then st.gone = true end
+  end
+end
 
 local parts = {}
 local function partial(j)
@@ -133,10 +194,14 @@ for i = 0, n - 1 do
       local lv = redis.call('HGET', KEYS[2 + 2 * nw + k], id)
       if lv and string.sub(lv, 1, 1) == 'L' then d = 'RL:' .. string.sub(lv, 2) end
     end
-  elseif kind == 'h' then
+  elseif kind == 'h' or kind == 'H' then
     d = 'h'
-    if (busy == 0 or t >= EOS) and t - lateness > wm then wm = t - lateness end
-    busy = 0
+    local st = source(tonumber(ARGV[o + 12]), tonumber(ARGV[o + 13]))
+    if st.b == 0 or t >= EOS then raise(st, t) end
+    st.b = 0
+    if t >= EOS and t - lateness > wm then wm = t - lateness end
+    settle()
+    if kind == 'H' then st.gone = true end
     seq = s
     if raw > rawhw then rawhw = raw end
   else
@@ -197,8 +262,10 @@ for i = 0, n - 1 do
         end
       end
     end
-    if kind ~= 's' or (d ~= 'd' and string.sub(d, 1, 1) ~= 'x') then busy = 1 end
-    if t - lateness > wm then wm = t - lateness end
+    local st = source(tonumber(ARGV[o + 12]), tonumber(ARGV[o + 13]))
+    if kind ~= 's' or (d ~= 'd' and string.sub(d, 1, 1) ~= 'x') then st.b = 1 end
+    raise(st, t)
+    settle()
     seq = s
     if raw > rawhw then rawhw = raw end
   end
@@ -219,8 +286,16 @@ for j, p in pairs(parts) do
 end
 if published > pub and published <= seq then pub = published end
 redis.call('HSET', KEYS[1], 'seq', string.format('%d', seq), 'wm', string.format('%d', wm),
-  'entries', string.format('%d', entries + added), 'pub', string.format('%d', pub), 'busy', busy,
-  'raw', string.format('%d', rawhw))
+  'entries', string.format('%d', entries + added), 'pub', string.format('%d', pub),
+  'clk', string.format('%d', clk), 'raw', string.format('%d', rawhw))
+if cur[8] then redis.call('HDEL', KEYS[1], 'busy') end
+for id, st in pairs(src) do
+  if st.gone then
+    redis.call('HDEL', SK, id)
+  elseif st.dirty then
+    redis.call('HSET', SK, id, string.format('%d,%d,%d,%d', st.h, st.g, st.b, st.l))
+  end
+end
 local res = {string.format('%d', seq), string.format('%d', wm), added}
 for i = 1, #out do res[#res + 1] = out[i] end
 return res

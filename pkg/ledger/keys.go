@@ -62,8 +62,14 @@ func (k Keys) tag(p int) string { return k.Prefix + "{p" + strconv.Itoa(p) + "}:
 
 // Checkpoint is the hash of partition p's checkpoint: seq (last applied
 // VALID sequence), wm (watermark ms), retired (window ends up to which
-// state is retired), entries (ledger entries held).
+// state is retired), entries (ledger entries held), clk (the broker clock
+// of docs/spec.md §3.1).
 func (k Keys) Checkpoint(p int) string { return k.tag(p) + "ckpt" }
+
+// Sources is partition p's sources hash (docs/spec.md §3.1): per source
+// id its progress, whether it is busy, and when it last grew and last
+// sent, in the partition's broker time.
+func (k Keys) Sources(p int) string { return k.tag(p) + "src" }
 
 // Index is the sorted set of the windows partition p holds (score: start).
 func (k Keys) Index(p int) string { return k.tag(p) + "idx" }

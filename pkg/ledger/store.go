@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,7 +50,10 @@ type Store struct {
 	lateness int64
 	grace    int64
 	horizon  int64
-	copies   *progressCopies
+	// idle and forget are docs/spec.md §3.1's source idle and forget
+	// times (ms).
+	idle, forget int64
+	copies       *progressCopies
 	// epochs are the fencing tokens of the partitions the caller owns
 	// (Fence; nil: not fenced).
 	epochs map[int]uint64
@@ -66,12 +70,20 @@ type Config struct {
 	// Retired without touching any state, and Retire may delete such
 	// windows' state. Zero keeps every window's state.
 	Horizon time.Duration
+	// SourceIdle is docs/spec.md §3.1's --source-idle (zero:
+	// window.DefaultSourceIdle).
+	SourceIdle time.Duration
 }
 
 // NewStore returns a Store over rdb configured by c.
 func NewStore(rdb Client, c Config) *Store {
+	idle := c.SourceIdle
+	if idle <= 0 {
+		idle = window.DefaultSourceIdle
+	}
 	return &Store{rdb: rdb, keys: c.Keys, lateness: c.Lateness.Milliseconds(), grace: c.Grace.Milliseconds(),
-		horizon: c.Horizon.Milliseconds(), copies: &progressCopies{}}
+		horizon: c.Horizon.Milliseconds(), idle: idle.Milliseconds(), forget: max(window.SourceForget, idle).Milliseconds(),
+		copies: &progressCopies{}}
 }
 
 // Horizon returns the replay horizon in ms (0: never retire).
@@ -111,6 +123,13 @@ type Record struct {
 	Store       string
 	AmountCents int64
 	Priced      bool
+	// Source is the id of the source that wrote the record to RAW,
+	// Received the broker time (ms) of its RAW message (0: unknown), and
+	// Leave marks the heartbeat with which its source leaves
+	// (docs/spec.md §3.1).
+	Source   string
+	Received int64
+	Leave    bool
 }
 
 // Code is the outcome of one record.
@@ -217,7 +236,18 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, publish
 		keys = append(keys, s.keys.Explain(p, id))
 	}
 	keys = append(keys, shardKeys...)
-	args := make([]any, 0, 8+2*len(wids)+12*len(recs))
+	keys = append(keys, s.keys.Sources(p))
+	var sources []string
+	recSource := make([]int, len(recs))
+	for i, r := range recs {
+		j := slices.Index(sources, r.Source)
+		if j < 0 {
+			j = len(sources)
+			sources = append(sources, r.Source)
+		}
+		recSource[i] = j + 1
+	}
+	args := make([]any, 0, 11+2*len(wids)+len(sources)+14*len(recs))
 	args = append(args, s.lateness, s.grace, s.horizon, len(wids))
 	for _, st := range starts {
 		args = append(args, st)
@@ -225,7 +255,11 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, publish
 	for _, id := range wids {
 		args = append(args, id)
 	}
-	args = append(args, expect, published, s.epoch(p), len(recs))
+	args = append(args, expect, published, s.epoch(p), s.idle, s.forget, len(sources))
+	for _, id := range sources {
+		args = append(args, id)
+	}
+	args = append(args, len(recs))
 	for i, r := range recs {
 		var h1, h2 uint32
 		eventID := ""
@@ -237,7 +271,12 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, publish
 		if r.Priced {
 			amount = strconv.FormatInt(r.AmountCents, 10)
 		}
-		args = append(args, r.Seq, string(rune(r.Kind)), hids[i], recWin[i], recShard[i], r.Time, h1, h2, r.RawSeq, r.Store, amount, eventID)
+		kind := string(rune(r.Kind))
+		if r.Kind == Heartbeat && r.Leave {
+			kind = "H"
+		}
+		args = append(args, r.Seq, kind, hids[i], recWin[i], recShard[i], r.Time, h1, h2, r.RawSeq, r.Store, amount, eventID,
+			recSource[i], r.Received)
 	}
 	raw, err := applyScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {

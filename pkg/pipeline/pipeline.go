@@ -75,6 +75,8 @@ type Config struct {
 	Services []string
 	// ReplayHorizon is the windower's retirement horizon (0: keep all).
 	ReplayHorizon time.Duration
+	// SourceIdle is docs/spec.md §3.1's --source-idle (0: its default).
+	SourceIdle time.Duration
 	// PublisherTick is the publisher's health period (default 1s).
 	PublisherTick time.Duration
 	// WindowRetention and DayRetention are the publisher's retentions
@@ -298,7 +300,7 @@ func (p *Pipeline) sampleBacklog(ctx context.Context) {
 func (c *Config) params() service.Params {
 	return service.Params{
 		Partitions: c.Partitions, HotKeys: c.HotKeys, Lateness: c.Lateness, Grace: c.Grace,
-		ReplayHorizon: c.ReplayHorizon, StaleAfter: c.StaleAfter,
+		ReplayHorizon: c.ReplayHorizon, SourceIdle: c.SourceIdle, StaleAfter: c.StaleAfter,
 		WindowRetention: c.WindowRetention, DayRetention: c.DayRetention, Waits: c.Waits,
 	}
 }

@@ -47,7 +47,9 @@ type Params struct {
 	Grace      time.Duration
 	// ReplayHorizon is the ledger's retirement horizon (0: keep all).
 	ReplayHorizon time.Duration
-	StaleAfter    time.Duration
+	// SourceIdle is docs/spec.md §3.1's --source-idle.
+	SourceIdle time.Duration
+	StaleAfter time.Duration
 	// WindowRetention and DayRetention are the publisher's (0: its
 	// defaults).
 	WindowRetention, DayRetention time.Duration
@@ -58,7 +60,7 @@ type Params struct {
 func ParamsOf(c *config.Common) Params {
 	return Params{
 		Partitions: c.Partitions, HotKeys: c.Hot(), Lateness: c.Lateness, Grace: c.Grace,
-		ReplayHorizon: c.ReplayHorizon, StaleAfter: c.StaleAfter,
+		ReplayHorizon: c.ReplayHorizon, SourceIdle: c.SourceIdle, StaleAfter: c.StaleAfter,
 		WindowRetention: c.WindowRetention, DayRetention: c.DayRetention, Waits: c.Waits(),
 	}
 }
@@ -90,7 +92,7 @@ type Deps struct {
 // NewStore returns the ledger store of generation n with the deployment's
 // lateness, grace and replay horizon. It does no I/O.
 func NewStore(rdb ledger.Client, n wire.Names, p Params) *ledger.Store {
-	return ledger.NewStore(rdb, ledger.Config{Keys: ledger.Keys{Prefix: n.RedisPrefix()}, Lateness: p.Lateness, Grace: p.Grace, Horizon: p.ReplayHorizon})
+	return ledger.NewStore(rdb, ledger.Config{Keys: ledger.Keys{Prefix: n.RedisPrefix()}, Lateness: p.Lateness, Grace: p.Grace, Horizon: p.ReplayHorizon, SourceIdle: p.SourceIdle})
 }
 
 // Build returns the service called name wired from d. It does no I/O; an

@@ -301,7 +301,8 @@ func (s *Service) prepare(p int, batch []jetstream.Msg) (*prepared, error) {
 				rejected = append(rejected, s.rejectMsg(seq, m.Data(), contract.Reject(contract.ReasonInvalidField, "", "heartbeat progress %q is not an integer", hb)))
 				continue
 			}
-			items = append(items, item{vp: p, rec: wire.FrameRecord{Kind: wire.FrameHeartbeat, RawSeq: seq, Time: t}})
+			items = append(items, item{vp: p, rec: wire.FrameRecord{Kind: wire.FrameHeartbeat, RawSeq: seq, Time: t,
+				SourceID: m.Headers().Get(wire.HdrSource), Received: meta.Timestamp.UnixMilli(), Leave: m.Headers().Get(wire.HdrLeave) == "1"}})
 			continue
 		}
 		if rej := s.poison(meta, m.Data()); rej != nil {
@@ -315,6 +316,7 @@ func (s *Service) prepare(p int, batch []jetstream.Msg) (*prepared, error) {
 			continue
 		}
 		it.rec.RawSeq = seq
+		it.rec.SourceID, it.rec.Received = m.Headers().Get(wire.HdrSource), meta.Timestamp.UnixMilli()
 		items = append(items, item{v: len(valid)})
 		valid = append(valid, pending{it: it, raw: m.Data(), claim: len(claims)})
 		// The claim day is the day RAW stored the record, not its

@@ -292,7 +292,8 @@ func (s *Service) handle(ctx context.Context, p int, ps *partState, batch []jets
 		}
 		for _, vr := range vrs {
 			r := ledger.Record{Seq: vr.Seq, Kind: ledger.Kind(vr.Kind), EventID: vr.EventID, Time: vr.Time,
-				Store: vr.Store, AmountCents: vr.AmountCents, Priced: vr.Priced}
+				Store: vr.Store, AmountCents: vr.AmountCents, Priced: vr.Priced,
+				Source: vr.SourceID, Received: vr.Received, Leave: vr.Leave}
 			if vr.Source == p {
 				r.RawSeq = vr.RawSeq // in RAW order: see ledger.Record
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -12,16 +13,20 @@ import (
 // windower needs. The event bodies stay in RAW (a record's RawSeq finds
 // its body there); VALID carries no copy of them.
 //
-// Layout (version 2), all integers varints (encoding/binary):
+// Layout (version 3), all integers varints (encoding/binary):
 //
 //	byte     FrameVersion
 //	uvarint  source RAW partition
 //	uvarint  record count
+//	uvarint  source count S, then S times: uvarint len, source id bytes
 //	per record:
 //	  byte     kind (FrameSubmission, FrameOther, FrameHeartbeat)
 //	  uvarint  RAW sequence − the previous record's (the first: absolute)
 //	  varint   time ms − the previous record's (the first: absolute);
 //	           the event time, or a heartbeat's source progress
+//	  uvarint  index of the record's source id in the table above
+//	  varint   broker time ms of its RAW message − the previous record's
+//	  a heartbeat only: byte 1 when it is the source's last (leaves), else 0
 //	  unless a heartbeat:
 //	    uvarint  len, event id bytes
 //	    byte     type code (typeCodes), or 0 then uvarint len, type bytes
@@ -35,13 +40,15 @@ import (
 //
 // A version 1 frame has no store and no amount: its submissions read with
 // Store "" and unpriced, and a window's breakdown files them under
-// UnknownStore.
+// UnknownStore. Frames before version 3 have no sources and no broker
+// times: their records read as the one legacy source (SourceLegacy) at
+// broker time 0, which with one source changes no watermark.
 // A reader accepts every version up to FrameVersion and refuses newer ones
 // (ErrFrameVersion): a windower older than its validator stops instead of
 // misreading.
 
 // FrameVersion is the version this code writes.
-const FrameVersion = 2
+const FrameVersion = 3
 
 // HdrFrame marks a VALID message whose body is a frame; its value is the
 // frame's version. A VALID message without it is one event as the releases
@@ -81,6 +88,12 @@ type FrameRecord struct {
 	// (contract.AmountCents).
 	AmountCents int64
 	Priced      bool
+	// SourceID is the id of the source that wrote the record to RAW
+	// (HdrSource), Received the broker's timestamp of its RAW message in
+	// ms, and Leave marks a source's last heartbeat (HdrLeave).
+	SourceID string
+	Received int64
+	Leave    bool
 }
 
 // Frame is the decoded body of a frame message.
@@ -114,15 +127,39 @@ func AppendFrame(dst []byte, f *Frame) []byte {
 	dst = append(dst, FrameVersion)
 	dst = binary.AppendUvarint(dst, uint64(f.Partition))
 	dst = binary.AppendUvarint(dst, uint64(len(f.Records)))
+	// The source table: a frame's records come from few sources.
+	var table []string
+	index := make([]int, len(f.Records))
+	for i := range f.Records {
+		id := f.Records[i].SourceID
+		j := slices.Index(table, id)
+		if j < 0 {
+			j = len(table)
+			table = append(table, id)
+		}
+		index[i] = j
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(table)))
+	for _, id := range table {
+		dst = binary.AppendUvarint(dst, uint64(len(id)))
+		dst = append(dst, id...)
+	}
 	var prevSeq uint64
-	var prevTime int64
+	var prevTime, prevReceived int64
 	for i := range f.Records {
 		r := &f.Records[i]
 		dst = append(dst, r.Kind)
 		dst = binary.AppendUvarint(dst, r.RawSeq-prevSeq)
 		dst = binary.AppendVarint(dst, r.Time-prevTime)
-		prevSeq, prevTime = r.RawSeq, r.Time
+		dst = binary.AppendUvarint(dst, uint64(index[i]))
+		dst = binary.AppendVarint(dst, r.Received-prevReceived)
+		prevSeq, prevTime, prevReceived = r.RawSeq, r.Time, r.Received
 		if r.Kind == FrameHeartbeat {
+			if r.Leave {
+				dst = append(dst, 1)
+			} else {
+				dst = append(dst, 0)
+			}
 			continue
 		}
 		dst = binary.AppendUvarint(dst, uint64(len(r.EventID)))
@@ -242,20 +279,56 @@ func DecodeFrame(b []byte) (Frame, error) {
 		return Frame{}, fmt.Errorf("%w: %d records in %d bytes", ErrFrame, n, len(r.b))
 	}
 	f.Partition = int(part)
+	var table []string
+	if version >= 3 {
+		ns := r.uvarint("source count")
+		if ns > uint64(len(r.b)) {
+			r.fail("source count " + strconv.FormatUint(ns, 10))
+		}
+		if r.err != nil {
+			return Frame{}, r.err
+		}
+		table = make([]string, ns)
+		for j := range table {
+			table[j] = r.str("source id")
+		}
+	}
 	f.Records = make([]FrameRecord, n)
 	var seq uint64
-	var t int64
+	var t, received int64
 	for i := range f.Records {
 		rec := &f.Records[i]
 		rec.Kind = r.byte1("record kind")
 		seq += r.uvarint("RAW sequence")
 		t += r.varint("time")
 		rec.RawSeq, rec.Time = seq, t
+		if version >= 3 {
+			j := r.uvarint("source index")
+			received += r.varint("broker time")
+			if r.err == nil && j >= uint64(len(table)) {
+				r.fail("record " + strconv.Itoa(i) + " has source index " + strconv.FormatUint(j, 10))
+			}
+			if r.err == nil {
+				rec.SourceID, rec.Received = table[j], received
+			}
+		}
 		if r.err != nil {
 			return Frame{}, r.err
 		}
 		switch rec.Kind {
 		case FrameHeartbeat:
+			if version >= 3 {
+				switch r.byte1("leave flag") {
+				case 0:
+				case 1:
+					rec.Leave = true
+				default:
+					r.fail("record " + strconv.Itoa(i) + " has a bad leave flag")
+				}
+				if r.err != nil {
+					return Frame{}, r.err
+				}
+			}
 			continue
 		case FrameSubmission, FrameOther:
 		default:

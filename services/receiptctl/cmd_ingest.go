@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -31,6 +32,8 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	events := fs.String("events", "", "NDJSON file of events (required; - for stdin)")
 	c.RegisterHeartbeat(fs, "send a progress heartbeat to every partition after this many records")
 	eos := fs.Bool("end-of-stream", false, "after the file, send the end-of-stream watermark (closes every window)")
+	sourceID := fs.String("source-id", "", "this run's id as a source of RAW (docs/spec.md §3.1; default the host name and the file's absolute path, host:/path, so a file run again after a failure continues its source)")
+	beatEvery := fs.Duration("heartbeat-interval", 0, "also send a progress heartbeat this long after the last one while records keep coming (0: only every --heartbeat-every records)")
 	ensure := fs.Bool("ensure-streams", envBool("RECEIPTS_ENSURE_STREAMS", true),
 		"create the streams and buckets if RAW does not exist yet (env RECEIPTS_ENSURE_STREAMS); needs admin rights. When RAW exists ingest only looks it up, so the least-privilege ingest user needs no create rights")
 	retryFor := fs.Duration("retry-for", 30*time.Second,
@@ -43,6 +46,16 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if *events == "" {
 		return usageError("--events is required")
+	}
+	if *beatEvery < 0 {
+		return usageError("--heartbeat-interval must not be negative, got %s", *beatEvery)
+	}
+	if *sourceID == "" {
+		id, err := defaultSourceID(*events)
+		if err != nil {
+			return err
+		}
+		*sourceID = id
 	}
 	if c.NATSURL == "" {
 		return usageError("--nats-url (or NATS_URL) is required: ingest publishes to a running deployment")
@@ -82,7 +95,7 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	in := ingest.New(conn.JS, ingest.Config{Partitions: c.Partitions, HotKeys: c.Hot(), Validator: v, HeartbeatEvery: c.HeartbeatEvery,
-		EndOfStream: *eos, RetryFor: *retryFor, Linger: c.Waits().IngestLinger})
+		EndOfStream: *eos, RetryFor: *retryFor, Linger: c.Waits().IngestLinger, SourceID: *sourceID, HeartbeatInterval: *beatEvery})
 	began := time.Now()
 	st, err := ingest.File(ctx, in, r, func(s ingest.Stats) {
 		fmt.Fprintf(stderr, "ingest: %d records, %d published, %d duplicates\n", s.Records, s.Published, s.Duplicates)
@@ -105,6 +118,23 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fmt.Fprintf(stdout, "ingest: %d records (%d invalid-looking, %d dropped by JetStream as duplicates), %d heartbeats in %.2fs\n",
 		st.Records, st.Invalid, st.Duplicates, st.Heartbeats, time.Since(began).Seconds())
 	return nil
+}
+
+// defaultSourceID is the source id of a run of file events (- for
+// standard input): the host name and the file's absolute path.
+func defaultSourceID(events string) (string, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("ingest: no host name for the default --source-id (give one): %w", err)
+	}
+	if events == "-" {
+		return host + ":-", nil
+	}
+	abs, err := filepath.Abs(events)
+	if err != nil {
+		return "", fmt.Errorf("ingest: %s: %w", events, err)
+	}
+	return host + ":" + abs, nil
 }
 
 // setupHint tells the operator how the streams come to exist in a

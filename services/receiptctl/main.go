@@ -139,7 +139,7 @@ func pipelineConfig(c *config.Common) pipeline.Config {
 	return pipeline.Config{
 		Partitions: c.Partitions, HotKeys: c.Hot(), Lateness: c.Lateness, Grace: c.Grace, StaleAfter: c.StaleAfter,
 		Contract: c.Contract(), Stream: c.Topology(0), NATSURL: c.NATSURL, RedisURL: c.RedisURL,
-		Generation: c.Generation, ReplayHorizon: c.ReplayHorizon, Waits: c.Waits(),
+		Generation: c.Generation, ReplayHorizon: c.ReplayHorizon, SourceIdle: c.SourceIdle, Waits: c.Waits(),
 		WindowRetention: c.WindowRetention, DayRetention: c.DayRetention,
 	}
 }
