@@ -36,6 +36,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/reconcile"
+	"github.com/receiptflow/receiptflow/pkg/testenv"
 	"github.com/receiptflow/receiptflow/pkg/window"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
@@ -332,6 +333,25 @@ func (d *deployment) reconcileDeployment(ctx context.Context, byTime string, win
 	return string(out), err == nil
 }
 
+// requireStatus waits until `receiptctl status` prints every one of
+// want (the publisher reports the sources once a second).
+func (d *deployment) requireStatus(ctx context.Context, want ...string) {
+	t := d.t
+	t.Helper()
+	testenv.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
+		out, err := exec.CommandContext(ctx, filepath.Join(binaries(t), "receiptctl"), "status", "--nats-url", d.natsURL).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("receiptctl status: %v\n%s", err, out)
+		}
+		for _, w := range want {
+			if !strings.Contains(string(out), w) {
+				return fmt.Errorf("receiptctl status prints no %q:\n%s", w, out)
+			}
+		}
+		return nil
+	})
+}
+
 // requireDistinctPartitions fails the test unless every store is in a
 // partition of its own (fnv1a32(partition_key) mod 8).
 func requireDistinctPartitions(t *testing.T, stores ...string) {
@@ -386,6 +406,8 @@ func TestTwoSourcesSideBySide(t *testing.T) {
 	if w.Count != 30 {
 		t.Errorf("window %s while B pauses: %s; want count 30 (B's first half)", id10, describe(w))
 	}
+	// receiptctl status names B live in its partition (A has left).
+	d.requireStatus(ctx, "sources: 1 live", "source-b.ndjson")
 
 	b.send(ctx, evB[30:], 50*time.Millisecond)
 	b.finish()
@@ -399,6 +421,8 @@ func TestTwoSourcesSideBySide(t *testing.T) {
 	if w.Status == window.StatusFinal {
 		t.Errorf("window %s is final before --end-of-stream: a source that stops leaves and closes nothing (docs/spec.md §3.1)", id10)
 	}
+
+	d.requireStatus(ctx, "sources: 0 live")
 
 	d.endOfStream(ctx)
 	windows, late = d.drainedWindows(ctx, admin)

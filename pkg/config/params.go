@@ -40,7 +40,7 @@ type Params struct {
 	ReplayHorizon time.Duration
 	// SourceIdle: a source whose progress has not grown for this long of
 	// a partition's broker time stops holding that partition's watermark
-	// (docs/spec.md §3.1).
+	// (docs/spec.md §3.1); 0 is window.DefaultSourceIdle.
 	SourceIdle time.Duration
 }
 
@@ -192,8 +192,8 @@ func (p *Params) Validate() error {
 		return fmt.Errorf("--grace must not be negative")
 	case p.ReplayHorizon < 0:
 		return fmt.Errorf("--replay-horizon must not be negative")
-	case p.SourceIdle <= 0:
-		return fmt.Errorf("--source-idle must be positive, got %s", p.SourceIdle)
+	case p.SourceIdle < 0:
+		return fmt.Errorf("--source-idle must not be negative, got %s", p.SourceIdle)
 	case p.MaxFutureSkew <= 0:
 		return fmt.Errorf("--max-future-skew must be positive, got %s", p.MaxFutureSkew)
 	}

@@ -563,3 +563,46 @@ func parsePartial(p int, f []any) (wire.Partial, bool) {
 	part.Digest = digest.Digest{Hi: uint32(hi), Lo: uint32(lo)}
 	return part, hasVer
 }
+
+// SourceState is what partition p knows of one source (docs/spec.md §3.1),
+// in the partition's broker time (ms).
+type SourceState struct {
+	ID string
+	// Progress is h(s,p): the largest event time the source brought to
+	// the partition, raised by its heartbeats.
+	Progress int64
+	// Grew is the broker clock when Progress last grew, Last the broker
+	// time of the source's last message in the partition.
+	Grew, Last int64
+	Busy       bool
+	// Live: the source holds the partition's watermark (its progress grew
+	// less than --source-idle ago on the partition's clock).
+	Live bool
+}
+
+// Sources reads what partition p knows of its sources, ordered by id,
+// and the partition's broker clock (ms).
+func (s *Store) Sources(ctx context.Context, p int) ([]SourceState, int64, error) {
+	pipe := s.rdb.Pipeline()
+	all := pipe.HGetAll(ctx, s.keys.Sources(p))
+	clk := pipe.HGet(ctx, s.keys.Checkpoint(p), "clk")
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, 0, fmt.Errorf("ledger: sources %d: %w", p, err)
+	}
+	clock, _ := strconv.ParseInt(clk.Val(), 10, 64)
+	out := make([]SourceState, 0, len(all.Val()))
+	for id, v := range all.Val() {
+		f := strings.Split(v, ",")
+		if len(f) != 4 {
+			return nil, 0, fmt.Errorf("ledger: sources %d: source %q holds %q", p, id, v)
+		}
+		st := SourceState{ID: id, Busy: f[2] == "1"}
+		st.Progress, _ = strconv.ParseInt(f[0], 10, 64)
+		st.Grew, _ = strconv.ParseInt(f[1], 10, 64)
+		st.Last, _ = strconv.ParseInt(f[3], 10, 64)
+		st.Live = clock-st.Grew < s.idle
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b SourceState) int { return strings.Compare(a.ID, b.ID) })
+	return out, clock, nil
+}

@@ -142,6 +142,7 @@ func (s *Service) health(ctx context.Context) (*wire.Health, error) {
 	h := &wire.Health{UpdatedAt: now, Backlog: map[string]uint64{}, StaleAfter: s.cfg.StaleAfter.String(), Generation: s.cfg.Names.Generation,
 		Grace: s.cfg.Grace.String()}
 	global := int64(-1)
+	live := map[string]bool{}
 	for p := 0; p < s.cfg.Partitions; p++ {
 		ck, err := s.store.Checkpoint(ctx, p)
 		if err != nil {
@@ -157,7 +158,21 @@ func (s *Service) health(ctx context.Context) (*wire.Health, error) {
 			return nil, err
 		}
 		h.Windows += len(ids)
+		srcs, _, err := s.store.Sources(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		ps := wire.PartitionSources{Partition: p, Sources: make([]wire.SourceState, len(srcs))}
+		for i, st := range srcs {
+			ps.Sources[i] = wire.SourceState{ID: st.ID, Progress: window.Time(st.Progress), LastSeen: window.Time(st.Last), Live: st.Live}
+			if st.Live {
+				live[st.ID] = true
+			}
+		}
+		h.Sources = append(h.Sources, ps)
 	}
+	h.LiveSources = len(live)
+	s.m.liveSources.Set(float64(h.LiveSources))
 	h.GlobalWatermark = window.Time(max(global, 0))
 	for p, wm := range h.Watermarks {
 		if d := wm.Sub(now).Milliseconds(); d > 0 {
@@ -253,6 +268,7 @@ func (s *Service) writeHealth(ctx context.Context, h *wire.Health) error {
 		{"meta.late", map[string]any{"total": h.LateTotal, "per_minute": h.LateLastMinute}, nil},
 		{"meta.corrections", map[string]any{"total": h.Corrections, "per_minute": h.CorrectionsLastMinute, "backlog": h.CorrectionBacklog}, nil},
 		{"meta.source", map[string]any{"last_seen": h.SourceLastSeen, "stale": h.Stale, "stale_after": h.StaleAfter}, nil},
+		{"meta.sources", map[string]any{"live": h.LiveSources, "partitions": h.Sources}, nil},
 		{wire.ActiveKey, wire.MetaOf(h.Generation, s.activeGeneration(ctx)), nil},
 	} {
 		if kv.key == wire.ActiveKey && s.active == "" {

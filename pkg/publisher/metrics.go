@@ -16,8 +16,11 @@ type metrics struct {
 	// source, for alerting (deploy/prometheus/alerts.yml).
 	sourceStale    prometheus.Gauge
 	sourceLastSeen prometheus.Gauge
-	dayWrites      prometheus.Counter
-	pruned         *prometheus.CounterVec
+	// liveSources counts the sources live in some partition
+	// (docs/spec.md §3.1).
+	liveSources prometheus.Gauge
+	dayWrites   prometheus.Counter
+	pruned      *prometheus.CounterVec
 	// step times the steps of each batch of change notices (stepWait ...
 	// stepRollup): where the CHANGES→KV hop's time goes.
 	step *telemetry.Steps
@@ -45,6 +48,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		sourceLastSeen: telemetry.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "receiptflow_publisher_source_last_seen_timestamp_seconds",
 			Help: "When RAW last received a record or heartbeat, seconds since the epoch (0: nothing yet).",
+		})),
+		liveSources: telemetry.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "receiptflow_publisher_live_sources",
+			Help: "Sources of RAW live in at least one partition: holding its watermark (docs/spec.md §3.1).",
 		})),
 		dayWrites: telemetry.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "receiptflow_publisher_day_writes_total", Help: "Day rollups written to KV.",

@@ -92,6 +92,26 @@ type Health struct {
 	// Rejected is the tally of REJECTED by reason (RejectedKey); nil
 	// before the publisher first counted it.
 	Rejected *Rejections `json:"rejected,omitempty"`
+	// LiveSources is how many sources are live in at least one partition
+	// (docs/spec.md §3.1); Sources, by partition, the sources each knows.
+	LiveSources int                `json:"live_sources"`
+	Sources     []PartitionSources `json:"sources,omitempty"`
+}
+
+// PartitionSources are the sources a partition knows (docs/spec.md §3.1).
+type PartitionSources struct {
+	Partition int           `json:"partition"`
+	Sources   []SourceState `json:"sources"`
+}
+
+// SourceState is one source in one partition: its progress (the largest
+// event time it brought there), the broker time of its last message
+// there, and whether it holds the partition's watermark (live).
+type SourceState struct {
+	ID       string    `json:"id"`
+	Progress time.Time `json:"progress"`
+	LastSeen time.Time `json:"last_seen"`
+	Live     bool      `json:"live"`
 }
 
 // RejectedKey is the KV key of the publisher's Rejections tally. It is

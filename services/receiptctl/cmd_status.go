@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/generation"
@@ -59,7 +63,68 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintf(stdout, "generation %s, lease bucket %s\n", n.Generation, n.LeaseBucket())
 	writeStatus(stdout, v, *partitions, time.Now())
+	srcs, err := readSources(ctx, conn.JS, n)
+	if err != nil {
+		return err
+	}
+	writeSources(stdout, srcs, time.Now())
 	return nil
+}
+
+// sourcesReport is the publisher's meta.sources (docs/spec.md §3.1).
+type sourcesReport struct {
+	Live       int                     `json:"live"`
+	Partitions []wire.PartitionSources `json:"partitions"`
+}
+
+// readSources reads generation n's meta.sources; nil when the publisher
+// has written none yet.
+func readSources(ctx context.Context, js jetstream.JetStream, n wire.Names) (*sourcesReport, error) {
+	kv, err := js.KeyValue(ctx, n.Bucket())
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("status: bucket %s: %w", n.Bucket(), err)
+	}
+	e, err := kv.Get(ctx, "meta.sources")
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("status: %s meta.sources: %w", n.Bucket(), err)
+	}
+	var r sourcesReport
+	if err := json.Unmarshal(e.Value(), &r); err != nil {
+		return nil, fmt.Errorf("status: %s meta.sources: %w", n.Bucket(), err)
+	}
+	return &r, nil
+}
+
+// writeSources writes the sources live in each partition, with their
+// progress and the age of their last message there.
+func writeSources(w io.Writer, r *sourcesReport, now time.Time) {
+	if r == nil {
+		fmt.Fprintf(w, "\nsources: not reported yet (the publisher writes them)\n")
+		return
+	}
+	fmt.Fprintf(w, "\nsources: %d live\n", r.Live)
+	var rows [][]string
+	for _, p := range r.Partitions {
+		for _, s := range p.Sources {
+			if !s.Live {
+				continue
+			}
+			id := s.ID
+			if id == wire.SourceLegacy {
+				id = "(no id)"
+			}
+			rows = append(rows, []string{strconv.Itoa(p.Partition), id, s.Progress.UTC().Format(time.RFC3339), now.Sub(s.LastSeen).Round(time.Second).String()})
+		}
+	}
+	if len(rows) > 0 {
+		_ = writeAligned(w, []string{"partition", "source", "progress", "last_message_age"}, rows)
+	}
 }
 
 // recordedPartitions returns generation n's recorded partition count, 0

@@ -594,6 +594,11 @@
       set('h-global-wm', fmtTime(h.global_watermark));
     }
     set('h-source', fmtTime(h.source_last_seen), ' ', el('span', { class: 'detail' }, ago(h.source_last_seen, v.now) + ' · stale after ' + h.stale_after));
+    // The writers of RAW holding a partition's watermark (docs/spec.md §3.1).
+    const live = new Set();
+    for (const ps of h.sources || []) for (const s of ps.sources || []) if (s.live) live.add(s.id || '(no id)');
+    set('h-sources', String(h.live_sources || 0), ' ', el('span', { class: 'detail', title: [...live].sort().join('\n') },
+      (h.live_sources === 1 ? 'source holds' : 'sources hold') + ' the watermarks'));
     set('h-report', fmtTime(h.updated_at), ' ', el('span', { class: 'detail' }, ago(h.updated_at, v.now)));
     set('h-late', (h.late_per_minute || 0) + ' / min', ' ', el('span', { class: 'detail' }, h.late_total + ' routed to LATE in all'));
     renderRejected(h.rejected);
