@@ -68,6 +68,9 @@ type Late struct {
 	EventID   string    `json:"event_id"`
 	Reason    string    `json:"reason"`
 	Watermark time.Time `json:"watermark"`
+	// Source is the id of the source that sent the event (docs/spec.md
+	// §3.1; "" for RAW written before sources had ids).
+	Source string `json:"source"`
 }
 
 // Parity is the referee's verdict on one window.

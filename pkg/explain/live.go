@@ -134,7 +134,7 @@ func (d Deployment) late(ctx context.Context, id string) ([]Late, error) {
 	var out []Late
 	err := stream.ReadLate(ctx, d.JS, d.Names, func(le wire.LateEvent) error {
 		if le.WindowID == id {
-			out = append(out, Late{EventID: le.EventID, Reason: le.Reason, Watermark: le.Watermark})
+			out = append(out, Late{EventID: le.EventID, Reason: le.Reason, Watermark: le.Watermark, Source: le.Source})
 		}
 		return nil
 	})

@@ -95,7 +95,7 @@ func FromRun(dir, parity, id string) (*Explanation, error) {
 			return err
 		}
 		if r.WindowID == id {
-			e.Late = append(e.Late, Late{EventID: r.EventID, Reason: r.Reason, Watermark: r.Watermark})
+			e.Late = append(e.Late, Late{EventID: r.EventID, Reason: r.Reason, Watermark: r.Watermark, Source: r.Source})
 		}
 		return nil
 	})

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -29,7 +30,7 @@ func WriteText(w io.Writer, e *Explanation) error {
 	}
 	p("\nlate, not counted (%d):\n", len(e.Late))
 	for _, l := range e.Late {
-		p("  %-40s %s, judged against watermark %s\n", l.EventID, l.Reason, l.Watermark.UTC().Format(time.RFC3339))
+		p("  %-40s %s, judged against watermark %s%s\n", l.EventID, l.Reason, l.Watermark.UTC().Format(time.RFC3339), fromSource(l.Source))
 	}
 	p("\nduplicates dropped: %d", e.Duplicates)
 	if e.IngestDuplicates > 0 {
@@ -53,4 +54,12 @@ func WriteText(w io.Writer, e *Explanation) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// fromSource names the source of a late event, when it had an id.
+func fromSource(id string) string {
+	if id == "" {
+		return ""
+	}
+	return ", sent by source " + strconv.Quote(id)
 }

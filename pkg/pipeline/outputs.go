@@ -58,7 +58,7 @@ func ReadLate(ctx context.Context, js jetstream.JetStream, n wire.Names) ([]reco
 	var out []reconcile.LateRow
 	err := stream.ReadLate(ctx, js, n, func(le wire.LateEvent) error {
 		out = append(out, reconcile.LateRow{EventID: le.EventID, WindowID: le.WindowID, Reason: le.Reason,
-			Watermark: le.Watermark, Partition: le.Partition, Seq: le.Seq})
+			Watermark: le.Watermark, Partition: le.Partition, Seq: le.Seq, Source: le.Source})
 		return nil
 	})
 	return out, err

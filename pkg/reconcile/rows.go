@@ -16,6 +16,9 @@ type LateRow struct {
 	Watermark time.Time `json:"watermark"`
 	Partition int       `json:"partition"`
 	Seq       uint64    `json:"seq"`
+	// Source is the id of the source that wrote the event to RAW
+	// (docs/spec.md §3.1), when it had one.
+	Source string `json:"source,omitempty"`
 }
 
 // RejectedRow is one line of rejected.ndjson (docs/spec.md §6): a message the

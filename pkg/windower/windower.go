@@ -339,7 +339,7 @@ func (s *Service) handle(ctx context.Context, p int, ps *partState, batch []jets
 		}
 		body, _ := json.Marshal(&wire.LateEvent{
 			EventID: recs[i].EventID, WindowID: d.WindowID, Reason: reason,
-			Watermark: window.Time(d.Watermark), Partition: p, Seq: rawSeqs[i], Event: bodyOf(bodies, i),
+			Watermark: window.Time(d.Watermark), Partition: p, Seq: rawSeqs[i], Source: recs[i].Source, Event: bodyOf(bodies, i),
 		})
 		out = append(out, stream.NewMsg(s.cfg.Names.Subject(wire.Late, p), "late-"+recs[i].EventID, body))
 	}

@@ -16,13 +16,16 @@ type Change struct {
 
 // LateEvent is the body of a LATE message.
 type LateEvent struct {
-	EventID   string          `json:"event_id"`
-	WindowID  string          `json:"window_id"`
-	Reason    string          `json:"reason"`
-	Watermark time.Time       `json:"watermark"`
-	Partition int             `json:"partition"`
-	Seq       uint64          `json:"seq"`
-	Event     json.RawMessage `json:"event,omitempty"`
+	EventID   string    `json:"event_id"`
+	WindowID  string    `json:"window_id"`
+	Reason    string    `json:"reason"`
+	Watermark time.Time `json:"watermark"`
+	Partition int       `json:"partition"`
+	Seq       uint64    `json:"seq"`
+	// Source is the id of the source that wrote the event to RAW
+	// (docs/spec.md §3.1; "" for RAW written before sources had ids).
+	Source string          `json:"source,omitempty"`
+	Event  json.RawMessage `json:"event,omitempty"`
 }
 
 // Reasons of LATE messages.
