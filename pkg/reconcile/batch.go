@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -78,12 +79,16 @@ type Batch struct {
 	// judge judges the records given to Add.
 	judge *judge
 
-	// The watermark replay (docs/spec.md §3): per partition the watermark
-	// W_p (ms) and whether the partition got an event since its last
-	// heartbeat; lateness, grace and horizon in ms.
+	// The watermark replay (docs/spec.md §3, §3.1): per partition the
+	// watermark W_p (ms) and its broker clock and sources; lateness,
+	// grace, horizon, the source idle and forget times in ms.
 	wm                       []int64
-	busy                     []bool
+	parts                    []partSources
 	lateness, grace, horizon int64
+	idle, forget             int64
+	// ingestedMs is Config.DefaultIngestedAt in ms: the broker time of
+	// the heartbeats Count places in a file.
+	ingestedMs int64
 	// lateOf indexes Late by event id.
 	lateOf map[string]int
 	// retiredRetries are ids of which a retry came once the id's window
@@ -206,6 +211,10 @@ func NewBatch(opts Config) (*Batch, error) {
 	if err != nil {
 		return nil, err
 	}
+	parts := make([]partSources, opts.Partitions)
+	for i := range parts {
+		parts[i].clock = math.MinInt64
+	}
 	return &Batch{
 		Partitions:     opts.Partitions,
 		Windows:        make(map[string]*WindowCount),
@@ -218,10 +227,13 @@ func NewBatch(opts Config) (*Batch, error) {
 		hot:            opts.HotKeys,
 		ingestedAt:     opts.DefaultIngestedAt,
 		wm:             make([]int64, opts.Partitions),
-		busy:           make([]bool, opts.Partitions),
+		parts:          parts,
 		lateness:       opts.Lateness.Milliseconds(),
 		grace:          opts.Grace.Milliseconds(),
 		horizon:        opts.Horizon.Milliseconds(),
+		idle:           opts.SourceIdle.Milliseconds(),
+		forget:         max(window.SourceForget, opts.SourceIdle).Milliseconds(),
+		ingestedMs:     opts.DefaultIngestedAt.UnixMilli(),
 		lateOf:         make(map[string]int),
 		retiredRetries: make(map[string]bool),
 		every:          opts.HeartbeatEvery,
@@ -269,7 +281,7 @@ func (b *Batch) alone(d *judgedRecord) error {
 // in snapshot order.
 func (b *Batch) apply(d *judgedRecord) error {
 	if d.heartbeat {
-		b.beat(d.rawPart, d.progress)
+		b.beat(d.rawPart, d.source, d.at, d.progress, d.leave)
 		return nil
 	}
 	if err := b.applyRecord(d); err != nil {
@@ -297,7 +309,7 @@ func (b *Batch) ingestBeat(progress int64) {
 		return
 	}
 	for p := range b.Partitions {
-		b.beat(p, progress)
+		b.beat(p, wire.SourceLegacy, b.ingestedMs, progress, false)
 	}
 }
 
@@ -314,18 +326,143 @@ func (b *Batch) endOfFile() {
 	}
 }
 
-// beat applies a heartbeat with progress t to partition p
-// (docs/spec.md §3): it advances W_p only if p got no event since its previous
-// heartbeat, except the end-of-stream heartbeat, which always does.
-func (b *Batch) beat(p int, t int64) {
+// partSources is what one partition knows of its sources (docs/spec.md
+// §3.1): its broker clock (ms; math.MinInt64 before its first message)
+// and each source it knows, in the order they came. Sources are few, so a
+// slice searched in order is all it takes.
+type partSources struct {
+	clock int64
+	srcs  []sourceState
+}
+
+// sourceState is one source in one partition: its progress h (ms), the
+// clock when h last grew, the broker time of its last message there
+// (seen), and whether it sent the partition an event since its last
+// heartbeat (busy).
+type sourceState struct {
+	id            string
+	h, grew, seen int64
+	busy          bool
+}
+
+// source moves p's clock to broker time at (ms) of a message of source id
+// and returns the source's index, adding it when p does not know it
+// (steps 2 and 3 of the rule).
+func (ps *partSources) source(id string, at int64) int {
+	ps.clock = max(ps.clock, at)
+	for i := range ps.srcs {
+		if ps.srcs[i].id == id {
+			ps.srcs[i].seen = at
+			return i
+		}
+	}
+	ps.srcs = append(ps.srcs, sourceState{id: id, grew: ps.clock, seen: at})
+	return len(ps.srcs) - 1
+}
+
+// raise raises the progress of source i to v, noting the clock if it grows.
+func (ps *partSources) raise(i int, v int64) {
+	if s := &ps.srcs[i]; v > s.h {
+		s.h, s.grew = v, ps.clock
+	}
+}
+
+// event replays valid event d, already judged, in its partition: its
+// source's progress rises to the event time, and the source is busy in
+// the partition if busy is set (step 4).
+func (b *Batch) event(d *judgedRecord, busy bool) {
+	ps := &b.parts[d.part]
+	i := ps.source(d.source, d.at)
+	ps.raise(i, d.ms)
+	if busy {
+		ps.srcs[i].busy = true
+	}
+	b.settle(d.part, -1)
+}
+
+// beat replays a heartbeat of source src at broker time at with progress
+// t to partition p: the progress counts only if the source sent p no event
+// since its previous heartbeat, or t is the end of stream, which also
+// takes W_p there whatever other sources are live; a leaving heartbeat
+// then removes the source from p.
+func (b *Batch) beat(p int, src string, at, t int64, leave bool) {
 	if p < 0 || p >= b.Partitions {
 		return
 	}
 	b.Heartbeats++
-	if !b.busy[p] || t >= window.EndOfStream {
+	ps := &b.parts[p]
+	i := ps.source(src, at)
+	eos := t >= window.EndOfStream
+	if !ps.srcs[i].busy || eos {
+		ps.raise(i, t)
+	}
+	ps.srcs[i].busy = false
+	gone := -1
+	if leave {
+		gone = i
+	}
+	b.settle(p, gone)
+	if eos {
 		b.wm[p] = window.Advance(b.wm[p], t, b.lateness)
 	}
-	b.busy[p] = false
+}
+
+// settle ends a message of partition p (steps 5 and 6): W_p rises to the
+// smallest progress of the live sources less lateness (and stays with none
+// live), then source gone (-1: none) is removed, and so is every source
+// whose progress has not grown for the forget time.
+func (b *Batch) settle(p, gone int) {
+	ps := &b.parts[p]
+	lo, live, forgot := int64(math.MaxInt64), false, false
+	for i := range ps.srcs {
+		age := ps.clock - ps.srcs[i].grew
+		if age < b.idle {
+			live, lo = true, min(lo, ps.srcs[i].h)
+		}
+		forgot = forgot || age >= b.forget
+	}
+	if live {
+		b.wm[p] = window.Advance(b.wm[p], lo, b.lateness)
+	}
+	if gone < 0 && !forgot {
+		return
+	}
+	kept := ps.srcs[:0]
+	for i, s := range ps.srcs {
+		if i != gone && ps.clock-s.grew < b.forget {
+			kept = append(kept, s)
+		}
+	}
+	clear(ps.srcs[len(kept):])
+	ps.srcs = kept
+}
+
+// SourceState is what a partition knows of one source after the records
+// applied so far (docs/spec.md §3.1), for status and tests. Times are ms.
+type SourceState struct {
+	// ID is the source id (wire.SourceLegacy for RAW written without).
+	ID string
+	// Progress is the source's progress h in the partition, Grew the
+	// partition's broker clock when it last grew, LastSeen the broker time
+	// of the source's last message in the partition.
+	Progress, Grew, LastSeen int64
+	// Live: the source holds the partition's watermark (its progress grew
+	// less than Config.SourceIdle of the partition's broker time ago).
+	Live bool
+}
+
+// Sources returns the sources partition p knows, in the order they came
+// (nil for a partition out of range).
+func (b *Batch) Sources(p int) []SourceState {
+	if p < 0 || p >= len(b.parts) {
+		return nil
+	}
+	ps := &b.parts[p]
+	out := make([]SourceState, len(ps.srcs))
+	for i, s := range ps.srcs {
+		out[i] = SourceState{ID: s.id, Progress: s.h, Grew: s.grew, LastSeen: s.seen, Live: ps.clock-s.grew < b.idle}
+	}
+	return out
 }
 
 // Watermark returns the partition watermarks W_p (ms) after the records
@@ -367,42 +504,40 @@ func (b *Batch) applyRecord(d *judgedRecord) error {
 			b.retiredRetries[d.id] = true
 		}
 		// Dedup comes first: a retry changes nothing, whatever its
-		// lateness; in a file it never reaches RAW at all. An event of a
-		// type that never counts is not deduplicated by the windower,
-		// so in RAW it makes its partition busy.
+		// lateness, but its source's progress; in a file it never reaches
+		// RAW at all. An event of a type that never counts is not
+		// deduplicated by the windower, so in RAW it makes its source busy.
 		if !b.file {
-			if !d.counts {
-				b.busy[d.part] = true
-			}
-			b.wm[d.part] = window.Advance(b.wm[d.part], d.ms, b.lateness)
+			b.event(d, !d.counts)
 		}
 		return nil
 	}
 	b.Valid++
 	c := claim{fingerprint: d.fp, line: n, block: b.block, at: uint32(d.idOff), n: uint32(d.idLen)}
 	p := d.part
+	// Every valid event is judged against W_p as it stands, then replayed
+	// (b.event).
 	wp := b.wm[p]
-	// Every valid event moves its partition's watermark, after it is
-	// judged.
-	b.wm[p] = window.Advance(wp, d.ms, b.lateness)
 	if !d.counts {
 		b.Other++
 		b.claims.add(slot, d.hash, c)
-		b.busy[p] = true
+		b.event(d, true)
 		return nil
 	}
 	// Classification against W_p before the event (docs/spec.md §3).
 	end := window.StartMs(d.ms) + window.WidthMs
 	if b.horizon > 0 && wp >= end+b.grace+b.horizon {
-		// Past the replay horizon: dropped without changing anything.
+		// Past the replay horizon: dropped without changing any window;
+		// it raises its source's progress but does not make it busy.
 		b.Counted++
 		c.window = -b.windowRef(d.ms)
 		b.claims.add(slot, d.hash, c)
 		b.addLate(LateJudgment{EventID: d.id, WindowID: b.windowID(&c), Reason: wire.ReasonRetired,
 			Watermark: window.Time(wp), Partition: p, Seq: d.seq, Line: d.fileLine})
+		b.event(d, false)
 		return nil
 	}
-	b.busy[p] = true
+	b.event(d, true)
 	b.Counted++
 	w := b.windowAt(d.ms)
 	if window.Classify(wp, end, b.grace) == window.TooLate {

@@ -60,6 +60,12 @@ type Config struct {
 	// their own heartbeats.
 	HeartbeatEvery int
 	EndOfStream    bool
+	// SourceIdle is docs/spec.md §3.1's --source-idle: a source whose
+	// progress has not grown for this long of a partition's broker time
+	// stops holding that partition's watermark. Zero means
+	// window.DefaultSourceIdle. A file read by Count is one source whose
+	// records all arrive at DefaultIngestedAt, so it never goes idle.
+	SourceIdle time.Duration
 }
 
 func (o Config) withDefaults() (Config, error) {
@@ -76,8 +82,11 @@ func (o Config) withDefaults() (Config, error) {
 	if o.DefaultIngestedAt.IsZero() {
 		o.DefaultIngestedAt = time.Now().UTC()
 	}
-	if o.Lateness < 0 || o.Grace < 0 || o.Horizon < 0 {
-		return o, fmt.Errorf("reconcile: lateness, grace and horizon must not be negative")
+	if o.Lateness < 0 || o.Grace < 0 || o.Horizon < 0 || o.SourceIdle < 0 {
+		return o, fmt.Errorf("reconcile: lateness, grace, horizon and source idle must not be negative")
+	}
+	if o.SourceIdle == 0 {
+		o.SourceIdle = window.DefaultSourceIdle
 	}
 	if o.Lateness == 0 {
 		o.Lateness = d.Lateness

@@ -2,11 +2,11 @@
 // reads a fixed raw snapshot (an NDJSON file, or a RAW stream range read in
 // order), applies the event contract (pkg/contract) with none of the
 // streaming code's state, replays every partition's watermark in RAW order
-// (heartbeats included, docs/spec.md §3) and judges each event on time,
-// correction or too late itself, counts every hourly window, and compares
-// the result with the windows and LATE rows the streaming pipeline
-// published, explaining every difference by event id. It never takes the
-// stream's word for what was late.
+// (heartbeats and sources included, docs/spec.md §3, §3.1) and judges each
+// event on time, correction or too late itself, counts every hourly
+// window, and compares the result with the windows and LATE rows the
+// streaming pipeline published, explaining every difference by event id.
+// It never takes the stream's word for what was late.
 //
 // The pass is deliberately simple where it decides: records are applied one
 // at a time in RAW (file) order, every claimed event id held in memory (a
@@ -32,6 +32,14 @@
 // is judged too late (wire.ReasonAfterGrace, or wire.ReasonRetired past the
 // replay horizon) against its partition watermark. CountRaw and AddRecord
 // take a RAW snapshot instead, whose records carry their own heartbeats.
+//
+// The watermark is replayed per source (docs/spec.md §3.1, header
+// Rf-Source): a partition keeps its broker clock and each source's
+// progress there, and W_p follows the slowest source still live in it
+// (its progress grew within Config.SourceIdle of broker time), so that no
+// source makes another's in-order events late. A file read by Count is
+// one source received at Config.DefaultIngestedAt, for which this is the
+// rule of §3; Batch.Sources shows what a partition knows of its sources.
 //
 // # The comparison
 //

@@ -19,36 +19,41 @@ type judgedRecord struct {
 	err error
 	// rej is the row of a record rejected before it is applied.
 	rej *Rejection
-	// A valid record's event id, fingerprint, whether it counts, event
-	// time (ms) and partition.
+	// A valid record's event id, fingerprint, event time (ms) and
+	// partition (whether it counts: counts, below).
 	id string
 	fp uint64
 	// hash is the id's hash in the claim table; digest the id's digest,
 	// for a submission.
 	hash   uint64
 	digest digest.Digest
-	counts bool
 	ms     int64
 	part   int
-	// A submission's store (its partition_key) and amount, for the
-	// window's breakdown.
+	// A submission's store (its partition_key) and amount (if priced,
+	// below), for the window's breakdown.
 	store       string
 	amountCents int64
-	priced      bool
 	// idOff and idLen place id in the ids of its chunk (judge.chunk),
 	// or of its record.
 	idOff, idLen int
-	// checked: the record passed the contract check (a valid record, or a
-	// conflicting duplicate), so ingest counts its event time as progress.
-	checked bool
 	// seq is the record's RAW sequence (0 in a file: its record number is
 	// used), fileLine its line in a file (0 for RAW).
 	seq      uint64
 	fileLine int
-	// A heartbeat: its RAW partition and progress (ms).
-	heartbeat bool
-	rawPart   int
-	progress  int64
+	// source is the id of the record's source, at its broker time (ms):
+	// a file's records are the legacy source's, at Config.DefaultIngestedAt.
+	source string
+	at     int64
+	// A heartbeat's RAW partition and progress (ms).
+	rawPart  int
+	progress int64
+	// The flags, side by side to keep the verdicts of a chunk small:
+	// counts, priced as above; checked: the record passed the contract
+	// check (a valid record, or a conflicting duplicate), so ingest counts
+	// its event time as progress; heartbeat marks a heartbeat, leave its
+	// source's last.
+	counts, priced, checked bool
+	heartbeat, leave        bool
 }
 
 // maxCachedKeys bounds the partition-key cache of a judge.
@@ -106,6 +111,7 @@ func (j *judge) record(d *judgedRecord, n int, raw []byte, defaultIngestedAt tim
 	}
 	c := &j.c
 	d.checked = true
+	d.at = defaultIngestedAt.UnixMilli()
 	d.fp = c.Fingerprint
 	d.hash = j.claims.hash(c.EventID)
 	d.counts = c.Counts()
@@ -130,8 +136,10 @@ func (j *judge) raw(d *judgedRecord, r *Record) {
 	if n == 0 {
 		n = int(r.Seq)
 	}
+	d.source = r.Source
 	if r.Heartbeat {
 		d.line, d.heartbeat, d.rawPart, d.progress = n, true, r.Partition, r.Progress
+		d.at, d.leave = r.Received.UnixMilli(), r.Leave
 		return
 	}
 	if r.Size > len(r.Data) {

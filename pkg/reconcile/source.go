@@ -29,6 +29,11 @@ type Record struct {
 	// Heartbeat marks a source progress heartbeat, Progress its value (ms).
 	Heartbeat bool
 	Progress  int64
+	// Source is the id of the source that wrote the message (header
+	// wire.HdrSource; wire.SourceLegacy when absent), Leave marks its
+	// last heartbeat (wire.HdrLeave): docs/spec.md §3.1.
+	Source string
+	Leave  bool
 	// Data is the record as stored; Size, when larger than len(Data), is
 	// the full size of a record ingest cut (too_large).
 	Data []byte
@@ -50,13 +55,15 @@ func RecordOf(m jetstream.Msg) (Record, error) {
 	}
 	r.Partition = p
 	h := m.Headers()
+	r.Source = h.Get(wire.HdrSource)
 	if hb := h.Get(wire.HdrHeartbeat); hb != "" {
 		v, err := strconv.ParseInt(hb, 10, 64)
 		if err != nil {
 			// The validator rejects it (invalid_field); it moves nothing.
-			return Record{Seq: r.Seq, Received: r.Received, Partition: p, Data: []byte{}}, nil
+			return Record{Seq: r.Seq, Received: r.Received, Partition: p, Source: r.Source, Data: []byte{}}, nil
 		}
 		r.Heartbeat, r.Progress = true, v
+		r.Leave = h.Get(wire.HdrLeave) == "1"
 		return r, nil
 	}
 	if s := h.Get(wire.HdrOrigSize); s != "" {

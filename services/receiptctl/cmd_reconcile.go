@@ -82,6 +82,7 @@ func (f *reconcileFlags) options(ctx context.Context, fs *flag.FlagSet, p *confi
 	return reconcile.Config{
 		Validator: v, DefaultIngestedAt: defIngested, Partitions: p.Partitions, HotKeys: p.Hot(),
 		Lateness: p.Lateness, Grace: p.Grace, Horizon: p.ReplayHorizon, HeartbeatEvery: every, EndOfStream: *f.eos,
+		SourceIdle: p.SourceIdle,
 	}, nil
 }
 

@@ -142,7 +142,7 @@ func reconcileOptions(t *testing.T, args ...string) (reconcile.Config, config.Pa
 // deployed are parameters other than every default, as a set-up job
 // records them.
 var deployed = config.Params{Partitions: 4, Lateness: 2 * time.Minute, Grace: 30 * time.Minute, HeartbeatEvery: 7,
-	MaxFutureSkew: time.Minute, HotKeys: "store-a=2", ReplayHorizon: 3 * time.Hour}
+	MaxFutureSkew: time.Minute, HotKeys: "store-a=2", ReplayHorizon: 3 * time.Hour, SourceIdle: 5 * time.Minute}
 
 // setUp records p for generation 1 on a fresh deployment as the set-up
 // does (stream.Ensure with config.Common.Topology; nil: no record) and
@@ -175,7 +175,7 @@ func TestReconcileUsesEveryRecordedParameter(t *testing.T) {
 			t.Fatalf("%s: parameters %+v, want %+v", what, p, deployed)
 		}
 		if opts.Partitions != 4 || opts.Lateness != 2*time.Minute || opts.Grace != 30*time.Minute || opts.HeartbeatEvery != 7 ||
-			opts.Horizon != 3*time.Hour || opts.HotKeys["store-a"] != 2 || len(opts.HotKeys) != 1 {
+			opts.Horizon != 3*time.Hour || opts.HotKeys["store-a"] != 2 || len(opts.HotKeys) != 1 || opts.SourceIdle != 5*time.Minute {
 			t.Fatalf("%s: options %+v", what, opts)
 		}
 	}
