@@ -142,7 +142,7 @@ func Run(ctx context.Context, rc Config) (*Result, error) {
 	// included, and judges every event itself.
 	batch, _, err := reconcile.CountRaw(ctx, p.Admin.JS, wire.Raw, reconcile.Config{
 		Validator: p.Validator, DefaultIngestedAt: rc.Now, Partitions: cfg.Partitions, HotKeys: cfg.HotKeys,
-		Lateness: cfg.Lateness, Grace: cfg.Grace, Horizon: cfg.ReplayHorizon,
+		Lateness: cfg.Lateness, Grace: cfg.Grace, Horizon: cfg.ReplayHorizon, SourceIdle: cfg.SourceIdle,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("run: batch pass over RAW: %w", err)

@@ -87,7 +87,7 @@ func Rebuild(ctx context.Context, rc RebuildConfig) (*RebuildResult, error) {
 	cfg := p.Config()
 	rep, last, err := Reconcile(ctx, p.Admin.JS, p.Names, reconcile.Config{
 		Validator: p.Validator, Partitions: cfg.Partitions, HotKeys: cfg.HotKeys,
-		Lateness: cfg.Lateness, Grace: cfg.Grace, Horizon: cfg.ReplayHorizon,
+		Lateness: cfg.Lateness, Grace: cfg.Grace, Horizon: cfg.ReplayHorizon, SourceIdle: cfg.SourceIdle,
 	})
 	if err != nil {
 		return nil, err

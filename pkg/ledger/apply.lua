@@ -151,15 +151,16 @@ local function raise(st, t)
   end
 end
 -- settle raises W_p to the smallest progress of the live sources, less
--- lateness, then forgets the sources that have not grown for too long.
-local function settle()
+-- lateness, then forgets the sources other than cur, the message's own,
+-- that have not grown for too long (so one source is never forgotten).
+local function settle(cur)
   local m = nil
   for _, st in pairs(src) do
     if not st.gone and clk - st.g < idle and (m == nil or st.h < m) then m = st.h end
   end
   if m ~= nil and m - lateness > wm then wm = m - lateness end
   for _, st in pairs(src) do
-    if not st.gone and clk - st.g >= forget then st.gone = true end
+    if st ~= cur and not st.gone and clk - st.g >= forget then st.gone = true end
   end
 end
 
@@ -200,7 +201,7 @@ for i = 0, n - 1 do
     if st.b == 0 or t >= EOS then raise(st, t) end
     st.b = 0
     if t >= EOS and t - lateness > wm then wm = t - lateness end
-    settle()
+    settle(st)
     if kind == 'H' then st.gone = true end
     seq = s
     if raw > rawhw then rawhw = raw end
@@ -265,7 +266,7 @@ for i = 0, n - 1 do
     local st = source(tonumber(ARGV[o + 12]), tonumber(ARGV[o + 13]))
     if kind ~= 's' or (d ~= 'd' and string.sub(d, 1, 1) ~= 'x') then st.b = 1 end
     raise(st, t)
-    settle()
+    settle(st)
     seq = s
     if raw > rawhw then rawhw = raw end
   end

@@ -377,7 +377,7 @@ func (b *Batch) event(d *judgedRecord, busy bool) {
 	if busy {
 		ps.srcs[i].busy = true
 	}
-	b.settle(d.part, -1)
+	b.settle(d.part, i, false)
 }
 
 // beat replays a heartbeat of source src at broker time at with progress
@@ -397,21 +397,19 @@ func (b *Batch) beat(p int, src string, at, t int64, leave bool) {
 		ps.raise(i, t)
 	}
 	ps.srcs[i].busy = false
-	gone := -1
-	if leave {
-		gone = i
-	}
-	b.settle(p, gone)
+	b.settle(p, i, leave)
 	if eos {
 		b.wm[p] = window.Advance(b.wm[p], t, b.lateness)
 	}
 }
 
-// settle ends a message of partition p (steps 5 and 6): W_p rises to the
-// smallest progress of the live sources less lateness (and stays with none
-// live), then source gone (-1: none) is removed, and so is every source
-// whose progress has not grown for the forget time.
-func (b *Batch) settle(p, gone int) {
+// settle ends a message of source cur in partition p (steps 5 and 6): W_p
+// rises to the smallest progress of the live sources less lateness (and
+// stays with none live), then cur is removed if it leaves, and every
+// other source whose progress has not grown for the forget time is
+// forgotten (a source's own messages never make it forget itself, so one
+// source is never forgotten).
+func (b *Batch) settle(p, cur int, leave bool) {
 	ps := &b.parts[p]
 	lo, live, forgot := int64(math.MaxInt64), false, false
 	for i := range ps.srcs {
@@ -419,17 +417,17 @@ func (b *Batch) settle(p, gone int) {
 		if age < b.idle {
 			live, lo = true, min(lo, ps.srcs[i].h)
 		}
-		forgot = forgot || age >= b.forget
+		forgot = forgot || (i != cur && age >= b.forget)
 	}
 	if live {
 		b.wm[p] = window.Advance(b.wm[p], lo, b.lateness)
 	}
-	if gone < 0 && !forgot {
+	if !leave && !forgot {
 		return
 	}
 	kept := ps.srcs[:0]
 	for i, s := range ps.srcs {
-		if i != gone && ps.clock-s.grew < b.forget {
+		if i == cur && !leave || i != cur && ps.clock-s.grew < b.forget {
 			kept = append(kept, s)
 		}
 	}

@@ -520,11 +520,11 @@ func TestSourcesBusy(t *testing.T) {
 	}
 }
 
-// TestSourcesForgottenWhileBusy pins a reading of step 6: a source is
-// forgotten by any message of the partition once its progress has not
-// grown for a day, its own included, and with it goes its busy flag; its
-// next heartbeat is a new source's and counts. (The one-source rule
-// would still hold that heartbeat back.)
+// TestSourcesForgottenWhileBusy pins step 6: a source's own messages never
+// make it forget itself, so one source keeps its busy flag however long
+// its progress stands still, as the one-source rule does; a message of
+// another source forgets it once its progress has not grown for a day,
+// and its next heartbeat is a new source's and counts.
 func TestSourcesForgottenWhileBusy(t *testing.T) {
 	const store = "store-a"
 	p := window.Partition(store, 8)
@@ -534,15 +534,28 @@ func TestSourcesForgottenWhileBusy(t *testing.T) {
 	f.event("", eventLine("e-2", "submitted", store, hm("13:50")))
 	f.beat("", p, hm("14:30"), false)
 	b := addAll(t, reconcile.Config{DefaultIngestedAt: hm("15:00")}, f.recs)
-	if w := clockOf(b.Watermark()[p]); w != "14:25" {
-		t.Fatalf("W %s, want 14:25 (the heartbeat of a forgotten source counts)", w)
-	}
 	m := newOldRule(t, 8, 0)
 	for _, r := range f.recs {
 		m.add(r)
 	}
-	if w := clockOf(m.wm[p]); w != "13:55" {
-		t.Fatalf("one-source rule: W %s, want 13:55", w)
+	if w, old := clockOf(b.Watermark()[p]), clockOf(m.wm[p]); w != "13:55" || old != "13:55" {
+		t.Fatalf("one source: W %s, one-source rule %s; want 13:55 (its busy flag holds the heartbeat back)", w, old)
+	}
+
+	g := newFeed(hm("15:00"))
+	g.event("a", eventLine("e-1", "submitted", store, hm("14:00")))
+	g.wait(24 * time.Hour)
+	g.event("b", eventLine("e-2", "submitted", store, hm("15:10"))) // forgets a
+	g.beat("a", p, hm("14:30"), false)                              // a is new: it counts
+	b = addAll(t, reconcile.Config{DefaultIngestedAt: hm("15:00")}, g.recs)
+	var progress string
+	for _, st := range b.Sources(p) {
+		if st.ID == "a" {
+			progress = clockOf(st.Progress)
+		}
+	}
+	if progress != "14:30" {
+		t.Fatalf("a's progress %q, want 14:30 (the heartbeat of a forgotten source counts)", progress)
 	}
 }
 
