@@ -332,6 +332,7 @@ type deployment struct {
 	natsURL string
 	redis   *testenv.RedisProc
 	env     []string
+	args    []string // setup.args
 	procs   []*proc
 }
 
@@ -351,6 +352,9 @@ type setup struct {
 	// redisArgs are extra redis-server arguments (testenv.WithArgs);
 	// env extra service environment.
 	redisArgs, env []string
+	// args are extra arguments of every service process (such as
+	// --source-idle 5s: a parameter the services' set-up records on RAW).
+	args []string
 }
 
 func deploy(t *testing.T, failpoints string, aof bool) *deployment {
@@ -361,7 +365,7 @@ func deploy(t *testing.T, failpoints string, aof bool) *deployment {
 func deployWith(t *testing.T, s setup) *deployment {
 	t.Helper()
 	binaries(t)
-	d := &deployment{t: t}
+	d := &deployment{t: t, args: s.args}
 	if s.broker {
 		d.nats = natsproc.Start(t, natsBin.Path(t), natsproc.Options{MaxFileStore: s.maxFileStore})
 		d.natsURL = d.nats.URL()
@@ -389,7 +393,7 @@ func (d *deployment) startServices() {
 	bin := binaries(t)
 	start := func(name string, args ...string) *proc {
 		addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-		return startProc(t, bin, name, d.env, append(args, "--http-addr", addr)...)
+		return startProc(t, bin, name, d.env, append(append(args, d.args...), "--http-addr", addr)...)
 	}
 	d.procs = []*proc{
 		// Static indices: these tests predate groups (docs/spec.md §9);

@@ -98,9 +98,10 @@ type source struct {
 	err  error // cmd.Wait's, once done is closed
 }
 
-// startSource starts receiptctl ingest on a named pipe of its own and
-// opens the pipe for writing.
-func (d *deployment) startSource(ctx context.Context, name string) *source {
+// startSource starts receiptctl ingest on a named pipe of its own (with
+// args after its own, such as --heartbeat-interval) and opens the pipe for
+// writing.
+func (d *deployment) startSource(ctx context.Context, name string, args ...string) *source {
 	t := d.t
 	t.Helper()
 	fifo := filepath.Join(t.TempDir(), name+".ndjson")
@@ -112,7 +113,7 @@ func (d *deployment) startSource(ctx context.Context, name string) *source {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.cmd = exec.CommandContext(ctx, filepath.Join(binaries(t), "receiptctl"), "ingest", "--nats-url", d.natsURL, "--events", fifo)
+	s.cmd = exec.CommandContext(ctx, filepath.Join(binaries(t), "receiptctl"), append([]string{"ingest", "--nats-url", d.natsURL, "--events", fifo}, args...)...)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
