@@ -4,7 +4,9 @@ package faults
 // `receiptctl ingest --events FILE` of a few stores' hours 10–12 in
 // event-time order, runs side by side with source L, a live feed of
 // another store's hour 13 written slowly through a named pipe, with a
-// heartbeat every --heartbeat-interval. F is SIGKILLed mid-file, so it
+// heartbeat every --heartbeat-interval (100ms; not --heartbeat-every,
+// which is a recorded parameter of the deployment: ingest refuses any
+// value but the recorded 1000). F is SIGKILLed mid-file, so it
 // leaves no leaving heartbeat: it stays a live source of its partitions
 // until --source-idle of their broker time has passed without its
 // progress growing.
@@ -64,12 +66,15 @@ var (
 const (
 	// fileEventsPerStore: F's file holds this many events of each of its
 	// stores, over hours 10–12.
-	fileEventsPerStore = 2000
+	fileEventsPerStore = 3000
 	// feedEvents of hour 13 are written to L one every feedEvery, a
 	// heartbeat following every feedBeat (--heartbeat-interval).
 	feedEvents = 1000
 	feedEvery  = 25 * time.Millisecond
 	feedBeat   = "100ms"
+	// feedRest is the pace of the feed's last events, once the test has
+	// seen what it looks for.
+	feedRest = 2 * time.Millisecond
 	// killAt is the share of F's file RAW holds when F is killed;
 	// killLow and killHigh bound what it may really hold then.
 	killAt             = 0.4
@@ -248,7 +253,10 @@ func (tr *trickle) run(ctx context.Context) {
 		}
 		tr.written++
 		tr.mu.Unlock()
-		pause(ctx, tr.every)
+		tr.mu.Lock()
+		every := tr.every
+		tr.mu.Unlock()
+		pause(ctx, every)
 	}
 }
 
@@ -317,10 +325,13 @@ func (tr *trickle) untilSent(ctx context.Context, n int) {
 	}
 }
 
-// finish lets the feed write all its events, closes its input and waits
-// for ingest to exit 0.
-func (tr *trickle) finish(ctx context.Context) {
+// finish lets the feed write all its events, at a faster pace (every),
+// closes its input and waits for ingest to exit 0.
+func (tr *trickle) finish(ctx context.Context, every time.Duration) {
 	tr.s.t.Helper()
+	tr.mu.Lock()
+	tr.every = every
+	tr.mu.Unlock()
 	tr.allow(len(tr.evs))
 	select {
 	case <-tr.done:
@@ -381,7 +392,7 @@ func readRAW(t *testing.T, ctx context.Context, admin *connect.Conn) []rawMsg {
 type stored struct {
 	msgs     int               // its messages, heartbeats included
 	ids      map[string]bool   // its events
-	progress map[int]time.Time // the largest event time of its events, by partition
+	progress map[int]time.Time // the largest event time of its events, by partition, in ms
 	last     time.Time         // the broker time of its last message
 }
 
@@ -397,8 +408,9 @@ func storedOf(raw []rawMsg, id string) stored {
 			continue
 		}
 		s.ids[r.eventID] = true
-		if r.at.After(s.progress[r.partition]) {
-			s.progress[r.partition] = r.at
+		// Progress is kept in whole milliseconds (docs/spec.md §3.1).
+		if at := r.at.Truncate(time.Millisecond); at.After(s.progress[r.partition]) {
+			s.progress[r.partition] = at
 		}
 	}
 	return s
@@ -409,7 +421,7 @@ func storedOf(raw []rawMsg, id string) stored {
 // them) L's feed starts, and once RAW holds killAt of F's file, with L
 // sending beside it, F is SIGKILLed. It fails unless RAW then holds
 // between killLow and killHigh of F's file. L is left sending.
-func (d *deployment) killMidFile(ctx context.Context, admin *connect.Conn, in *fileAndFeed) (*source, *trickle, stored) {
+func (d *deployment) killMidFile(ctx context.Context, admin *connect.Conn, in *fileAndFeed) (*trickle, stored) {
 	t := d.t
 	t.Helper()
 	base, err := rawStored(ctx, admin)
@@ -420,10 +432,10 @@ func (d *deployment) killMidFile(ctx context.Context, admin *connect.Conn, in *f
 	feed := l.feedSlowly(ctx, in.feed, feedEvery)
 	began := time.Now()
 	f := d.startFileSource(ctx, "source-file", "--events", in.path)
-	untilFile := func(n uint64, what string) {
+	untilFile := func(n uint64, what string, feeding int) {
 		for {
 			got, err := rawStored(ctx, admin)
-			if err == nil && got >= base+n {
+			if err == nil && got >= base+n && feed.sent() >= feeding {
 				return
 			}
 			if f.exited() {
@@ -436,9 +448,9 @@ func (d *deployment) killMidFile(ctx context.Context, admin *connect.Conn, in *f
 			time.Sleep(probeEvery)
 		}
 	}
-	untilFile(1, "its first records")
+	untilFile(1, "its first records", 0)
 	feed.allow(len(in.feed))
-	untilFile(uint64(killAt*float64(len(in.file))), "the kill point")
+	untilFile(uint64(killAt*float64(len(in.file))), "the kill point, with L writing", 3)
 	sentBefore := feed.sent()
 	f.kill()
 	killed := time.Now()
@@ -446,7 +458,21 @@ func (d *deployment) killMidFile(ctx context.Context, admin *connect.Conn, in *f
 	if !errors.As(f.err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("F was not killed by SIGKILL (it ended with %v): it must die mid-file\n%s", f.err, f.logTail())
 	}
-	fs := storedOf(readRAW(t, ctx, admin), in.fileID)
+	raw := readRAW(t, ctx, admin)
+	fs := storedOf(raw, in.fileID)
+	// Side by side: L's first event is in RAW before F's last message.
+	var firstL, lastF uint64
+	for _, r := range raw {
+		switch {
+		case r.source == in.fileID:
+			lastF = r.seq
+		case firstL == 0 && !r.heartbeat && strings.HasSuffix(r.source, "/source-live.ndjson"):
+			firstL = r.seq
+		}
+	}
+	if firstL == 0 || firstL > lastF {
+		t.Fatalf("L's first event is at RAW seq %d, F's last message at %d: L was not sending beside F when F was killed", firstL, lastF)
+	}
 	share := float64(len(fs.ids)) / float64(len(in.file))
 	t.Logf("F killed %s after it started, with %d of its %d events (%.0f%%) and %d messages in RAW; L had written %d events by then",
 		killed.Sub(began).Round(time.Millisecond), len(fs.ids), len(in.file), 100*share, fs.msgs, sentBefore)
@@ -458,8 +484,32 @@ func (d *deployment) killMidFile(ctx context.Context, admin *connect.Conn, in *f
 			t.Fatalf("F has no event in RAW in its partition %d", p)
 		}
 	}
-	return l, feed, fs
+	return feed, fs
 }
+
+// settled reads again what RAW holds of source id, seconds after its
+// kill (a batch it sent just before dying may have been stored after
+// killMidFile read RAW), and logs any difference from before.
+func settled(t *testing.T, ctx context.Context, admin *connect.Conn, id string, before stored) stored {
+	t.Helper()
+	now := storedOf(readRAW(t, ctx, admin), id)
+	if now.msgs != before.msgs {
+		t.Logf("RAW holds %d messages of F's now, %d right after the kill", now.msgs, before.msgs)
+	}
+	return now
+}
+
+// status is the output of `receiptctl status`.
+func (d *deployment) status(ctx context.Context) string {
+	d.t.Helper()
+	out, err := exec.CommandContext(ctx, filepath.Join(binaries(d.t), "receiptctl"), "status", "--nats-url", d.natsURL).CombinedOutput()
+	if err != nil {
+		d.t.Fatalf("receiptctl status: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+func since(t time.Time) time.Duration { return time.Since(t).Round(100 * time.Millisecond) }
 
 // readHealth reads the publisher's meta.health.
 func readHealth(ctx context.Context, admin *connect.Conn) (*wire.Health, error) {
@@ -571,13 +621,15 @@ func TestSourceKilledAndRerunUnderItsID(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), killSourcesTimeout)
 	defer cancel()
 	admin := d.admin(ctx)
+	t.Logf("%s: deployment up", since(began))
 
-	l, feed, fs := d.killMidFile(ctx, admin, in)
+	feed, fs := d.killMidFile(ctx, admin, in)
 
 	// L goes on for a few seconds with F dead, then holds still.
 	feed.untilSent(ctx, feed.sent()+int(3*time.Second/feedEvery))
 	n := feed.hold(ctx)
-	lastL := in.feed[n-1].at
+	lastL := in.feed[n-1].at.Truncate(time.Millisecond)
+	fs = settled(t, ctx, admin, in.fileID, fs)
 	// Once the windower has applied L's last heartbeat in F's partitions
 	// (the publisher reports L there with that progress), F must still be
 	// live in each with its own progress, and the watermark no further
@@ -615,18 +667,22 @@ func TestSourceKilledAndRerunUnderItsID(t *testing.T) {
 		}
 	}
 
+	// The operator sees it too: receiptctl status lists F live, with L.
+	d.requireStatus(ctx, in.fileID, "source-live.ndjson")
+
 	// F's same command line again: it continues its source.
 	rerun := d.startFileSource(ctx, "source-file-again", "--events", in.path)
 	feed.allow(len(in.feed))
 	rerun.wait()
+	t.Logf("%s: F's re-run has exited 0", since(began))
 	if dups := rerun.duplicates(); dups != fs.msgs {
 		t.Errorf("the re-run reported %d records dropped by JetStream as duplicates; RAW held %d messages of F's (events and heartbeats) before it", dups, fs.msgs)
 	}
-	feed.finish(ctx)
-	_ = l
+	feed.finish(ctx, feedRest)
+	t.Logf("%s: L has exited 0", since(began))
 	d.endOfStream(ctx)
-
 	windows, late := d.drainedWindows(ctx, admin)
+	t.Logf("%s: drained after --end-of-stream", since(began))
 	raw := readRAW(t, ctx, admin)
 	if again := storedOf(raw, in.fileID); len(again.ids) != len(in.file) {
 		t.Errorf("RAW holds %d of F's %d events under F's id", len(again.ids), len(in.file))
@@ -676,6 +732,7 @@ func TestSourceKilledAndRerunUnderANewID(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), killSourcesTimeout)
 	defer cancel()
 	admin := d.admin(ctx)
+	t.Logf("%s: deployment up", since(began))
 	testenv.CheckFor(t, time.Minute, 100*time.Millisecond, func() error {
 		meta, err := config.Recorded(ctx, admin.JS)
 		if err != nil {
@@ -687,7 +744,7 @@ func TestSourceKilledAndRerunUnderANewID(t *testing.T) {
 		return nil
 	})
 
-	l, feed, fs := d.killMidFile(ctx, admin, in)
+	feed, fs := d.killMidFile(ctx, admin, in)
 
 	// L goes on; once --source-idle of broker time has passed in F's
 	// partitions without F's progress growing, they move on to L's
@@ -711,16 +768,25 @@ func TestSourceKilledAndRerunUnderANewID(t *testing.T) {
 		return nil
 	})
 	movedAt := time.Now()
+	fs = settled(t, ctx, admin, in.fileID, fs)
 	t.Logf("F's partitions moved on %s after F's last message in RAW (--source-idle %s)", movedAt.Sub(fs.last).Round(time.Millisecond), idle)
 	if movedAt.Before(fs.last.Add(idle)) {
 		t.Errorf("F's partitions moved on %s after F's last message in RAW: before --source-idle %s had passed", movedAt.Sub(fs.last).Round(time.Millisecond), idle)
 	}
+	// receiptctl status no longer lists F among the live sources.
+	testenv.CheckFor(t, 10*time.Second, 200*time.Millisecond, func() error {
+		if out := d.status(ctx); strings.Contains(out, in.fileID) || !strings.Contains(out, "source-live.ndjson") {
+			return fmt.Errorf("receiptctl status once F's partitions moved on: want L listed live and F not:\n%s", out)
+		}
+		return nil
+	})
+
 	// L holds still (its progress well into hour 13), and the watermark
 	// F's events are judged against when they come again is fixed: W* of
 	// each of F's partitions, L's progress less the lateness.
 	feed.untilSent(ctx, 150)
 	n := feed.hold(ctx)
-	lastL := in.feed[n-1].at
+	lastL := in.feed[n-1].at.Truncate(time.Millisecond)
 	moved := map[int]time.Time{}
 	testenv.CheckFor(t, time.Minute, 200*time.Millisecond, func() error {
 		h, err := readHealth(ctx, admin)
@@ -741,18 +807,20 @@ func TestSourceKilledAndRerunUnderANewID(t *testing.T) {
 	// F's file again, under a new id.
 	rerun := d.startFileSource(ctx, "source-file-rerun-1", "--events", in.path, "--source-id", "rerun-1")
 	rerun.wait()
+	t.Logf("%s: the re-run has exited 0", since(began))
 	dups := rerun.duplicates()
-	feed.finish(ctx)
-	_ = l
+	feed.finish(ctx, feedRest)
+	t.Logf("%s: L has exited 0", since(began))
 	d.endOfStream(ctx)
 	windows, late := d.drainedWindows(ctx, admin)
+	t.Logf("%s: drained after --end-of-stream", since(began))
 	raw := readRAW(t, ctx, admin)
 
 	// RAW: each of F's events once, under F's id (stored before the kill)
 	// or rerun-1's (the rest).
 	first, again := storedOf(raw, in.fileID), storedOf(raw, "rerun-1")
 	if len(first.ids) != len(fs.ids) {
-		t.Errorf("RAW holds %d events under F's id now, %d after the kill", len(first.ids), len(fs.ids))
+		t.Errorf("RAW holds %d events under F's id now, %d before the re-run", len(first.ids), len(fs.ids))
 	}
 	if dups != len(fs.ids) {
 		t.Errorf("the re-run reported %d records dropped by JetStream as duplicates; RAW held %d events of F's before it", dups, len(fs.ids))

@@ -84,6 +84,9 @@ func TestLateEventRoundTrip(t *testing.T) {
 	roundTrip(t, wire.LateEvent{EventID: "e1", WindowID: "2026-12-03T08", Reason: wire.ReasonAfterGrace,
 		Watermark: at, Partition: 1, Seq: 9, Event: json.RawMessage(`{"event_id":"e1"}`)},
 		"event_id", "window_id", "reason", "watermark", "partition", "seq", "event")
+	roundTrip(t, wire.LateEvent{EventID: "e1", WindowID: "2026-12-03T08", Reason: wire.ReasonAfterGrace,
+		Watermark: at, Partition: 1, Seq: 9, Source: "pos-1"},
+		"event_id", "window_id", "reason", "watermark", "partition", "seq", "source")
 }
 
 func TestHealthFieldNames(t *testing.T) {
@@ -92,10 +95,11 @@ func TestHealthFieldNames(t *testing.T) {
 		Backlog: map[string]uint64{"validator-p0": 3}, LedgerEntries: 5, Windows: 2, LateTotal: 1,
 		Corrections: 1, SourceLastSeen: at, Stale: true, StaleAfter: "2m0s", Generation: "1", Grace: "1h0m0s",
 		LateLastMinute: 1, CorrectionsLastMinute: 1, CorrectionBacklog: 1, PartitionRecent: []int64{4},
-		Hottest: []wire.PartitionHeat{{Partition: 0, Recent: 4}}},
+		Hottest: []wire.PartitionHeat{{Partition: 0, Recent: 4}}, LiveSources: 1,
+		Sources: []wire.PartitionSources{{Partition: 0, Sources: []wire.SourceState{{ID: "pos-1", Progress: at, LastSeen: at, Live: true}}}}},
 		"updated_at", "global_watermark", "watermarks", "backlog", "ledger_entries", "windows", "late_total",
 		"corrections", "source_last_seen", "stale", "stale_after", "generation", "grace", "late_per_minute",
-		"corrections_per_minute", "correction_backlog", "partition_recent", "hottest_partitions")
+		"corrections_per_minute", "correction_backlog", "partition_recent", "hottest_partitions", "live_sources", "sources")
 }
 
 func TestKeepBytes(t *testing.T) {
