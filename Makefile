@@ -38,11 +38,8 @@ UNIT_PKGS = ./schemas/... ./pkg/... ./services/... $(shell $(GO) list ./e2e/... 
 # The e2e packages but the fault tests.
 E2E_UNIT = $(shell $(GO) list ./e2e/... | grep -v '/e2e/faults$$')
 
-# One binary per directory services/<name>; the dashboard once it exists.
-BINARIES := validator windower publisher receiptctl
-ifneq ($(wildcard services/dashboard/*.go),)
-BINARIES += dashboard
-endif
+# One binary per directory services/<name>.
+BINARIES := ingest validator windower publisher dashboard receiptctl
 
 .PHONY: all build test lint alerts vet race rest unit faults chaos e2e bench profile demo handoff clean
 

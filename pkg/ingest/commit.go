@@ -21,6 +21,20 @@ type item struct {
 	line int64
 	// queued is when it joined the sender's queue: Linger counts from it.
 	queued time.Time
+	// time is a valid record's event time (ms), 0 otherwise.
+	time int64
+	// done, if set, is told once whether the record was stored (Submit).
+	done func(Ack)
+}
+
+// Ack is what became of one record given to Submit: stored in RAW at Seq
+// (Duplicate: RAW held it already, Seq is the original's), or Err, when
+// it was not confirmed stored (it may or may not be in RAW: send it
+// again, and a copy that is there is a duplicate).
+type Ack struct {
+	Seq       uint64
+	Duplicate bool
+	Err       error
 }
 
 // newCommitter returns the sender's committer to RAW: a full store is

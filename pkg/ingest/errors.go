@@ -10,6 +10,13 @@ import (
 // ErrClosed is returned by Publish after Close.
 var ErrClosed = errors.New("ingest: closed")
 
+// ErrBusy is returned by Submit while Config.MaxInFlight records wait to be
+// stored: the record is not queued; send it again later.
+var ErrBusy = errors.New("ingest: too many records in flight")
+
+// ErrBlank is returned by Submit for a record of white space only.
+var ErrBlank = errors.New("ingest: blank record")
+
 // ErrAtomicDisabled reports that RAW does not allow atomic batch publishing
 // (its StreamConfig.AllowAtomicPublish is off): the stream was made by an
 // older version. Running the set-up job (stream.Ensure) turns it on.

@@ -260,6 +260,9 @@ func (in *Ingester) report(items []item, acks []stream.Ack) {
 		if it := items[i]; in.opts.OnAck != nil && it.line > 0 {
 			in.opts.OnAck(it.id, a.Seq, a.Duplicate)
 		}
+		if it := items[i]; it.done != nil {
+			it.done(Ack{Seq: a.Seq, Duplicate: a.Duplicate})
+		}
 	}
 	in.statsMu.Lock()
 	in.stats.Duplicates += int64(dups)
@@ -277,6 +280,9 @@ func (in *Ingester) failLocked(err error, stored int) {
 		for _, it := range l {
 			if it.line > 0 && e.Line == 0 {
 				e.Line, e.EventID = it.line, eventIDOf(it.msg.Data)
+			}
+			if it.done != nil {
+				it.done(Ack{Err: e})
 			}
 		}
 	}
@@ -310,6 +316,35 @@ func (in *Ingester) beatLoop(ctx context.Context) {
 	}
 }
 
+// Submit queues one record (a JSON object, or what a producer sent as one)
+// to be stored in RAW after every record queued before it, as Publish
+// does, and calls done once with what became of it, from the sender's
+// goroutine (done must not block). It returns the record's event id, when
+// one could be read, and its verdict as far as the contract needs no state
+// (nil: it passes). It does not wait while Config.MaxInFlight records are
+// queued: it returns ErrBusy, the record not queued; nor after a failure
+// (*UnconfirmedError) or Close (ErrClosed). A blank record is ErrBlank.
+func (in *Ingester) Submit(rec []byte, done func(Ack)) (string, *contract.RejectError, error) {
+	if len(bytes.TrimSpace(rec)) == 0 {
+		return "", nil, ErrBlank
+	}
+	it, eventID, rej := in.buildChecked(rec)
+	it.done = done
+	in.mu.Lock()
+	if err := in.usableLocked(); err != nil {
+		in.mu.Unlock()
+		return eventID, rej, err
+	}
+	if len(in.queue) >= in.opts.MaxInFlight {
+		in.mu.Unlock()
+		return eventID, rej, ErrBusy
+	}
+	in.queueLocked(it, rej == nil)
+	in.mu.Unlock()
+	signal(in.kick)
+	return eventID, rej, nil
+}
+
 // Publish queues one NDJSON record (without its newline) to be stored in
 // RAW after every record published before it. It returns an error only
 // when ingest cannot go on: an earlier record could not be confirmed
@@ -335,7 +370,7 @@ func (in *Ingester) Publish(ctx context.Context, line []byte) error {
 		in.line++
 		return nil
 	}
-	it, ev, valid := in.build(line)
+	it, _, valid := in.build(line)
 	in.mu.Lock()
 	for {
 		if err := in.usableLocked(); err != nil {
@@ -354,6 +389,15 @@ func (in *Ingester) Publish(ctx context.Context, line []byte) error {
 		}
 		in.mu.Lock()
 	}
+	in.queueLocked(it, valid)
+	in.mu.Unlock()
+	signal(in.kick)
+	return nil
+}
+
+// queueLocked appends a record's item, counts it, and queues a heartbeat
+// after every HeartbeatEvery records. in.mu is held.
+func (in *Ingester) queueLocked(it item, valid bool) {
 	in.line++
 	it.line = in.line
 	it.queued = time.Now()
@@ -368,17 +412,14 @@ func (in *Ingester) Publish(ctx context.Context, line []byte) error {
 	in.statsMu.Unlock()
 	if valid {
 		in.dirty = true
-		if t := ev.OccurredAt.UnixMilli(); t > in.progress {
-			in.progress = t
+		if it.time > in.progress {
+			in.progress = it.time
 		}
 	}
 	in.sinceBeat++
 	if in.sinceBeat >= in.opts.HeartbeatEvery {
 		in.heartbeatLocked(in.progress, "n"+strconv.FormatInt(in.records, 10), false)
 	}
-	in.mu.Unlock()
-	signal(in.kick)
-	return nil
 }
 
 // usableLocked returns why nothing more may be published, if anything.
@@ -393,8 +434,17 @@ func (in *Ingester) usableLocked() error {
 	return nil
 }
 
-// build makes the RAW message of a record.
-func (in *Ingester) build(line []byte) (it item, ev contract.Event, valid bool) {
+// build makes the RAW message of a record; valid says whether the
+// contract accepts it (so it moves the source's progress).
+func (in *Ingester) build(line []byte) (it item, eventID string, valid bool) {
+	it, eventID, rej := in.buildChecked(line)
+	return it, eventID, rej == nil
+}
+
+// buildChecked makes the RAW message of a record and returns its event
+// id, when one could be read, and the contract's rejection of it, nil
+// when it passes.
+func (in *Ingester) buildChecked(line []byte) (it item, eventID string, rej *contract.RejectError) {
 	line = bytes.Trim(line, " \t\r\n")
 	now := in.opts.Now().UTC()
 	rec := line
@@ -404,19 +454,27 @@ func (in *Ingester) build(line []byte) (it item, ev contract.Event, valid bool) 
 	} else if stamped, ok := contract.StampIngestedAt(line, now); ok {
 		rec = stamped
 	}
-	var subject, msgID string
-	if !cut { // a cut record is too_large: the validator says so
-		var err error
-		ev, err = in.opts.Validator.Validate(rec, now)
-		valid = err == nil
+	var ev contract.Event
+	if cut { // a cut record is too_large: the validator says so
+		rej = contract.Reject(contract.ReasonTooLarge, contract.PeekEventID(rec), "%d bytes", len(line))
+	} else if e, err := in.opts.Validator.Validate(rec, now); err != nil {
+		var ok bool
+		if rej, ok = contract.AsReject(err); !ok {
+			rej = contract.Reject(contract.ReasonMalformedJSON, contract.PeekEventID(rec), "%v", err)
+		}
+	} else {
+		ev = e
 	}
-	if valid {
+	var subject, msgID string
+	if rej == nil {
 		subject = wire.For("").Subject(wire.Raw, window.Route(ev.PartitionKey, ev.EventID, in.opts.Partitions, in.opts.HotKeys))
 		msgID = ev.EventID + ":" + strconv.FormatUint(ev.Fingerprint, 16)
+		it.time, eventID = ev.OccurredAt.UnixMilli(), ev.EventID
 	} else {
 		sum := sha256.Sum256(line)
 		msgID = "x:" + hex.EncodeToString(sum[:12])
 		subject = wire.For("").Subject(wire.Raw, int(sum[0])%in.opts.Partitions)
+		eventID = rej.EventID
 	}
 	m := stream.NewMsg(subject, msgID, rec)
 	if in.opts.SourceID != "" {
@@ -425,7 +483,8 @@ func (in *Ingester) build(line []byte) (it item, ev contract.Event, valid bool) 
 	if cut {
 		m.Header.Set(wire.HdrOrigSize, strconv.Itoa(len(line)))
 	}
-	return item{msg: m, id: msgID}, ev, valid
+	it.msg, it.id = m, msgID
+	return it, eventID, rej
 }
 
 // heartbeatLocked queues progress to every partition, behind the records

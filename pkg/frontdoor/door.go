@@ -1,0 +1,303 @@
+package frontdoor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/ingest"
+)
+
+// Statuses of a record in an answer (docs/spec.md §10).
+const (
+	StatusStored    = "stored"
+	StatusDuplicate = "duplicate"
+	StatusInvalid   = "invalid"
+)
+
+// Result is the answer for one record.
+type Result struct {
+	// EventID is the record's event_id, when one could be read.
+	EventID string `json:"event_id,omitempty"`
+	Status  string `json:"status"`
+	// Reason is the contract's reason for an invalid record.
+	Reason string `json:"reason,omitempty"`
+	// Seq is the record's RAW sequence (the original's for a duplicate).
+	Seq uint64 `json:"seq"`
+}
+
+// Answer is the answer to one request. Code is its HTTP status (also the
+// NATS reply's Rf-Status header).
+type Answer struct {
+	Code       int      `json:"-"`
+	Results    []Result `json:"results"`
+	Stored     int      `json:"stored"`
+	Duplicates int      `json:"duplicates"`
+	Invalid    int      `json:"invalid"`
+	// Error says why the request was not (wholly) taken; empty on 200.
+	Error string `json:"error,omitempty"`
+	// RetryAfter is set with 503: when to send the records not stored again.
+	RetryAfter time.Duration `json:"-"`
+	// notStored counts the records of a 503 answer that it does not name.
+	notStored int
+}
+
+// Config configures a Door.
+type Config struct {
+	// MaxRequestBytes and MaxRequestEvents bound one request (413 beyond).
+	MaxRequestBytes  int64
+	MaxRequestEvents int
+	// MaxInflight bounds the records admitted and not yet answered, over
+	// every request of the instance (503 beyond).
+	MaxInflight int
+	// RetryAfter is the wait a 503 asks for (default 1s).
+	RetryAfter time.Duration
+	// Connected reports whether the connection to NATS is up (nil: always):
+	// while it is down the door answers 503 at once.
+	Connected func() bool
+}
+
+// Defaults of Config (docs/spec.md §10).
+const (
+	DefaultMaxRequestBytes  = 4 << 20
+	DefaultMaxRequestEvents = 1000
+	DefaultMaxInflight      = 20000
+)
+
+func (c Config) withDefaults() Config {
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.MaxRequestEvents <= 0 {
+		c.MaxRequestEvents = DefaultMaxRequestEvents
+	}
+	if c.MaxInflight <= 0 {
+		c.MaxInflight = DefaultMaxInflight
+	}
+	if c.RetryAfter <= 0 {
+		c.RetryAfter = time.Second
+	}
+	if c.Connected == nil {
+		c.Connected = func() bool { return true }
+	}
+	return c
+}
+
+// Door takes requests of both doors into one Ingester: the instance's
+// source (docs/spec.md §3.1). Safe for concurrent use.
+type Door struct {
+	cfg  Config
+	open func() *ingest.Ingester
+	m    *Metrics
+
+	mu       sync.Mutex
+	in       *ingest.Ingester
+	inflight atomic.Int64
+	closing  atomic.Bool
+	// failed is the last failure of RAW, cleared by a record stored since.
+	failed atomic.Pointer[error]
+}
+
+// New returns a Door whose records go to the Ingester open returns; open
+// is called again when an Ingester fails (RAW did not confirm a batch in
+// its RetryFor), so that the next request starts afresh. m (nil: none)
+// counts requests and records.
+func New(cfg Config, open func() *ingest.Ingester, m *Metrics) *Door {
+	d := &Door{cfg: cfg.withDefaults(), open: open, m: m.or()}
+	d.in = open()
+	return d
+}
+
+// MaxRequestBytes is the byte limit of one request.
+func (d *Door) MaxRequestBytes() int64 { return d.cfg.MaxRequestBytes }
+
+// NotReady says why the door cannot take records now, "" when it can.
+func (d *Door) NotReady() string {
+	switch {
+	case d.closing.Load():
+		return "stopping"
+	case !d.cfg.Connected():
+		return "NATS is not connected"
+	}
+	if err := d.failed.Load(); err != nil {
+		return "RAW did not confirm the last records: " + (*err).Error()
+	}
+	return ""
+}
+
+// unavailable is the 503 answer; results are those already known.
+func (d *Door) unavailable(a *Answer, why string) *Answer {
+	a.Code, a.Error, a.RetryAfter = http.StatusServiceUnavailable, why, d.cfg.RetryAfter
+	return a
+}
+
+// Submit takes one request's body of content type contentType (empty:
+// sniffed) from door ("http" or "nats") and answers it once every record
+// it calls stored is confirmed in RAW, or ctx ends (the records already
+// given to RAW are still stored; the answer then says 503).
+func (d *Door) Submit(ctx context.Context, door, contentType string, body []byte) *Answer {
+	began := time.Now()
+	a := d.submit(ctx, contentType, body)
+	d.m.observe(door, a, time.Since(began))
+	return a
+}
+
+func (d *Door) submit(ctx context.Context, contentType string, body []byte) *Answer {
+	a := &Answer{Results: []Result{}}
+	if int64(len(body)) > d.cfg.MaxRequestBytes {
+		a.Code, a.Error = http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes (--max-request-bytes); nothing stored", d.cfg.MaxRequestBytes)
+		return a
+	}
+	mt, err := mediaType(contentType, body)
+	if err != nil {
+		a.Code, a.Error = http.StatusUnsupportedMediaType, err.Error()+"; nothing stored"
+		return a
+	}
+	recs, err := split(mt, body)
+	if err != nil {
+		a.Code, a.Error = http.StatusBadRequest, err.Error()+"; nothing stored"
+		return a
+	}
+	if len(recs) > d.cfg.MaxRequestEvents {
+		a.Code, a.Error = http.StatusRequestEntityTooLarge, fmt.Sprintf("%d records, over %d (--max-request-events); nothing stored", len(recs), d.cfg.MaxRequestEvents)
+		return a
+	}
+	switch {
+	case d.closing.Load():
+		a.notStored = len(recs)
+		return d.unavailable(a, "the instance is stopping; nothing stored")
+	case !d.cfg.Connected():
+		a.notStored = len(recs)
+		return d.unavailable(a, "NATS is not connected; nothing stored")
+	}
+	n := int64(len(recs))
+	if d.inflight.Add(n) > int64(d.cfg.MaxInflight) {
+		d.inflight.Add(-n)
+		a.notStored = len(recs)
+		return d.unavailable(a, fmt.Sprintf("too many records in flight (--max-inflight-events %d); nothing stored", d.cfg.MaxInflight))
+	}
+	d.m.inflight.Add(float64(n))
+	defer func() {
+		d.inflight.Add(-n)
+		d.m.inflight.Sub(float64(n))
+	}()
+	return d.take(ctx, a, recs)
+}
+
+// pending is one record given to the Ingester.
+type pending struct {
+	res Result
+	ack ingest.Ack
+}
+
+// take gives recs to the Ingester in order and waits for their acks.
+func (d *Door) take(ctx context.Context, a *Answer, recs [][]byte) *Answer {
+	ps := make([]pending, len(recs))
+	var wg sync.WaitGroup
+	in := d.ingester()
+	var stop error // why the records from sent on were not given to RAW
+	sent := 0
+	for i, rec := range recs {
+		p := &ps[i]
+		wg.Add(1)
+		id, rej, err := in.Submit(rec, func(ack ingest.Ack) {
+			p.ack = ack
+			wg.Done()
+		})
+		if err != nil {
+			wg.Done()
+			stop = err
+			break
+		}
+		p.res.EventID = id
+		if rej != nil {
+			p.res.Status, p.res.Reason = StatusInvalid, string(rej.Reason)
+		}
+		sent++
+	}
+	waited := make(chan struct{})
+	go func() { wg.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		a.notStored = len(recs)
+		return d.unavailable(a, "the request ended before RAW confirmed its records: "+ctx.Err().Error()+"; send them again (what is stored is a duplicate)")
+	}
+	var failure error
+	for i := range sent {
+		p := &ps[i]
+		if p.ack.Err != nil {
+			failure = p.ack.Err
+			continue
+		}
+		r := p.res
+		r.Seq = p.ack.Seq
+		switch {
+		case r.Status == StatusInvalid:
+			a.Invalid++
+		case p.ack.Duplicate:
+			r.Status = StatusDuplicate
+			a.Duplicates++
+		default:
+			r.Status = StatusStored
+			a.Stored++
+		}
+		a.Results = append(a.Results, r)
+	}
+	if failure == nil && stop == nil {
+		a.Code = http.StatusOK
+		d.failed.Store(nil)
+		return a
+	}
+	if failure == nil {
+		failure = stop
+	}
+	var ue *ingest.UnconfirmedError
+	if errors.As(failure, &ue) || errors.Is(failure, ingest.ErrClosed) {
+		d.replace(in, failure)
+	}
+	why := "RAW cannot take the records now: " + failure.Error()
+	if errors.Is(failure, ingest.ErrBusy) {
+		why = "too many records in flight"
+	}
+	a.notStored = len(recs) - len(a.Results)
+	return d.unavailable(a, why+"; the results name the records stored, send the others again")
+}
+
+// ingester is the current Ingester.
+func (d *Door) ingester() *ingest.Ingester {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.in
+}
+
+// replace puts a fresh Ingester in place of failed, which err stopped;
+// records already queued behind the failure were answered with it.
+func (d *Door) replace(failed *ingest.Ingester, err error) {
+	d.failed.Store(&err)
+	if d.closing.Load() {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.in != failed {
+		return
+	}
+	go failed.Close(context.Background())
+	d.in = d.open()
+}
+
+// Close stops admitting (every request from now on is 503), then closes
+// the Ingester: what it holds is stored, and the source leaves
+// (docs/spec.md §3.1). Call it once the requests in flight are answered.
+func (d *Door) Close(ctx context.Context) error {
+	d.closing.Store(true)
+	return d.ingester().Close(ctx)
+}
+
+// Drain stops admitting new requests (503) without closing the Ingester.
+func (d *Door) Drain() { d.closing.Store(true) }

@@ -1,0 +1,60 @@
+package frontdoor
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// The NATS door (docs/spec.md §10): a micro service, so that `nats micro
+// info ingest` and `nats micro stats ingest` show it like any NATS service.
+const (
+	ServiceName = "ingest"
+	Subject     = "rf.submit"
+	QueueGroup  = "ingest"
+	// HdrStatus carries the answer's status code on a NATS reply.
+	HdrStatus = "Rf-Status"
+	// ServiceVersion is the micro service's version (semantic, as micro
+	// requires): that of the door's interface.
+	ServiceVersion = "1.0.0"
+)
+
+// AnswerTimeout bounds how long a NATS request waits for RAW: a requester
+// waits no longer than its own time-out anyway.
+const AnswerTimeout = time.Minute
+
+// ServeNATS adds the NATS door on nc: the micro service ServiceName of
+// version with the endpoint Subject in queue group QueueGroup. Each
+// request is answered on its own goroutine, once RAW confirmed its
+// records. A request without a reply subject stores nothing (there is
+// nobody to tell what became of it). Stop the returned service to stop
+// taking requests.
+func (d *Door) ServeNATS(nc *nats.Conn, version string) (micro.Service, error) {
+	return micro.AddService(nc, micro.Config{
+		Name: ServiceName, Version: version, QueueGroup: QueueGroup,
+		Description: "receiptflow's front door: submit NDJSON, a JSON object or a JSON array of events (docs/spec.md §10)",
+		Endpoint: &micro.EndpointConfig{Subject: Subject, Handler: micro.HandlerFunc(func(req micro.Request) {
+			if req.Reply() == "" {
+				d.m.refused.WithLabelValues("nats", "no_reply").Inc()
+				return
+			}
+			body := req.Data()
+			ct := req.Headers().Get("Content-Type")
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), AnswerTimeout)
+				defer cancel()
+				a := d.Submit(ctx, "nats", ct, body)
+				b, _ := json.Marshal(a)
+				h := micro.Headers{HdrStatus: []string{strconv.Itoa(a.Code)}}
+				if a.RetryAfter > 0 {
+					h["Retry-After"] = []string{strconv.Itoa(max(1, int(a.RetryAfter.Round(time.Second)/time.Second)))}
+				}
+				_ = req.Respond(b, micro.WithHeaders(h))
+			}()
+		})},
+	})
+}
