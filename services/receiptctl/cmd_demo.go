@@ -20,6 +20,7 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/demo"
 	"github.com/receiptflow/receiptflow/pkg/explain"
 	"github.com/receiptflow/receiptflow/pkg/failpoint"
+	"github.com/receiptflow/receiptflow/pkg/frontdoor"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/pipeline"
 	"github.com/receiptflow/receiptflow/pkg/probe"
@@ -29,10 +30,13 @@ import (
 // where its dashboard, metrics and servers are.
 type demoURLs struct {
 	Dashboard string `json:"dashboard"`
-	Metrics   string `json:"metrics"`
-	NATS      string `json:"nats"`
-	Redis     string `json:"redis"`
-	DataDir   string `json:"data_dir"`
+	// Ingest is the front door's HTTP door, where the feed sends its
+	// records (docs/spec.md §10).
+	Ingest  string `json:"ingest"`
+	Metrics string `json:"metrics"`
+	NATS    string `json:"nats"`
+	Redis   string `json:"redis"`
+	DataDir string `json:"data_dir"`
 }
 
 // demoIdleFor is how long the demo's source stays silent when --idle-for
@@ -51,6 +55,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	idleFor := fs.Duration("idle-for", 0, "how long the source stays silent (default: --stale-after + 90s, so that STALE shows for 90 s)")
 	rows := fs.Int("rows", 12, "table rows (most recent windows)")
 	listen := fs.String("listen", "127.0.0.1:8080", "address of the dashboard (the live web page and /metrics)")
+	ingestListen := fs.String("ingest-listen", "127.0.0.1:8090", "address of the front door's HTTP door (POST /v1/events), through which the feed sends its records; a loopback address")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -59,6 +64,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if *idleFor < 0 || *rows < 1 {
 		return usageError("--idle-for must not be negative, --rows at least 1")
+	}
+	if !frontdoor.Loopback(*ingestListen) {
+		return usageError("--ingest-listen %s: the demo's front door admits no tokens, so it serves a loopback address only", *ingestListen)
 	}
 	if *idleFor == 0 {
 		*idleFor = demoIdleFor(c.StaleAfter)
@@ -97,8 +105,29 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	go func() { dashDone <- dash.Run(dashCtx) }()
 	defer func() { stopDash(); <-dashDone }()
 
+	// The front door, as a deployment's ingest service runs it: the feed
+	// sends its records through it, as any producer would.
+	door := frontdoor.New(frontdoor.Config{}, func() *ingest.Ingester {
+		return ingest.New(p.Admin.JS, ingest.Config{Partitions: c.Partitions, HotKeys: c.Hot(), Validator: p.Validator, HeartbeatEvery: 50,
+			HeartbeatInterval: time.Second, Linger: c.Waits().IngestLinger, SourceID: "demo-ingest"})
+	}, frontdoor.NewMetrics(reg))
+	dln, err := net.Listen("tcp", *ingestListen)
+	if err != nil {
+		return probe.ListenHint("--ingest-listen", *ingestListen, fmt.Errorf("front door: %w", err))
+	}
+	doorSrv := frontdoor.NewServer(door.Handler(nil), frontdoor.Timeouts{})
+	go doorSrv.Serve(frontdoor.LimitListener(dln, frontdoor.DefaultMaxConnections))
+	defer func() {
+		door.Drain()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = doorSrv.Shutdown(sctx)
+		_ = door.Close(sctx)
+	}()
+
 	base := "http://" + ln.Addr().String()
-	urls := demoURLs{Dashboard: base + "/", Metrics: base + "/metrics", NATS: p.NATSURL, Redis: p.RedisURL, DataDir: p.DataDir()}
+	urls := demoURLs{Dashboard: base + "/", Ingest: "http://" + dln.Addr().String() + frontdoor.Path, Metrics: base + "/metrics",
+		NATS: p.NATSURL, Redis: p.RedisURL, DataDir: p.DataDir()}
 	urlsFile := filepath.Join(p.DataDir(), "urls.json")
 	if err := writeArtifact(urlsFile, func(w io.Writer) error {
 		e := json.NewEncoder(w)
@@ -108,18 +137,18 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	banner := fmt.Sprintf("receiptflow demo · %d partitions · Ctrl-C to stop\n"+
-		"  dashboard  %s\n  metrics    %s\n  NATS       %s\n  Redis      %s\n  (these in %s)\n"+
-		"  feed       sample submissions, and every %s one fault case, named in a \"feed:\" line with what it sends\n",
-		c.Partitions, urls.Dashboard, urls.Metrics, urls.NATS, urls.Redis, urlsFile, *caseEvery)
+		"  dashboard  %s\n  ingest     %s (POST events; nats req rf.submit on NATS)\n  metrics    %s\n  NATS       %s\n  Redis      %s\n  (these in %s)\n"+
+		"  feed       sample submissions through the front door, and every %s one fault case, named in a \"feed:\" line with what it sends\n"+
+		"  try        %s\n",
+		c.Partitions, urls.Dashboard, urls.Ingest, urls.Metrics, urls.NATS, urls.Redis, urlsFile, *caseEvery, curlLine(urls.Ingest, time.Now()))
 	tty := isTerminal(stdout)
 	if !tty {
 		io.WriteString(stdout, banner) // once; a terminal keeps it at the top
 	}
 	scr := newScreen(stdout, tty, banner, *rows)
 
-	in := ingest.New(p.Admin.JS, ingest.Config{Partitions: c.Partitions, HotKeys: c.Hot(), Validator: p.Validator, HeartbeatEvery: 50, HeartbeatInterval: time.Second,
-		Linger: c.Waits().IngestLinger})
-	defer in.Close(context.Background())
+	in := demo.NewHTTPSink(urls.Ingest, "")
+	defer in.Close()
 	feedErr := make(chan error, 1)
 	cases := make(chan string, 16)
 	go func() {
@@ -152,6 +181,14 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 		}
 	}
+}
+
+// curlLine is a command a newcomer can paste to send one submission of
+// now to the front door at url.
+func curlLine(url string, now time.Time) string {
+	ev := fmt.Sprintf(`{"schema_version":2,"event_id":"try-%d","receipt_id":"r-try","type":"submitted","occurred_at":"%s","partition_key":"store-try","producer_version":"curl"}`,
+		now.Unix(), now.UTC().Format(time.RFC3339))
+	return "curl -sS " + url + " -H 'Content-Type: application/x-ndjson' --data-binary '" + ev + "'"
 }
 
 // feedLine is the demo's line for a case the feed just sent: its name and

@@ -50,7 +50,7 @@ func TestDemoBannerURLsMetricsAndStale(t *testing.T) {
 	var out, errb syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"demo", "--listen", "127.0.0.1:0", "--data-dir", dir,
+		done <- run(ctx, []string{"demo", "--listen", "127.0.0.1:0", "--ingest-listen", "127.0.0.1:0", "--data-dir", dir,
 			"--case-every", "1s", "--idle-every", "4s", "--stale-after", "3s"}, &out, &errb)
 	}()
 	stop := func() int {
@@ -79,7 +79,7 @@ func TestDemoBannerURLsMetricsAndStale(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(dir, "urls.json"))
 		return err == nil && json.Unmarshal(b, &urls) == nil
 	})
-	for _, u := range []string{urls.Dashboard, urls.Metrics, urls.NATS, urls.Redis} {
+	for _, u := range []string{urls.Dashboard, urls.Ingest, urls.Metrics, urls.NATS, urls.Redis} {
 		if u == "" || !strings.Contains(out.String(), u) {
 			t.Errorf("the banner does not show %q (urls.json %+v):\n%s", u, urls, out.String())
 		}
@@ -101,6 +101,26 @@ func TestDemoBannerURLsMetricsAndStale(t *testing.T) {
 	}
 	if code, _ := get(urls.Dashboard); code != 200 {
 		t.Errorf("GET %s: %d", urls.Dashboard, code)
+	}
+	// The banner's curl line works as printed: the front door stores it.
+	var try string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if after, ok := strings.CutPrefix(strings.TrimSpace(l), "try        "); ok {
+			try = after
+		}
+	}
+	_, data, ok := strings.Cut(try, "--data-binary '")
+	if !strings.HasPrefix(try, "curl -sS "+urls.Ingest+" ") || !ok {
+		t.Fatalf("no curl line for %s in the banner:\n%s", urls.Ingest, out.String())
+	}
+	resp, err := http.Post(urls.Ingest, "application/x-ndjson", strings.NewReader(strings.TrimSuffix(data, "'")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(answer), `"status":"stored"`) {
+		t.Errorf("the banner's curl line: %d %s", resp.StatusCode, answer)
 	}
 	wait("window line", func() bool { return strings.Contains(out.String(), " window ") })
 	// The consumer backlog gauges the docs name (docs/alerts.md,
