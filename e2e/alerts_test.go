@@ -134,6 +134,8 @@ func TestAlertRuleTestsCatchABrokenRule(t *testing.T) {
 		{"ReceiptflowRedisFull", "receiptflow_windower_redis_full == 1", "receiptflow_windower_redis_full == 2"},
 		// A policy set right within the minute alerts anyway.
 		{"ReceiptflowRedisUnsafeEviction", "receiptflow_publisher_redis_unsafe_eviction_policy == 1\n        for: 1m", "receiptflow_publisher_redis_unsafe_eviction_policy == 1\n        for: 0s"},
+		// A trickle of 503s alerts.
+		{"ReceiptflowIngestUnavailable", `increase(receiptflow_ingest_requests_total{code=~"5.."}[5m])) > 10`, `increase(receiptflow_ingest_requests_total{code=~"5.."}[5m])) > 1`},
 	}
 	for _, b := range breaks {
 		t.Run(b.alert, func(t *testing.T) {
@@ -242,7 +244,7 @@ func TestAlertRulesAreTestedAndDocumented(t *testing.T) {
 	metric := regexp.MustCompile(`receiptflow_[a-z_]+`)
 	want := []string{"ReceiptflowSourceStale", "ReceiptflowBacklogGrowing", "ReceiptflowCorrectionSpike",
 		"ReceiptflowRejectRateSpike", "ReceiptflowWatermarkStuck", "ReceiptflowConsumerNotReady", "ReceiptflowRedisStateRegressed",
-		"ReceiptflowBrokerStoreFull", "ReceiptflowRedisFull", "ReceiptflowRedisUnsafeEviction"}
+		"ReceiptflowBrokerStoreFull", "ReceiptflowRedisFull", "ReceiptflowRedisUnsafeEviction", "ReceiptflowIngestUnavailable"}
 	var names []string
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
