@@ -111,8 +111,8 @@ func logDir(t *testing.T) string {
 	return d
 }
 
-// binaries builds the three service binaries and receiptctl once (or
-// returns $RECEIPTFLOW_FAULTS_BIN).
+// binaries builds the service binaries and receiptctl once (or returns
+// $RECEIPTFLOW_FAULTS_BIN).
 func binaries(t *testing.T) string {
 	t.Helper()
 	if dir := os.Getenv(binariesEnv); dir != "" {
@@ -120,6 +120,7 @@ func binaries(t *testing.T) string {
 	}
 	buildOnce.Do(func() {
 		cmd := exec.Command("go", "build", "-o", binDir+"/",
+			"github.com/receiptflow/receiptflow/services/ingest",
 			"github.com/receiptflow/receiptflow/services/validator",
 			"github.com/receiptflow/receiptflow/services/windower",
 			"github.com/receiptflow/receiptflow/services/publisher",
