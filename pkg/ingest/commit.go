@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
 // item is one message of the single ordered sequence an Ingester writes
@@ -40,8 +41,12 @@ type Ack struct {
 // newCommitter returns the sender's committer to RAW: a full store is
 // retried like a restarting server, and a batch failing for long moves the
 // connection to another server (docs/recovery.md).
-func newCommitter(js jetstream.JetStream, batchMax int, retryFor time.Duration) *stream.Committer {
-	return stream.NewCommitter(js, stream.CommitterConfig{BatchMax: batchMax, RetryFor: retryFor, RetryStoreFull: true, MoveOn: true, SubjectLasts: true})
+func newCommitter(js jetstream.JetStream, batchMax int, retryFor time.Duration, whileQuorum bool) *stream.Committer {
+	cfg := stream.CommitterConfig{BatchMax: batchMax, RetryFor: retryFor, RetryStoreFull: true, MoveOn: true, SubjectLasts: true}
+	if whileQuorum {
+		cfg.WhileStream = wire.Raw
+	}
+	return stream.NewCommitter(js, cfg)
 }
 
 // commit stores items in RAW in order through c and returns RAW's answer

@@ -64,6 +64,10 @@ type Config struct {
 	// RetryFor bounds how long one batch (or one message) is retried
 	// before ingest gives up with an *UnconfirmedError (default 30s).
 	RetryFor time.Duration
+	// WhileQuorum retries past RetryFor while RAW's leader answers (a
+	// quorum is reachable): stream.CommitterConfig.WhileStream. A file's
+	// ingest sets it; the front door, which answers 503 instead, does not.
+	WhileQuorum bool
 	// Now stamps ingested_at (default time.Now).
 	Now func() time.Time
 	// OnAck, if set, is called (from one goroutine, in publish order) with
@@ -158,7 +162,7 @@ func New(js jetstream.JetStream, opts Config) *Ingester {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	in.stop = cancel
-	go in.send(ctx, newCommitter(js, opts.BatchMax, opts.RetryFor))
+	go in.send(ctx, newCommitter(js, opts.BatchMax, opts.RetryFor, opts.WhileQuorum))
 	if opts.HeartbeatInterval > 0 {
 		go in.beatLoop(ctx)
 	}

@@ -65,6 +65,13 @@ type CommitterConfig struct {
 	// atomic batch: where each subject's messages of the batch end (the
 	// validator's barrier reads it on RAW).
 	SubjectLasts bool
+	// WhileStream, when set, names the stream the Committer writes: once
+	// RetryFor has passed on passing failures other than a full store, the
+	// retries start again if the stream's leader answers STREAM.INFO within
+	// another RetryFor. A leader answering means a quorum is reachable
+	// (docs/spec.md §4: never give up while a quorum is reachable); only
+	// when none answers for that long does Commit give up.
+	WhileStream string
 }
 
 func (c CommitterConfig) withDefaults() CommitterConfig {
@@ -242,7 +249,7 @@ func (c *Committer) walkDuplicates(ctx context.Context, msgs []*nats.Msg, send [
 func (c *Committer) storeOne(ctx context.Context, msgs []*nats.Msg, i int, acks []Ack) (dup bool, err error) {
 	m := msgs[i]
 	var sent time.Time
-	ack, err := RetryOp(ctx, c.backoff(), c.retryable, c.moveOn(), func(ctx context.Context) (*jetstream.PubAck, error) {
+	ack, err := retryWhileStream(ctx, c, func(ctx context.Context) (*jetstream.PubAck, error) {
 		sent = time.Now()
 		f, err := c.js.PublishMsgAsync(withoutBatchHeaders(m), jetstream.WithRetryAttempts(0))
 		if err != nil {
@@ -262,11 +269,35 @@ func (c *Committer) storeOne(ctx context.Context, msgs []*nats.Msg, i int, acks 
 // attempt was sent and the commit's sequence (the batch's last).
 func (c *Committer) commitRetrying(ctx context.Context, msgs []*nats.Msg, part []int) (time.Time, uint64, error) {
 	var sent time.Time
-	last, err := RetryOp(ctx, c.backoff(), c.retryable, c.moveOn(), func(ctx context.Context) (uint64, error) {
+	last, err := retryWhileStream(ctx, c, func(ctx context.Context) (uint64, error) {
 		sent = time.Now()
 		return c.commit(ctx, msgs, part)
 	})
 	return sent, last, err
+}
+
+// retryWhileStream is RetryOp of op on c's schedule, again for another
+// RetryFor each time it gives up on a passing failure (not a full store)
+// while CommitterConfig.WhileStream's leader answers.
+func retryWhileStream[T any](ctx context.Context, c *Committer, op func(context.Context) (T, error)) (T, error) {
+	for {
+		v, err := RetryOp(ctx, c.backoff(), c.retryable, c.moveOn(), op)
+		if err == nil || c.cfg.WhileStream == "" || ctx.Err() != nil || !c.retryable(err) || StoreFull(err) || !c.streamAnswers(ctx) {
+			return v, err
+		}
+	}
+}
+
+// streamAnswers reports whether WhileStream's leader answers STREAM.INFO
+// within another RetryFor (each request bounded, the connection moving on
+// as for a publish).
+func (c *Committer) streamAnswers(ctx context.Context) bool {
+	_, err := RetryOp(ctx, c.backoff(), connect.Transient, c.moveOn(), func(ctx context.Context) (jetstream.Stream, error) {
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return c.js.Stream(ictx, c.cfg.WhileStream)
+	})
+	return err == nil
 }
 
 // commit sends one attempt of an atomic batch under a new batch id and

@@ -37,7 +37,7 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	ensure := fs.Bool("ensure-streams", envBool("RECEIPTS_ENSURE_STREAMS", true),
 		"create the streams and buckets if RAW does not exist yet (env RECEIPTS_ENSURE_STREAMS); needs admin rights. When RAW exists ingest only looks it up, so the least-privilege ingest user needs no create rights")
 	retryFor := fs.Duration("retry-for", 30*time.Second,
-		"how long to keep retrying a batch the broker does not confirm (restarts, leader elections, a full store) before giving up with exit 1, naming the first unconfirmed record")
+		"how long to keep retrying a batch the broker does not confirm (restarts, leader elections, a full store) before giving up with exit 1, naming the first unconfirmed record; while RAW's leader still answers (a quorum is reachable) the retries go on")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func cmdIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	in := ingest.New(conn.JS, ingest.Config{Partitions: c.Partitions, HotKeys: c.Hot(), Validator: v, HeartbeatEvery: c.HeartbeatEvery,
-		EndOfStream: *eos, RetryFor: *retryFor, Linger: c.Waits().IngestLinger, SourceID: *sourceID, HeartbeatInterval: *beatEvery})
+		EndOfStream: *eos, RetryFor: *retryFor, Linger: c.Waits().IngestLinger, SourceID: *sourceID, HeartbeatInterval: *beatEvery, WhileQuorum: true})
 	began := time.Now()
 	st, err := ingest.File(ctx, in, r, func(s ingest.Stats) {
 		fmt.Fprintf(stderr, "ingest: %d records, %d published, %d duplicates\n", s.Records, s.Published, s.Duplicates)
