@@ -31,7 +31,35 @@ import (
 const deployRoot = ".." // the repository, from e2e/
 
 // deployNATSUsers are the principals of deploy/nats/auth.conf.
-var deployNATSUsers = []string{"admin", "dashboard", "ingest", "publisher", "validator", "windower"}
+var deployNATSUsers = []string{"admin", "dashboard", "ingest", "producer", "publisher", "validator", "windower"}
+
+// deployIngestSubscribe is what the ingest user may subscribe to besides
+// its inbox: the front door's NATS endpoint in its queue group only, and
+// the micro service's discovery subjects (docs/spec.md §10).
+var deployIngestSubscribe = []string{"rf.submit ingest",
+	"$SRV.PING", "$SRV.INFO", "$SRV.STATS",
+	"$SRV.PING.ingest", "$SRV.INFO.ingest", "$SRV.STATS.ingest",
+	"$SRV.PING.ingest.*", "$SRV.INFO.ingest.*", "$SRV.STATS.ingest.*"}
+
+// deployRawWriters are the users whose publish rights reach rf.raw.*:
+// the operator (admin) and the writers of RAW (ingest: the ingest service
+// and receiptctl ingest). Nobody else may put anything into RAW.
+var deployRawWriters = []string{"admin", "ingest"}
+
+// natsSubjectMatch reports whether subject (no wildcards) matches the NATS
+// subject pattern (with * and >).
+func natsSubjectMatch(pattern, subject string) bool {
+	pt, st := strings.Split(pattern, "."), strings.Split(subject, ".")
+	for i, p := range pt {
+		if p == ">" {
+			return len(st) > i
+		}
+		if i >= len(st) || (p != "*" && p != st[i]) {
+			return false
+		}
+	}
+	return len(pt) == len(st)
+}
 
 func TestDeployNATSConfig(t *testing.T) {
 	opts, err := server.ProcessConfigFile(secNATSConf)
@@ -64,15 +92,37 @@ func TestDeployNATSConfig(t *testing.T) {
 			t.Errorf("user %s has no publish and subscribe allow lists", u.Username)
 			continue
 		}
-		if got, want := p.Subscribe.Allow, []string{"_INBOX." + u.Username + ".>"}; !equalStrings(got, want) {
-			t.Errorf("user %s may subscribe to %v, want only its own inbox %v", u.Username, got, want)
+		want := []string{"_INBOX." + u.Username + ".>"}
+		if u.Username == "ingest" {
+			want = append(want, deployIngestSubscribe...)
+		}
+		if got := p.Subscribe.Allow; !equalStrings(got, want) {
+			t.Errorf("user %s may subscribe to %v, want only its own inbox and what its code serves %v", u.Username, got, want)
+		}
+		if p.Publish.Deny != nil || p.Subscribe.Deny != nil || p.Response != nil {
+			t.Errorf("user %s has deny lists or allow_responses: the allow lists alone say what it may do", u.Username)
+		}
+		// Who may put anything into RAW.
+		writesRaw := false
+		for _, pat := range p.Publish.Allow {
+			for part := 0; part < 8; part++ {
+				if natsSubjectMatch(pat, fmt.Sprintf("rf.raw.%d", part)) {
+					writesRaw = true
+				}
+			}
+		}
+		if writesRaw != containsString(deployRawWriters, u.Username) {
+			t.Errorf("user %s may publish to rf.raw.*: %v; only %v may", u.Username, writesRaw, deployRawWriters)
+		}
+		if u.Username == "producer" && !equalStrings(p.Publish.Allow, []string{"rf.submit"}) {
+			t.Errorf("user producer may publish to %v, want only the front door rf.submit", p.Publish.Allow)
 		}
 		if u.Username == "admin" {
 			continue
 		}
 		for _, s := range p.Publish.Allow {
 			switch s {
-			case ">", "$JS.>", "$JS.API.>", "$KV.>", "rf.>", "$JS.ACK.>", "$JS.API.CONSUMER.>", "$JS.API.STREAM.>":
+			case ">", "$JS.>", "$JS.API.>", "$KV.>", "rf.>", "$JS.ACK.>", "$JS.API.CONSUMER.>", "$JS.API.STREAM.>", "_INBOX.>", "$SRV.>":
 				t.Errorf("service user %s has the blanket publish permission %q", u.Username, s)
 			}
 		}

@@ -393,6 +393,23 @@ func TestSecurityNATSRefusesOutsideRights(t *testing.T) {
 				_, err := c.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "EVIL", Subjects: []string{"evil.>"}})
 				return err
 			}},
+			// It answers producers and the operator, nobody else.
+			{"write into the validator's inbox", "_INBOX.validator.x", plainPublish("_INBOX.validator.x")},
+			{"submit to the front door", "rf.submit", plainPublish("rf.submit")},
+		},
+		// The front door's NATS producers (docs/spec.md §10): a request to
+		// rf.submit and its answer, nothing else.
+		"producer": {
+			{"forge input", "rf.raw.0", jsPublish("rf.raw.0")},
+			{"forge input without an ack", "rf.raw.7", plainPublish("rf.raw.7")},
+			{"publish a validated event", "rf.valid.0", jsPublish("rf.valid.0")},
+			{"call the JetStream API", "$JS.API.INFO", func(ctx context.Context, c *secConn) error { _, err := c.JS.AccountInfo(ctx); return err }},
+			{"look RAW up", "$JS.API.STREAM.INFO.RAW", func(ctx context.Context, c *secConn) error { _, err := c.JS.Stream(ctx, "RAW"); return err }},
+			{"read RAW", "$JS.API.CONSUMER.CREATE.RAW.peek.rf.raw.0", createConsumer("RAW", "peek", "rf.raw.0")},
+			{"read the bucket", getKey, apiRequest(getKey)},
+			{"write the bucket", kvKey, jsPublish(kvKey)},
+			{"forge an ack to the ingest service", "_INBOX.ingest.x", plainPublish("_INBOX.ingest.x")},
+			{"ask the micro services", "$SRV.INFO.ingest", apiRequest("$SRV.INFO.ingest")},
 		},
 		"validator": {
 			{"forge input", "rf.raw.0", jsPublish("rf.raw.0")},
@@ -457,7 +474,8 @@ func TestSecurityNATSRefusesOutsideRights(t *testing.T) {
 		},
 	}
 	subs := map[string][]string{
-		"ingest":    {"rf.>", "_INBOX.>"},
+		"ingest":    {"rf.>", "_INBOX.>", "rf.submit", "_INBOX.producer.>", "$SRV.>"},
+		"producer":  {"rf.raw.>", "rf.>", "rf.submit", "_INBOX.>", "_INBOX.ingest.>", "$SRV.>", "$JS.>"},
 		"validator": {"rf.raw.>", "_INBOX.>", "_INBOX.windower.>"},
 		"windower":  {"rf.>", "_INBOX.validator.>"},
 		"publisher": {"$KV.>", "_INBOX.dashboard.>"},
