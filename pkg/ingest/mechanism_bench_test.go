@@ -97,7 +97,7 @@ func BenchmarkMechanism(b *testing.B) {
 	}
 	b.Run("atomic", func(b *testing.B) {
 		run(b, func() {
-			c := newCommitter(js, 1000, 30*time.Second)
+			c := newCommitter(js, 1000, 30*time.Second, false)
 			for k := 0; k < len(items); k += 1000 {
 				if _, err := commit(ctx, c, items[k:min(k+1000, len(items))]); err != nil {
 					b.Fatal(err)

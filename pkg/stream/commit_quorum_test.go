@@ -26,7 +26,9 @@ func TestCommitGoesOnWhileTheStreamAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Nothing takes "late.>" yet: every attempt fails (no responders).
-	msg := func(n string) *nats.Msg { return &nats.Msg{Subject: "late.0", Header: nats.Header{jetstream.MsgIDHeader: []string{n}}, Data: []byte(n)} }
+	msg := func(n string) *nats.Msg {
+		return &nats.Msg{Subject: "late.0", Header: nats.Header{jetstream.MsgIDHeader: []string{n}}, Data: []byte(n)}
+	}
 	const retryFor = 300 * time.Millisecond
 
 	began := time.Now()
