@@ -26,6 +26,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/receiptflow/receiptflow/pkg/auth"
 )
 
 const deployRoot = ".." // the repository, from e2e/
@@ -407,7 +409,9 @@ func TestDeployCompose(t *testing.T) {
 				t.Errorf("service %s: %s user %s reads %s, want %s", name, pair[2], user, file, secPasswordFile(pair[2], user))
 			}
 		}
-		if (env["REDIS_URL"] != "" || env["NATS_USER"] != "") && name != "setup" && name != "dashboard" {
+		// The ingest service creates nothing either: it has no such flag and
+		// waits for RAW (docs/spec.md §10).
+		if (env["REDIS_URL"] != "" || env["NATS_USER"] != "") && name != "setup" && name != "dashboard" && name != "ingest" {
 			if env["RECEIPTS_ENSURE_STREAMS"] != "false" {
 				t.Errorf("service %s may try to create streams (RECEIPTS_ENSURE_STREAMS=%q)", name, env["RECEIPTS_ENSURE_STREAMS"])
 			}
@@ -450,10 +454,23 @@ func TestDeployCompose(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"setup", "validator", "windower", "publisher", "dashboard", "redis"} {
+	for _, name := range []string{"setup", "validator", "windower", "publisher", "dashboard", "ingest", "redis"} {
 		if _, ok := c.Services[name]; !ok {
 			t.Errorf("service %s missing", name)
 		}
+	}
+	// The front door: NATS only, as the ingest user, its HTTP door on all
+	// interfaces of the container behind a tokens file (a compose secret),
+	// published on 127.0.0.1:8090, and time to drain on SIGTERM.
+	if s := c.Services["ingest"]; s.Environment["NATS_USER"] != "ingest" || s.Environment["REDIS_URL"] != "" ||
+		!strings.Contains(strings.Join(s.Command, " "), "--listen 0.0.0.0:8090") || !containsString(s.Ports, "127.0.0.1:8090:8090") ||
+		s.Environment["RECEIPTS_HTTP_ADDR"] == "" {
+		t.Errorf("ingest: want NATS user ingest, no Redis, --listen 0.0.0.0:8090 published on 127.0.0.1:8090, RECEIPTS_HTTP_ADDR; got %v %v %v", s.Command, s.Environment, s.Ports)
+	} else if tf := s.Environment["RECEIPTS_TOKENS_FILE"]; tf == "" {
+		t.Errorf("ingest listens beyond loopback without RECEIPTS_TOKENS_FILE")
+	} else {
+		sec, _ := strings.CutPrefix(tf, "/run/secrets/")
+		deployCheckTokens(t, "compose ingest", filepath.Join(deployRoot, c.Secrets[sec].File))
 	}
 	if s := c.Services["setup"]; !containsString(s.Command, "--ensure-only") || !containsString(s.Command, "3") || s.Environment["NATS_USER"] != "admin" {
 		t.Errorf("the set-up job must run --ensure-only --replicas 3 as admin: %v %v", s.Command, s.Environment)
@@ -512,6 +529,28 @@ func TestDeployCompose(t *testing.T) {
 	ver, _ := exec.Command(compose[0], append(compose[1:], "version", "--short")...).Output()
 	t.Logf("%s config accepts the file (version %s)", strings.Join(compose, " "), strings.TrimSpace(string(ver)))
 }
+
+// deployCheckTokens checks a tokens file of the ingest service: it loads
+// as the service loads it (name:sha256-hex lines), and admits the dev
+// token the docs name (docs/deployment.md) and nothing else.
+func deployCheckTokens(t *testing.T, who, path string) {
+	t.Helper()
+	tokens, err := auth.LoadTokens(path)
+	if err != nil {
+		t.Errorf("%s: %v", who, err)
+		return
+	}
+	if name, ok := tokens.Check(deployDevToken); !ok || name != "dev" {
+		t.Errorf("%s: %s does not admit the documented dev token as \"dev\"", who, path)
+	}
+	if _, ok := tokens.Check("not-" + deployDevToken); ok {
+		t.Errorf("%s: %s admits a token it should not", who, path)
+	}
+}
+
+// deployDevToken is the dev bearer token of deploy/secrets/dev/ingest.tokens,
+// documented in docs/deployment.md (local use only).
+const deployDevToken = "rf-dev-token-local-only"
 
 // deployCheckDockerfile checks a service Dockerfile: multi-stage, a static
 // build of an existing services/<dir>, a non-root numeric user.
@@ -815,20 +854,26 @@ func TestDeployKubernetes(t *testing.T) {
 	}
 	// Every HorizontalPodAutoscaler scales a validator or windower
 	// Deployment that exists, between 1 and at most P replicas (more would
-	// idle: a partition is the unit of work).
+	// idle: a partition is the unit of work), or the ingest Deployment
+	// (no partitions: not bounded by P).
 	if len(byKind["HorizontalPodAutoscaler"]) == 0 {
 		t.Errorf("no HorizontalPodAutoscaler example")
 	}
 	for name, h := range byKind["HorizontalPodAutoscaler"] {
 		ref := h.get("spec", "scaleTargetRef")
 		target := fmt.Sprint(ref["name"])
-		if ref["kind"] != "Deployment" || byKind["Deployment"][target] == nil || (target != "validator" && target != "windower") {
-			t.Errorf("HorizontalPodAutoscaler %s scales %v %v, want the validator or windower Deployment", name, ref["kind"], target)
+		if ref["kind"] != "Deployment" || byKind["Deployment"][target] == nil || (target != "validator" && target != "windower" && target != "ingest") {
+			t.Errorf("HorizontalPodAutoscaler %s scales %v %v, want the validator, windower or ingest Deployment", name, ref["kind"], target)
 		}
-		if lo, hi := asInt(h.get("spec")["minReplicas"]), asInt(h.get("spec")["maxReplicas"]); lo < 1 || hi < lo || hi > 8 {
+		lo, hi := asInt(h.get("spec")["minReplicas"]), asInt(h.get("spec")["maxReplicas"])
+		if target != "ingest" && (lo < 1 || hi < lo || hi > 8) {
 			t.Errorf("HorizontalPodAutoscaler %s: replicas %d..%d, want 1 <= min <= max <= 8 (P)", name, lo, hi)
 		}
+		if target == "ingest" && (lo < 1 || hi < lo) {
+			t.Errorf("HorizontalPodAutoscaler %s: replicas %d..%d, want 1 <= min <= max", name, lo, hi)
+		}
 	}
+	deployCheckK8sIngest(t, byKind, secrets, kust.SecretGenerator)
 	// StatefulSets name an existing (headless) Service.
 	for name, ss := range byKind["StatefulSet"] {
 		if sn := ss.str("spec", "serviceName"); byKind["Service"][sn] == nil {
@@ -837,6 +882,82 @@ func TestDeployKubernetes(t *testing.T) {
 	}
 	if r := asInt(byKind["StatefulSet"]["nats"].get("spec")["replicas"]); r != 3 {
 		t.Errorf("NATS has %d replicas, want 3", r)
+	}
+}
+
+// deployCheckK8sIngest checks the front door's objects: a Deployment
+// logged in to NATS as ingest (no Redis), its HTTP door on all interfaces
+// behind a tokens file from a Secret (the dev token only), probes on
+// /readyz and /healthz, time to drain on SIGTERM after the preStop wait,
+// a Service on the door, and an autoscaler.
+func deployCheckK8sIngest(t *testing.T, byKind map[string]map[string]deployK8sDoc, secrets map[string][]string, gens []struct {
+	Name  string   `yaml:"name"`
+	Files []string `yaml:"files"`
+}) {
+	t.Helper()
+	d := byKind["Deployment"]["ingest"]
+	if d == nil {
+		t.Errorf("no ingest Deployment")
+		return
+	}
+	spec := deployK8sDoc(asMap(d.get("spec", "template")["spec"]))
+	containers := asList(spec["containers"])
+	if len(containers) != 1 {
+		t.Fatalf("ingest: %d containers, want 1", len(containers))
+	}
+	c := deployK8sDoc(asMap(containers[0]))
+	var args []string
+	for _, a := range asList(c["args"]) {
+		args = append(args, fmt.Sprint(a))
+	}
+	env := map[string]string{}
+	for _, e := range asList(c["env"]) {
+		em := deployK8sDoc(asMap(e))
+		env[em.str("name")] = em.str("value")
+	}
+	joined := strings.Join(args, " ")
+	if !strings.Contains(joined, "--listen 0.0.0.0:8090") || env["RECEIPTS_TOKENS_FILE"] == "" {
+		t.Errorf("ingest: args %v, RECEIPTS_TOKENS_FILE %q; want --listen 0.0.0.0:8090 with a tokens file", args, env["RECEIPTS_TOKENS_FILE"])
+	}
+	if env["NATS_USER"] != "ingest" || env["REDIS_URL"] != "" || env["REDIS_USERNAME"] != "" {
+		t.Errorf("ingest: NATS user %q, Redis %q %q; want ingest and no Redis", env["NATS_USER"], env["REDIS_URL"], env["REDIS_USERNAME"])
+	}
+	if c.str("readinessProbe", "httpGet", "path") != "/readyz" || c.str("livenessProbe", "httpGet", "path") != "/healthz" {
+		t.Errorf("ingest: readiness %q, liveness %q; want /readyz and /healthz", c.str("readinessProbe", "httpGet", "path"), c.str("livenessProbe", "httpGet", "path"))
+	}
+	// SIGTERM comes after preStop; the drain and the leave must fit in
+	// what is left of the grace period.
+	drain := 30 // the service's default --drain-timeout
+	for i, a := range args {
+		if a == "--drain-timeout" && i+1 < len(args) {
+			fmt.Sscanf(args[i+1], "%ds", &drain)
+		}
+	}
+	preStop := asInt(c.get("lifecycle", "preStop", "sleep")["seconds"])
+	if grace := asInt(spec["terminationGracePeriodSeconds"]); grace < preStop+drain+5 {
+		t.Errorf("ingest: terminationGracePeriodSeconds %d < preStop %ds + --drain-timeout %ds + 5s to leave as a source", grace, preStop, drain)
+	}
+	if preStop == 0 {
+		t.Errorf("ingest: no preStop wait: the Service may still send it connections after SIGTERM")
+	}
+	// The tokens file is a key of a generated Secret: the dev tokens.
+	for _, g := range gens {
+		if g.Name != "ingest-tokens" {
+			continue
+		}
+		for _, f := range g.Files {
+			_, file, _ := strings.Cut(f, "=")
+			deployCheckTokens(t, "kustomization ingest-tokens", filepath.Join(deployRoot, "deploy", file))
+		}
+	}
+	if secrets["ingest-tokens"] == nil {
+		t.Errorf("no ingest-tokens Secret generated")
+	}
+	if svc := byKind["Service"]["ingest"]; svc == nil {
+		t.Errorf("no ingest Service")
+	}
+	if byKind["HorizontalPodAutoscaler"]["ingest"] == nil {
+		t.Errorf("no ingest HorizontalPodAutoscaler")
 	}
 }
 
