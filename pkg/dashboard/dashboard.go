@@ -4,7 +4,11 @@
 // chart and a table of the hourly windows, a Server-Sent Events stream
 // that pushes every change to the page, GET /api/windows, GET /api/health,
 // GET /api/days (local days in a reader's zone), /healthz, /readyz and
-// /metrics. Given a Prometheus (Config.PrometheusURL)
+// /metrics. Its data is guarded (guard.go, docs/security.md): readers
+// present a token of Config.Readers (a bearer header, or the session
+// cookie of POST /api/session for the event stream), or an
+// authenticating proxy in front admits them (Config.TrustedProxy), or
+// only loopback peers are served. Given a Prometheus (Config.PrometheusURL)
 // it polls that server's alerts and shows the pipeline's firing and
 // pending ones on the health panel, or says why it cannot. The health
 // panel also shows the owner of each partition, read from the generation's
@@ -36,6 +40,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/receiptflow/receiptflow/pkg/auth"
 	"github.com/receiptflow/receiptflow/pkg/probe"
 )
 
@@ -79,11 +84,27 @@ type Config struct {
 	// OwnersEvery is how often the generation's lease bucket is read for
 	// the owner of each partition (default 2s).
 	OwnersEvery time.Duration
+	// Readers, if set, are the readers' tokens (a --tokens-file, pkg/auth):
+	// every API call and the event stream need one, as a bearer header or
+	// the session cookie of POST /api/session (guard.go, docs/security.md).
+	// Without Readers, TrustedProxy says an authenticating proxy in front
+	// admits the readers and every peer is served; without either, only
+	// loopback peers are, and New refuses a Listener off the loopback
+	// (ErrOpenListener).
+	Readers      *auth.Tokens
+	TrustedProxy bool
 }
 
 // Validate reports a Config New refuses: a PrometheusURL that
-// CheckPrometheusURL refuses (wrapping ErrPrometheusURL).
-func (c Config) Validate() error { return CheckPrometheusURL(c.PrometheusURL) }
+// CheckPrometheusURL refuses (wrapping ErrPrometheusURL), or a Listener
+// off the loopback with neither Readers nor TrustedProxy (wrapping
+// ErrOpenListener).
+func (c Config) Validate() error {
+	if err := CheckPrometheusURL(c.PrometheusURL); err != nil {
+		return err
+	}
+	return c.checkListener()
+}
 
 // withDefaults returns c with its zero fields set to their defaults.
 func (c Config) withDefaults() Config {
@@ -126,6 +147,8 @@ type Service struct {
 	// alerts is nil without Config.PrometheusURL.
 	alerts *alertPoller
 	owners *ownersPoller
+	// sessions are the pages signed in with a reader's token (Readers).
+	sessions *sessions
 	// started is when New ran: until StaleAfter after it, no health
 	// report yet is "starting", not stale.
 	started time.Time
@@ -146,7 +169,8 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{nc: nc, js: js, cfg: cfg, m: newMetrics(cfg.Registerer), st: newState(), started: cfg.Now()}
+	s := &Service{nc: nc, js: js, cfg: cfg, m: newMetrics(cfg.Registerer), st: newState(), started: cfg.Now(),
+		sessions: newSessions(cfg.Now)}
 	s.hub = newHub(s.m)
 	s.alerts, err = newAlertPoller(cfg.PrometheusURL, cfg.AlertsEvery, cfg.AlertsTimeout, cfg.Now, s.m)
 	if err != nil {
@@ -251,8 +275,10 @@ func (s *Service) Mount(port *probe.Port) {
 	port.Mount(s.Handler())
 }
 
-// Handler returns the HTTP handler of the page and the API; the probes and
-// /metrics are the port's (Serve, Mount). Safe to call more than once.
+// Handler returns the HTTP handler of the page and the API, guarded as
+// Config.Readers and Config.TrustedProxy say (guard.go); the probes and
+// /metrics are the port's (Serve, Mount) and open. Safe to call more than
+// once.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", http.HandlerFunc(s.serveIndex))
@@ -265,5 +291,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /api/days", s.serveDays)
 	mux.HandleFunc("GET /api/explain", s.serveExplainInfo)
 	mux.HandleFunc("GET /api/explain/{id}", s.serveExplain)
-	return mux
+	mux.HandleFunc("POST "+SessionPath, s.serveSignIn)
+	mux.HandleFunc("DELETE "+SessionPath, s.serveSignOut)
+	return s.guard(mux)
 }

@@ -170,6 +170,9 @@ func (s *Service) serveEvents(w http.ResponseWriter, r *http.Request) {
 	if _, err := w.Write([]byte("retry: 1000\n\n")); err != nil {
 		return
 	}
+	// A token revoked while its stream is open ends the stream at the next
+	// push (at least every second); the page's reconnection is refused.
+	admitted := stillAdmitted(r.Context())
 	first, err := json.Marshal(s.pageView())
 	if err != nil || !send(first) {
 		return
@@ -181,7 +184,7 @@ func (s *Service) serveEvents(w http.ResponseWriter, r *http.Request) {
 		case <-s.hub.done:
 			return
 		case b := <-ch:
-			if !send(b) {
+			if !admitted() || !send(b) {
 				return
 			}
 		}

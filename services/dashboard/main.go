@@ -3,6 +3,13 @@
 // stream, GET /api/windows, GET /api/health, /healthz, /readyz and /metrics
 // on one port. It needs NATS only; with --prometheus-url it also shows the
 // pipeline's firing alerts (docs/alerts.md).
+//
+// The page shows per-store amounts, so its data has a guard
+// (docs/security.md, "Dashboard readers"): with --tokens-file every reader
+// presents a token of that file; without one it serves loopback peers
+// only, and refuses to start on a --listen off the loopback unless
+// --trusted-proxy says an authenticating proxy in front admits the
+// readers.
 package main
 
 import (
@@ -21,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/receiptflow/receiptflow/pkg/auth"
 	"github.com/receiptflow/receiptflow/pkg/buildinfo"
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/dashboard"
@@ -41,7 +49,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dashboard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	natsURL := fs.String("nats-url", os.Getenv("NATS_URL"), "NATS server URL (env NATS_URL)")
-	listen := fs.String("listen", "127.0.0.1:8080", "address of the page, the API and the probes")
+	listen := fs.String("listen", "127.0.0.1:8080", "address of the page, the API and the probes; without --tokens-file or --trusted-proxy it must be a loopback address")
+	tokensFile := fs.String("tokens-file", "", "readers' tokens, one name:sha256-hex line each (the hex SHA-256 of the token; blank and # lines skipped), read again when it changes: every reader of the page and the API presents one (docs/security.md)")
+	trustedProxy := fs.Bool("trusted-proxy", false, "without --tokens-file: an authenticating proxy in front of the dashboard admits the readers, so every peer it sends is served (and --listen may be off the loopback)")
 	staleAfter := fs.Duration("stale-after", 2*time.Minute, "silence of the source (or the publisher) after which the data is shown as stale")
 	generation := fs.String("generation", "", "generation to show (default: follow the active-generation pointer)")
 	promURL := fs.String("prometheus-url", os.Getenv("PROMETHEUS_URL"), "Prometheus whose receiptflow alerts the health panel shows, http(s)://host:port (env PROMETHEUS_URL; empty: alerts not configured)")
@@ -61,6 +71,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, buildinfo.String("dashboard"))
 		return 0
 	}
+	var readers *auth.Tokens
+	switch {
+	case *tokensFile != "":
+		var err error
+		if readers, err = auth.LoadTokens(*tokensFile); err != nil {
+			fmt.Fprintf(stderr, "dashboard: %v\n", err)
+			return 2
+		}
+	case !*trustedProxy && !auth.LoopbackListen(*listen):
+		err := fmt.Errorf("--listen %s is not a loopback address: give --tokens-file, so that only readers with a token see the per-store amounts, or --trusted-proxy when an authenticating proxy in front admits the readers (docs/security.md)", *listen)
+		fmt.Fprintf(stderr, "dashboard: %v\n", err)
+		return 2
+	}
 	var rdb ledger.Client
 	if *redisURL != "" {
 		c, err := connect.ConnectRedisSecure(*redisURL, redisSec)
@@ -71,14 +94,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer c.Close()
 		rdb = c
 	}
-	if err := serve(ctx, log, *natsURL, sec, rdb, *listen, *staleAfter, *generation, *promURL); err != nil {
+	g := guard{readers: readers, trustedProxy: *trustedProxy}
+	if err := serve(ctx, log, *natsURL, sec, rdb, *listen, *staleAfter, *generation, *promURL, g); err != nil {
 		log.Error("dashboard stopped", "err", err)
 		return 1
 	}
 	return 0
 }
 
-func serve(ctx context.Context, log *slog.Logger, natsURL string, sec connect.NATSSecurity, rdb ledger.Client, listen string, staleAfter time.Duration, gen, promURL string) error {
+// guard is who may read the dashboard (dashboard.Config.Readers,
+// TrustedProxy).
+type guard struct {
+	readers      *auth.Tokens
+	trustedProxy bool
+}
+
+// String names the guard in the start-up log.
+func (g guard) String() string {
+	switch {
+	case g.readers != nil:
+		return "readers' tokens (--tokens-file)"
+	case g.trustedProxy:
+		return "an authenticating proxy in front (--trusted-proxy)"
+	}
+	return "loopback peers only"
+}
+
+func serve(ctx context.Context, log *slog.Logger, natsURL string, sec connect.NATSSecurity, rdb ledger.Client, listen string, staleAfter time.Duration, gen, promURL string, g guard) error {
 	if natsURL == "" {
 		return errors.New("--nats-url (or NATS_URL) is required")
 	}
@@ -128,6 +170,7 @@ func serve(ctx context.Context, log *slog.Logger, natsURL string, sec connect.NA
 	dc := dashboard.Config{
 		Generation: gen, StaleAfter: staleAfter, PrometheusURL: promURL,
 		Gatherer: reg, Registerer: reg, Logger: log,
+		Readers: g.readers, TrustedProxy: g.trustedProxy,
 	}
 	if rdb != nil {
 		dc.Explain = explain.ForDeployment(conn.JS, rdb)
@@ -138,7 +181,7 @@ func serve(ctx context.Context, log *slog.Logger, natsURL string, sec connect.NA
 	}
 	svc.Mount(port)
 	r.ready(svc)
-	log.Info("dashboard started", "url", "http://"+port.Addr(), "nats", at, "auth", sec)
+	log.Info("dashboard started", "url", "http://"+port.Addr(), "nats", at, "auth", sec, "readers", g.String())
 	err = svc.Run(ctx)
 	// Run has ended the event streams; let the server finish what is in
 	// flight.

@@ -12,6 +12,7 @@
 
   const $ = (id) => document.getElementById(id);
   const zone = window.receiptflowZone; // the reader's time zone (zone.js)
+  const auth = window.receiptflowAuth; // the reader's token (auth.js)
   let lastView = null;
   let lastViewAt = 0;
   let source = null;
@@ -103,10 +104,23 @@
     p.textContent = text;
   }
 
+  // connect opens the live stream once the page is signed in (auth.js:
+  // the session cookie admits it). A stream the dashboard refuses or ends
+  // (a revoked token, an expired session, a restart) is closed for good
+  // by the browser: the page signs in again and reconnects.
+  let connecting = 0;
   function connect() {
     if (source) source.close();
-    source = new EventSource('/api/events');
-    source.addEventListener('view', (ev) => {
+    source = null;
+    const attempt = ++connecting;
+    auth.ready().then(() => {
+      if (attempt === connecting) open();
+    });
+  }
+  function open() {
+    const es = new EventSource('/api/events');
+    source = es;
+    es.addEventListener('view', (ev) => {
       let v;
       try { v = JSON.parse(ev.data); } catch (e) { return; }
       lastView = v;
@@ -115,10 +129,15 @@
       setPill('conn', 'live', 'live');
       if (!paged) render(v, false);
     });
-    source.onerror = () => {
+    es.onerror = () => {
       if (Date.now() - lastViewAt > LOST_AFTER_MS) setPill('conn', 'reconnecting', 'reconnecting…');
+      if (es.readyState === EventSource.CLOSED && source === es) {
+        source = null;
+        setTimeout(() => auth.refused().then(() => { if (!source) connect(); }), 1000);
+      }
     };
   }
+  auth.onSignOut(connect);
 
   // The page's own freshness check: a silent dashboard is stale too.
   setInterval(() => {
@@ -220,7 +239,7 @@
   function showPage(stack) {
     const before = stack[stack.length - 1];
     const size = Number(document.body.dataset.recent) || 48;
-    return fetch('/api/windows?before=' + encodeURIComponent(before) + '&limit=' + size, { cache: 'no-store' })
+    return auth.fetch('/api/windows?before=' + encodeURIComponent(before) + '&limit=' + size, { cache: 'no-store' })
       .then((r) => (r.ok ? r.json() : null))
       .then((v) => {
         if (!v) return;
@@ -657,7 +676,7 @@
   // where a proxy holds the stream back (the page then says it has no
   // live updates, as for a lost stream).
   const recent = Number(document.body.dataset.recent) || 48;
-  fetch('/api/windows?recent=' + recent, { cache: 'no-store' })
+  auth.fetch('/api/windows?recent=' + recent, { cache: 'no-store' })
     .then((r) => (r.ok ? r.json() : null))
     .then((v) => {
       if (v && !lastView) {

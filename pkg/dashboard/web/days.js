@@ -33,7 +33,7 @@
     }
     pending = true;
     const name = zone.name();
-    fetch('/api/days?tz=' + encodeURIComponent(name), { cache: 'no-store' })
+    window.receiptflowAuth.fetch('/api/days?tz=' + encodeURIComponent(name), { cache: 'no-store' })
       .then((r) => r.json().then((b) => ({ ok: r.ok, b: b })))
       .then(({ ok, b }) => { if (name === zone.name()) draw(ok, b); })
       .catch(() => {})

@@ -12,7 +12,7 @@
   // Why this dashboard cannot explain (GET /api/explain), if it cannot:
   // then the drawer says so without asking for a window.
   let unavailable = '';
-  fetch('/api/explain', { cache: 'no-store' }).then((r) => r.json())
+  window.receiptflowAuth.fetch('/api/explain', { cache: 'no-store' }).then((r) => r.json())
     .then((b) => { if (!b.available) unavailable = b.reason; }).catch(() => {});
 
   function el(tag, attrs, ...children) {
@@ -75,7 +75,7 @@
       return;
     }
     try {
-      const r = await fetch('/api/explain/' + encodeURIComponent(id), { cache: 'no-store' });
+      const r = await window.receiptflowAuth.fetch('/api/explain/' + encodeURIComponent(id), { cache: 'no-store' });
       const body = await r.json();
       if (asked !== id) return;
       if (!r.ok) {

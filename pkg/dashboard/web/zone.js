@@ -35,7 +35,7 @@ window.receiptflowZone = (function () {
     const asked = name;
     const q = '/api/zone?tz=' + encodeURIComponent(asked) + '&from=' + new Date(ms - SPAN).toISOString().replace(/\.\d+Z$/, 'Z') +
       '&to=' + new Date(ms + SPAN).toISOString().replace(/\.\d+Z$/, 'Z');
-    pending = fetch(q, { cache: 'no-store' })
+    pending = window.receiptflowAuth.fetch(q, { cache: 'no-store' })
       .then((r) => r.json().then((b) => ({ ok: r.ok, b: b })))
       .then(({ ok, b }) => {
         if (asked !== name) return;
