@@ -585,11 +585,14 @@ type SourceState struct {
 func (s *Store) Sources(ctx context.Context, p int) ([]SourceState, int64, error) {
 	pipe := s.rdb.Pipeline()
 	all := pipe.HGetAll(ctx, s.keys.Sources(p))
-	clk := pipe.HGet(ctx, s.keys.Checkpoint(p), "clk")
+	clk := pipe.HMGet(ctx, s.keys.Checkpoint(p), "clk")
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, 0, fmt.Errorf("ledger: sources %d: %w", p, err)
 	}
-	clock, _ := strconv.ParseInt(clk.Val(), 10, 64)
+	var clock int64
+	if v := clk.Val(); len(v) == 1 {
+		clock, _ = strconv.ParseInt(str(v[0]), 10, 64)
+	}
 	out := make([]SourceState, 0, len(all.Val()))
 	for id, v := range all.Val() {
 		f := strings.Split(v, ",")
