@@ -311,10 +311,14 @@ func TestSlowAndIdleConnections(t *testing.T) {
 }
 
 // TestNATSRequestWithoutReply: a request no one can be answered stores
-// nothing.
+// nothing, and neither does one whose reply subject is not an inbox (the
+// answer would be published there with the service's rights: into RAW).
 func TestNATSRequestWithoutReply(t *testing.T) {
 	r := newRig(t, Config{}, nil, Timeouts{}, 0)
 	if err := r.nc.Publish(Subject, ndjson("noreply")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.nc.PublishRequest(Subject, "rf.raw.0", ndjson("into-raw")); err != nil {
 		t.Fatal(err)
 	}
 	// A request after it is answered: the one before it was handled.
@@ -322,7 +326,7 @@ func TestNATSRequestWithoutReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := r.rawCount(); n != 1 {
-		t.Fatalf("RAW holds %d records, want only the answered request's", n)
+		t.Fatalf("RAW holds %d messages, want only the answered request's record", n)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -30,8 +31,8 @@ const AnswerTimeout = time.Minute
 // ServeNATS adds the NATS door on nc: the micro service ServiceName of
 // version with the endpoint Subject in queue group QueueGroup. Each
 // request is answered on its own goroutine, once RAW confirmed its
-// records. A request without a reply subject stores nothing (there is
-// nobody to tell what became of it). Stop the returned service to stop
+// records. A request without a reply subject, or whose reply subject is
+// not an inbox (_INBOX.…), stores nothing and is not answered. Stop the returned service to stop
 // taking requests.
 func (d *Door) ServeNATS(nc *nats.Conn, version string) (micro.Service, error) {
 	return micro.AddService(nc, micro.Config{
@@ -40,6 +41,13 @@ func (d *Door) ServeNATS(nc *nats.Conn, version string) (micro.Service, error) {
 		Endpoint: &micro.EndpointConfig{Subject: Subject, Handler: micro.HandlerFunc(func(req micro.Request) {
 			if req.Reply() == "" {
 				d.m.refused.WithLabelValues("nats", "no_reply").Inc()
+				return
+			}
+			// The answer goes to the reply subject as the service's user,
+			// who may publish to RAW: only an inbox is answered, so that no
+			// producer can have an answer written anywhere else.
+			if !strings.HasPrefix(req.Reply(), "_INBOX.") {
+				d.m.refused.WithLabelValues("nats", "reply_subject").Inc()
 				return
 			}
 			body := req.Data()
