@@ -49,7 +49,7 @@ const (
 
 // ErrOpenListener is returned by New for a Config whose Listener is not
 // on the loopback while neither Readers nor TrustedProxy says who may read.
-var ErrOpenListener = errors.New("dashboard: a listener that is not on the loopback needs readers' tokens (--tokens-file) or an authenticating proxy in front (--trusted-proxy)")
+var ErrOpenListener = errors.New("dashboard: the listener is not on the loopback, and without readers' tokens (bin/dashboard --tokens-file) or an authenticating proxy in front (--trusted-proxy) the dashboard serves loopback peers only")
 
 type session struct {
 	name string
@@ -313,7 +313,7 @@ func (c Config) checkListener() error {
 		return nil
 	}
 	if addr := c.Listener.Addr().String(); !auth.LoopbackListen(addr) {
-		return fmt.Errorf("%w: %s", ErrOpenListener, addr)
+		return fmt.Errorf("%w (listener %s)", ErrOpenListener, addr)
 	}
 	return nil
 }
