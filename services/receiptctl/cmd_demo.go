@@ -117,8 +117,13 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	doorSrv := frontdoor.NewServer(door.Handler(nil), frontdoor.Timeouts{})
 	go doorSrv.Serve(frontdoor.LimitListener(dln, frontdoor.DefaultMaxConnections))
+	natsDoor, err := door.ServeNATS(p.Admin.NC, frontdoor.ServiceVersion)
+	if err != nil {
+		return fmt.Errorf("front door on NATS: %w", err)
+	}
 	defer func() {
 		door.Drain()
+		_ = natsDoor.Stop()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = doorSrv.Shutdown(sctx)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/nats-io/nats.go"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -121,6 +123,16 @@ func TestDemoBannerURLsMetricsAndStale(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(answer), `"status":"stored"`) {
 		t.Errorf("the banner's curl line: %d %s", resp.StatusCode, answer)
+	}
+	// The same record as a NATS request to rf.submit: a duplicate.
+	nc, err := nats.Connect(urls.NATS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	msg, err := nc.Request("rf.submit", []byte(strings.TrimSuffix(data, "'")), 10*time.Second)
+	if err != nil || msg.Header.Get("Rf-Status") != "200" || !strings.Contains(string(msg.Data), `"status":"duplicate"`) {
+		t.Errorf("nats req rf.submit on the demo's NATS: %v %v", err, msg)
 	}
 	wait("window line", func() bool { return strings.Contains(out.String(), " window ") })
 	// The consumer backlog gauges the docs name (docs/alerts.md,
