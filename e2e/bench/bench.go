@@ -50,7 +50,7 @@ const (
 )
 
 // Scenarios lists every scenario in the order a run performs them.
-var Scenarios = []string{ScenarioB0, ScenarioE2E, ScenarioLatency, ScenarioBatch, ScenarioDup, ScenarioSkew, ScenarioScale, ScenarioHandover}
+var Scenarios = []string{ScenarioB0, ScenarioE2E, ScenarioLatency, ScenarioBatch, ScenarioDup, ScenarioSkew, ScenarioScale, ScenarioHandover, ScenarioDoor}
 
 // Options configure a bench run.
 type Options struct {
@@ -432,6 +432,15 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 			r.Handover = append(r.Handover, *h)
 			b.logf("hand-over %s: released %s, taken %s, resumed %s after the signal", h.Signal, dur(h.Released), dur(h.Taken), dur(h.Resumed))
 		}
+	}
+	r.DoorNA = b.wants(ScenarioDoor) && o.Mode != ModeProcess
+	if b.wants(ScenarioDoor) && o.Mode == ModeProcess {
+		b.logf("door: the front door (bin/ingest) against a nats-server process, beside receiptctl ingest")
+		d, err := b.runDoor(ctx, base)
+		if err != nil {
+			return nil, err
+		}
+		r.Door = d
 	}
 	r.Load = append(r.Load, loadAvg())
 	r.Elapsed = time.Since(began)

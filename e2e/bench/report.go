@@ -26,6 +26,12 @@ const (
 	TargetLedgerBytes   = 48.0 // issue 24: claims and ledger together, at 200k ids
 	TargetBatchEPS      = 1_000_000.0
 	TargetDupCost       = 0.15
+	// The front door (issue "The front door"): CPU per event of 100-record
+	// and of single-record requests as a multiple of receiptctl ingest's,
+	// and the p99 of a 100-record request at half the door's rate.
+	TargetDoor100    = 1.3
+	TargetDoorSingle = 4.0
+	TargetDoorP99Ms  = 50.0
 )
 
 // Keys are the top-level keys of bench-results.json, in order.
@@ -46,6 +52,7 @@ var Rows = []string{
 	"Skew 50% one store", "Skew hot key split", "Skew split gain",
 	"Scale 1 windower", "Scale 2 windowers", "Scale 4 windowers", "Scale windower CPU/event",
 	"Hand-over SIGTERM", "Hand-over SIGKILL",
+	"Door receiptctl ingest", "Door HTTP 100 per req", "Door NATS 100 per req", "Door HTTP 1 per req", "Door NATS 1 per req", "Door p99 half load", "Door RSS 200 producers",
 }
 
 // Results is everything one run measured.
@@ -81,6 +88,10 @@ type Results struct {
 	// Handover are the hand-over runs, SIGTERM then SIGKILL (process
 	// mode only).
 	Handover []handoverResult
+	// Door is the front door's runs; DoorNA: asked for in in-process mode,
+	// where there is no bin/ingest process to run.
+	Door   *doorResult
+	DoorNA bool
 	// HandoverNA: the hand-over runs were asked for in in-process mode,
 	// where there is no process to stop.
 	HandoverNA bool
@@ -353,6 +364,19 @@ func (r *Results) JSON() map[string]any {
 	if r.Ingest != nil {
 		d["ingest_alone_eps"] = num(r.Ingest.PublishEPS)
 		d["ingest_alone_cpu_us_per_event"] = num(float64(r.Ingest.PublishCPU.Microseconds()) / float64(r.Ingest.Records))
+	}
+	if dr := r.Door; dr != nil {
+		runs := map[string]any{}
+		for _, run := range append([]doorRun{dr.CLI}, dr.Runs...) {
+			runs[run.Name] = map[string]any{"eps": num(run.EPS), "cpu_us_per_event": num(run.cpuPerEvent()), "p99_ms": num(run.p99()), "records": run.Records}
+		}
+		d["door"] = runs
+		if dr.Half != nil {
+			d["door_half_load_p99_ms"] = num(dr.Half.p99())
+		}
+		if dr.RSS != nil {
+			d["door_rss_200_producers_bytes"] = dr.RSS.PeakRSS
+		}
 	}
 	if r.B0 != nil {
 		d["b0_publish_cpu_us_per_event"] = num(float64(r.B0.PublishCPU.Microseconds()) / float64(r.B0.Records))
@@ -632,6 +656,7 @@ func (r *Results) print(w io.Writer) {
 				h.TTL, intList(h.Moved), h.Records*3/10, h.Records, how, dur(h.Released), dur(h.Taken), dur(h.NoOwner), eps(h.EPS)))
 		}
 	}
+	r.printDoor(row, skipped)
 }
 
 // intList writes ps as 0,2,5.
@@ -730,4 +755,51 @@ func groupThousands(n int64) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+// printDoor writes the front door's rows.
+func (r *Results) printDoor(row func(label, value, note string), skipped func(...string)) {
+	labels := []string{"Door receiptctl ingest", "Door HTTP 100 per req", "Door NATS 100 per req", "Door HTTP 1 per req", "Door NATS 1 per req", "Door p99 half load", "Door RSS 200 producers"}
+	dr := r.Door
+	switch {
+	case r.DoorNA:
+		for _, l := range labels {
+			row(l, "n/a", "needs the services as processes (--mode process)")
+		}
+		return
+	case dr == nil:
+		skipped(labels...)
+		return
+	}
+	cpu := func(run doorRun) string {
+		var parts []string
+		for _, k := range slices.Sorted(mapsKeys(run.CPU)) {
+			parts = append(parts, k+" "+us(run.CPU[k], run.Records))
+		}
+		return strings.Join(parts, " + ")
+	}
+	cli := dr.CLI.cpuPerEvent()
+	row("Door receiptctl ingest", eps(dr.CLI.EPS), fmt.Sprintf("the same records from a file, %d in %s; CPU %.1f µs per event (%s)", dr.CLI.Records, dur(dr.CLI.Elapsed), cli, cpu(dr.CLI)))
+	for i, run := range dr.Runs {
+		target := TargetDoor100
+		if run.PerRequest == 1 {
+			target = TargetDoorSingle
+		}
+		ratio := run.cpuPerEvent() / cli
+		row(labels[i+1], eps(run.EPS), fmt.Sprintf("%d producers, %d records in %s; CPU %.1f µs per event (%s) = %.2f× receiptctl ingest's (%s); request p50 %.1f ms p99 %.1f ms",
+			run.Producers, run.Records, dur(run.Elapsed), run.cpuPerEvent(), cpu(run), ratio, verdict(ratio <= target, fmt.Sprintf("target ≤ %.1f×", target)),
+			run.Ms[len(run.Ms)/2], run.p99()))
+	}
+	if h := dr.Half; h != nil {
+		row("Door p99 half load", fmt.Sprintf("%.1f ms", h.p99()), fmt.Sprintf("HTTP ×100 at %.0f ev/s (half of its rate), %d records; %s",
+			h.Rate, h.Records, verdict(h.p99() <= TargetDoorP99Ms, fmt.Sprintf("target ≤ %.0f ms", TargetDoorP99Ms))))
+	} else {
+		skipped("Door p99 half load")
+	}
+	if m := dr.RSS; m != nil {
+		row("Door RSS 200 producers", fmt.Sprintf("%d MB", m.PeakRSS>>20), fmt.Sprintf("peak resident set of the ingest process under %d producers of 100-record requests (%d records, %s; --max-inflight-events bounds it)",
+			m.Producers, m.Records, eps(m.EPS)))
+	} else {
+		skipped("Door RSS 200 producers")
+	}
 }
