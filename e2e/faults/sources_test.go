@@ -298,8 +298,9 @@ func (d *deployment) endOfStream(ctx context.Context) {
 
 // reconcileDeployment runs `receiptctl reconcile` with the deployment's
 // recorded parameters (--nats-url) over byTime, the events in event-time
-// order, against the windows and late rows the deployment published. It
-// returns its output and whether parity holds (exit 0).
+// order, and over the deployment's RAW stream (--raw), against the windows
+// and late rows the deployment published. It returns the output and
+// whether parity holds in both (exit 0).
 func (d *deployment) reconcileDeployment(ctx context.Context, byTime string, windows []wire.Window, late []reconcile.LateRow) (string, bool) {
 	t := d.t
 	t.Helper()
@@ -324,14 +325,21 @@ func (d *deployment) reconcileDeployment(ctx context.Context, byTime string, win
 	if err := os.WriteFile(lpath, lb.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(binaries(t), "receiptctl"), "reconcile",
-		"--nats-url", d.natsURL, "--events", byTime, "--windows", wpath, "--late", lpath)
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("receiptctl reconcile: %v\n%s", err, out)
+	// Over the events in event-time order, and over RAW as stored (every
+	// source judged by its own records and heartbeats): both must hold.
+	var outs []string
+	holds := true
+	for _, input := range [][]string{{"--events", byTime}, {"--raw"}} {
+		args := append([]string{"reconcile", "--nats-url", d.natsURL, "--windows", wpath, "--late", lpath}, input...)
+		out, err := exec.CommandContext(ctx, filepath.Join(binaries(t), "receiptctl"), args...).CombinedOutput()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatalf("receiptctl %v: %v\n%s", args, err, out)
+		}
+		outs = append(outs, fmt.Sprintf("receiptctl reconcile %s:\n%s", strings.Join(input, " "), out))
+		holds = holds && err == nil
 	}
-	return string(out), err == nil
+	return strings.Join(outs, "\n"), holds
 }
 
 // requireStatus waits until `receiptctl status` prints every one of

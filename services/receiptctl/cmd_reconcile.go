@@ -28,14 +28,15 @@ type reconcileFlags struct {
 	sec                                                  connect.NATSSecurity
 	events, out, ingestedAt, windows, late, natsURL, gen *string
 	maxSize                                              *int
-	eos                                                  *bool
+	eos, raw                                             *bool
 }
 
 func (f *reconcileFlags) register(fs *flag.FlagSet, p *config.Params) {
 	p.Register(fs)
 	p.RegisterHeartbeat(fs, "ingest's heartbeat period in records, as given to run or ingest (0: no heartbeats)")
 	f.sec.Register(fs)
-	f.events = fs.String("events", "", "NDJSON file of raw events (required; - for stdin)")
+	f.events = fs.String("events", "", "NDJSON file of raw events (- for stdin); or --raw")
+	f.raw = fs.Bool("raw", false, "judge the deployment's RAW stream as stored now (its sources, heartbeats and broker times, docs/spec.md §3.1) instead of --events; needs --nats-url")
 	f.out = fs.String("out", "", "directory to write batch.json (and parity.json, parity.md) into")
 	f.ingestedAt = fs.String("ingested-at", "", "RFC 3339 time standing in for ingested_at in records without one (default now)")
 	f.maxSize = fs.Int("max-size", contract.DefaultMaxSize, "largest accepted record in bytes")
@@ -52,8 +53,12 @@ func (f *reconcileFlags) options(ctx context.Context, fs *flag.FlagSet, p *confi
 	switch {
 	case fs.NArg() > 0:
 		return reconcile.Config{}, usageError("unexpected arguments %q", fs.Args())
-	case *f.events == "":
-		return reconcile.Config{}, usageError("--events is required")
+	case *f.events == "" && !*f.raw:
+		return reconcile.Config{}, usageError("--events (a file) or --raw (the deployment's RAW stream) is required")
+	case *f.events != "" && *f.raw:
+		return reconcile.Config{}, usageError("--events and --raw exclude each other")
+	case *f.raw && *f.natsURL == "":
+		return reconcile.Config{}, usageError("--raw needs --nats-url (or NATS_URL)")
 	case *f.late != "" && *f.windows == "":
 		return reconcile.Config{}, usageError("--late needs --windows")
 	}
@@ -88,7 +93,9 @@ func (f *reconcileFlags) options(ctx context.Context, fs *flag.FlagSet, p *confi
 
 // cmdReconcile runs the independent batch pass (docs/spec.md §8) over an
 // NDJSON file, taken as ingest publishes it (in file order, with ingest's
-// heartbeats, received at --ingested-at), and prints every window's
+// heartbeats, received at --ingested-at), or over a deployment's RAW
+// stream as stored (--raw: several sources judged by their own records and
+// heartbeats, docs/spec.md §3.1), and prints every window's
 // count and digest. The parameters are the run's (params.json beside
 // --windows) or the deployment's (--nats-url); flags given must agree.
 // With --out it writes batch.json there; with --windows (and --late) it
@@ -107,17 +114,7 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	var in io.Reader = os.Stdin
-	if *f.events != "-" {
-		file, err := os.Open(*f.events)
-		if err != nil {
-			return err
-		}
-		defer file.Close()
-		in = file
-		opts.RecordsHint = estimateRecords(file)
-	}
-	b, err := reconcile.Count(ctxReader{ctx, in}, opts)
+	b, err := f.count(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -136,6 +133,34 @@ func cmdReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return nil
 	}
 	return compareRun(stdout, b, *f.windows, *f.late, *f.out)
+}
+
+// count runs the batch pass over --events, or over the deployment's RAW
+// stream as stored now (--raw).
+func (f *reconcileFlags) count(ctx context.Context, opts reconcile.Config) (*reconcile.Batch, error) {
+	if *f.raw {
+		conn, refusals, err := connectOperator(*f.natsURL, "receiptctl-reconcile", f.sec)
+		if err != nil {
+			return nil, err
+		}
+		defer conn.Close()
+		b, _, err := reconcile.CountRaw(ctx, conn.JS, wire.Raw, opts)
+		if err != nil {
+			return nil, explainRefusal(err, refusals, f.sec)
+		}
+		return b, nil
+	}
+	var in io.Reader = os.Stdin
+	if *f.events != "-" {
+		file, err := os.Open(*f.events)
+		if err != nil {
+			return nil, err
+		}
+		defer file.Close()
+		in = file
+		opts.RecordsHint = estimateRecords(file)
+	}
+	return reconcile.Count(ctxReader{ctx, in}, opts)
 }
 
 // compareRun compares the batch with a run's windows and late rows (by
