@@ -101,7 +101,7 @@ func (d *deployment) startIngest(ctx context.Context, path string) *ingestProc {
 func (d *deployment) startIngestRuns(ctx context.Context, gap time.Duration, runs ...[]string) *ingestProc {
 	t := d.t
 	t.Helper()
-	ip := &ingestProc{t: t, gap: gap, log: filepath.Join(logDir(t), "ingest.log"), done: make(chan struct{})}
+	ip := &ingestProc{t: t, gap: gap, log: filepath.Join(logDir(t), "receiptctl-ingest.log"), done: make(chan struct{})}
 	for _, args := range runs {
 		ip.runs = append(ip.runs, append([]string{filepath.Join(binaries(t), "receiptctl"), "ingest",
 			"--nats-url", d.natsURL, "--partitions", "8"}, args...))
