@@ -35,6 +35,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/receiptflow/receiptflow/pkg/auth"
 	"github.com/receiptflow/receiptflow/pkg/frontdoor"
 	"github.com/receiptflow/receiptflow/pkg/stream"
 	"github.com/receiptflow/receiptflow/pkg/wire"
@@ -176,7 +177,7 @@ func TestSecurityIngestServiceAsIngestUser(t *testing.T) {
 	// A tokens file as deploy/secrets/dev's: name:sha256-hex.
 	const token = "door-test-token"
 	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte("# test\ntester:"+frontdoor.HashToken(token)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("# test\ntester:"+auth.HashToken(token)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	listen := fmt.Sprintf("127.0.0.1:%d", secFreePort(t))

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/receiptflow/receiptflow/pkg/auth"
 	"github.com/receiptflow/receiptflow/pkg/contract"
 	"github.com/receiptflow/receiptflow/pkg/ingest"
 	"github.com/receiptflow/receiptflow/pkg/stream"
@@ -35,7 +36,7 @@ type rig struct {
 	url  string
 }
 
-func newRig(t *testing.T, cfg Config, tokens *Tokens, to Timeouts, maxConns int) *rig {
+func newRig(t *testing.T, cfg Config, tokens *auth.Tokens, to Timeouts, maxConns int) *rig {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -192,10 +193,10 @@ func TestDoorsAnswerPerRecord(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	dir := t.TempDir()
 	tokPath := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokPath, []byte("# producers\npos:"+HashToken("good")+"\nold:"+HashToken("revoked")+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokPath, []byte("# producers\npos:"+auth.HashToken("good")+"\nold:"+auth.HashToken("revoked")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := LoadTokens(tokPath)
+	tokens, err := auth.LoadTokens(tokPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +245,7 @@ func TestBadInput(t *testing.T) {
 	if code, _, _ := r.post(TypeNDJSON, ndjson("v1"), "revoked"); code != 200 {
 		t.Fatalf("the token before it is revoked: %d", code)
 	}
-	if err := os.WriteFile(tokPath, []byte("pos:"+HashToken("good")+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokPath, []byte("pos:"+auth.HashToken("good")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	testenv.CheckFor(t, 5*time.Second, 100*time.Millisecond, func() error {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/auth"
 )
 
 // Path is the HTTP door's path.
@@ -32,7 +34,7 @@ const (
 // Handler serves POST /v1/events. With tokens every request must present
 // `Authorization: Bearer <token>` of the tokens file (401 without, 403
 // with an unknown one); without, only loopback peers are served (403).
-func (d *Door) Handler(tokens *Tokens) http.Handler {
+func (d *Door) Handler(tokens *auth.Tokens) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		began := time.Now()
 		refuse := func(code int, reason, msg string) {
@@ -51,7 +53,7 @@ func (d *Door) Handler(tokens *Tokens) http.Handler {
 			return
 		}
 		if tokens == nil {
-			if !loopback(r.RemoteAddr) {
+			if !auth.LoopbackPeer(r.RemoteAddr) {
 				refuse(http.StatusForbidden, "not_loopback", "this door serves loopback only: give the ingest service a --tokens-file to admit other hosts")
 				return
 			}
@@ -102,30 +104,6 @@ func writeAnswer(w http.ResponseWriter, a *Answer) {
 	w.WriteHeader(a.Code)
 	enc := json.NewEncoder(w)
 	_ = enc.Encode(a)
-}
-
-// loopback reports whether a peer address (host:port) is on the loopback.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// Loopback reports whether listen address addr (host:port) binds the
-// loopback only.
-func Loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // NewServer returns the door's HTTP server around h, with its time-outs

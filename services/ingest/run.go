@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/receiptflow/receiptflow/pkg/auth"
 	"github.com/receiptflow/receiptflow/pkg/buildinfo"
 	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/connect"
@@ -97,7 +98,7 @@ func (o *options) check(c *config.Common) error {
 		return errors.New("--heartbeat-interval, --retry-for and --drain-timeout must be positive")
 	case (o.tlsCert == "") != (o.tlsKey == ""):
 		return errors.New("--tls-cert and --tls-key go together")
-	case o.tokensFile == "" && !frontdoor.Loopback(o.listen):
+	case o.tokensFile == "" && !auth.LoopbackListen(o.listen):
 		return fmt.Errorf("--listen %s is not a loopback address: give --tokens-file, so that only producers with a token are admitted (docs/security.md)", o.listen)
 	}
 	if err := connect.CheckNATSURL(c.NATSURL); err != nil {
@@ -118,10 +119,10 @@ func (o *options) check(c *config.Common) error {
 }
 
 func serve(ctx context.Context, log *slog.Logger, c *config.Common, fs *flag.FlagSet, sec connect.NATSSecurity, o options) error {
-	var tokens *frontdoor.Tokens
+	var tokens *auth.Tokens
 	if o.tokensFile != "" {
 		var err error
-		if tokens, err = frontdoor.LoadTokens(o.tokensFile); err != nil {
+		if tokens, err = auth.LoadTokens(o.tokensFile); err != nil {
 			return err
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/receiptflow/receiptflow/pkg/auth"
 	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/dashboard"
@@ -65,7 +66,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *idleFor < 0 || *rows < 1 {
 		return usageError("--idle-for must not be negative, --rows at least 1")
 	}
-	if !frontdoor.Loopback(*ingestListen) {
+	if !auth.LoopbackListen(*ingestListen) {
 		return usageError("--ingest-listen %s: the demo's front door admits no tokens, so it serves a loopback address only", *ingestListen)
 	}
 	if *idleFor == 0 {
