@@ -217,6 +217,7 @@ func serve(ctx context.Context, log *slog.Logger, c *config.Common, fs *flag.Fla
 		return fmt.Errorf("the NATS door %s: %w", frontdoor.Subject, err)
 	}
 	r.ready(door)
+	go r.probeRAW(ctx, conn.JS)
 	scheme := "http"
 	if tlsCfg != nil {
 		scheme = "https"
@@ -247,17 +248,51 @@ func serve(ctx context.Context, log *slog.Logger, c *config.Common, fs *flag.Fla
 	return nil
 }
 
-// readiness is /readyz: what the process waits for, then the door's own.
+// readiness is /readyz: what the process waits for, then the door's own,
+// and whether RAW's leader answered the last look.
 type readiness struct {
 	waiting atomic.Pointer[string]
 	door    atomic.Pointer[frontdoor.Door]
+	raw     atomic.Pointer[string] // why RAW did not answer; nil: it did
+}
+
+// rawProbe is how often /readyz's view of RAW is renewed.
+const rawProbe = 5 * time.Second
+
+// probeRAW looks RAW up every rawProbe until ctx ends: a stream without a
+// leader (no quorum) makes the instance not ready, though NATS answers.
+func (r *readiness) probeRAW(ctx context.Context, js jetstream.JetStream) {
+	t := time.NewTicker(rawProbe)
+	defer t.Stop()
+	for {
+		lctx, cancel := context.WithTimeout(ctx, rawProbe/2)
+		_, err := js.Stream(lctx, wire.Raw)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			why := "RAW does not answer: " + err.Error()
+			r.raw.Store(&why)
+		} else {
+			r.raw.Store(nil)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 func (r *readiness) wait(what string)        { r.waiting.Store(&what) }
 func (r *readiness) ready(d *frontdoor.Door) { r.door.Store(d) }
 func (r *readiness) notReady() string {
 	if d := r.door.Load(); d != nil {
-		return d.NotReady()
+		if why := d.NotReady(); why != "" {
+			return why
+		}
+		if why := r.raw.Load(); why != nil {
+			return *why
+		}
+		return ""
 	}
 	what := "nats"
 	if p := r.waiting.Load(); p != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -135,4 +136,47 @@ func TestServeAndDrain(t *testing.T) {
 		t.Fatalf("RAW holds %d records for %d answered stored (and the first), %d leaving heartbeats of 8; answers %v", stored, answered[200], left, answered)
 	}
 	t.Logf("answers during the drain: %v", answered)
+}
+
+// TestNotReadyWhileRAWIsAway (docs/spec.md §10): /readyz says not ready
+// while RAW does not answer, though NATS does, and ready once it is back.
+func TestNotReadyWhileRAWIsAway(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, url := testenv.NATS(t)
+	js := testenv.JetStream(t, url)
+	n := wire.For("")
+	if err := stream.Ensure(ctx, js, n, stream.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	probes := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	sctx, term := context.WithCancel(ctx)
+	done := make(chan int, 1)
+	go func() {
+		done <- run(sctx, []string{"--nats-url", url, "--listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), "--http-addr", probes}, &bytes.Buffer{}, &bytes.Buffer{})
+	}()
+	defer func() { term(); <-done }()
+	readyz := func(want int, word string) func() error {
+		return func() error {
+			resp, err := http.Get("http://" + probes + "/readyz")
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != want || !strings.Contains(string(b), word) {
+				return fmt.Errorf("/readyz %d %q, want %d with %q", resp.StatusCode, b, want, word)
+			}
+			return nil
+		}
+	}
+	testenv.CheckFor(t, 20*time.Second, 100*time.Millisecond, readyz(200, "ready"))
+	if err := js.DeleteStream(ctx, wire.Raw); err != nil {
+		t.Fatal(err)
+	}
+	testenv.CheckFor(t, 20*time.Second, 100*time.Millisecond, readyz(503, "RAW does not answer"))
+	if err := stream.Ensure(ctx, js, n, stream.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.CheckFor(t, 20*time.Second, 100*time.Millisecond, readyz(200, "ready"))
 }
