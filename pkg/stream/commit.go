@@ -288,16 +288,44 @@ func retryWhileStream[T any](ctx context.Context, c *Committer, op func(context.
 	}
 }
 
-// streamAnswers reports whether WhileStream's leader answers STREAM.INFO
-// within another RetryFor (each request bounded, the connection moving on
-// as for a publish).
+// streamAnswers reports whether, within another RetryFor, WhileStream's
+// STREAM.INFO shows a quorum: a leader, and more than half of the replicas
+// current and online (each request bounded, the connection moving on as
+// for a publish). A node left alone may still answer for a stream it led;
+// its answer then shows the others gone.
 func (c *Committer) streamAnswers(ctx context.Context) bool {
 	_, err := RetryOp(ctx, c.backoff(), connect.Transient, c.moveOn(), func(ctx context.Context) (jetstream.Stream, error) {
 		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		return c.js.Stream(ictx, c.cfg.WhileStream)
+		st, err := c.js.Stream(ictx, c.cfg.WhileStream)
+		if err != nil {
+			return nil, err
+		}
+		if !quorum(st.CachedInfo().Cluster) {
+			return nil, fmt.Errorf("%w: stream %s shows no quorum", connect.ErrNotYet, c.cfg.WhileStream)
+		}
+		return st, nil
 	})
 	return err == nil
+}
+
+// quorum reports whether a stream's cluster information shows a leader
+// with more than half of its peers (itself included) current and online;
+// a stream of one replica needs only its leader.
+func quorum(ci *jetstream.ClusterInfo) bool {
+	if ci == nil {
+		return true // not clustered: the server that answered holds it
+	}
+	if ci.Leader == "" {
+		return false
+	}
+	up := 1
+	for _, r := range ci.Replicas {
+		if r != nil && r.Current && !r.Offline {
+			up++
+		}
+	}
+	return 2*up > 1+len(ci.Replicas)
 }
 
 // commit sends one attempt of an atomic batch under a new batch id and

@@ -64,3 +64,28 @@ func TestCommitGoesOnWhileTheStreamAnswers(t *testing.T) {
 		t.Fatal(errors.New("Commit did not return once the stream took the batch"))
 	}
 }
+
+// TestQuorumFromClusterInfo: a leader with a majority of current, online
+// peers is a quorum; a node left alone that still names itself leader, with
+// its peers gone, is not.
+func TestQuorumFromClusterInfo(t *testing.T) {
+	peer := func(current, offline bool) *jetstream.PeerInfo {
+		return &jetstream.PeerInfo{Name: "n", Current: current, Offline: offline}
+	}
+	for _, c := range []struct {
+		name string
+		ci   *jetstream.ClusterInfo
+		want bool
+	}{
+		{"not clustered", nil, true},
+		{"one replica", &jetstream.ClusterInfo{Leader: "n1"}, true},
+		{"no leader", &jetstream.ClusterInfo{Replicas: []*jetstream.PeerInfo{peer(true, false), peer(true, false)}}, false},
+		{"R3, all up", &jetstream.ClusterInfo{Leader: "n1", Replicas: []*jetstream.PeerInfo{peer(true, false), peer(true, false)}}, true},
+		{"R3, one behind", &jetstream.ClusterInfo{Leader: "n1", Replicas: []*jetstream.PeerInfo{peer(true, false), peer(false, false)}}, true},
+		{"R3, left alone", &jetstream.ClusterInfo{Leader: "n1", Replicas: []*jetstream.PeerInfo{peer(false, true), peer(false, false)}}, false},
+	} {
+		if got := quorum(c.ci); got != c.want {
+			t.Errorf("%s: quorum %v, want %v", c.name, got, c.want)
+		}
+	}
+}
