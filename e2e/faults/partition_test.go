@@ -334,11 +334,11 @@ func (c *clusterDeployment) serviceVerdict(t *testing.T) (stale, moves int) {
 // ingest exited 1 in 2 of 3 such episodes. (At 5 s, no longer than one
 // publish attempt's 5 s timeout, the client gives up before it has left
 // the node at all, and exits 1 even so.)
-var ingestNodePlan = []string{"", "6s", "", "6s", "", "6s", "", ""}
+var ingestNodePlan = []string{"", "6s", "", "6s", "", "6s"}
 
 // ingestNodeTimeout bounds TestClusterPartitionIngestNode from deployment
 // to verdict: an episode takes 40–50 s (a 35–40 s cut, the node catching
-// up, the next chunk's start), the test about 6 minutes.
+// up, the next chunk's start), the test about 5 minutes.
 const ingestNodeTimeout = 12 * time.Minute
 
 // TestClusterPartitionIngestNode: receiptctl ingest never exits 1 while a
