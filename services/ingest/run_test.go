@@ -74,7 +74,7 @@ func TestServeAndDrain(t *testing.T) {
 	testenv.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
 		code, err := post("first")
 		if err != nil || code != 200 {
-			return fmt.Errorf("first request: %d %v\n%s", code, err, errb.String())
+			return fmt.Errorf("first request: %d %v", code, err)
 		}
 		return nil
 	})
