@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,12 @@ type Answer struct {
 	RetryAfter time.Duration `json:"-"`
 	// notStored counts the records of a 503 answer that it does not name.
 	notStored int
+}
+
+// retryAfterSeconds is RetryAfter as a Retry-After value: whole seconds,
+// at least 1.
+func (a *Answer) retryAfterSeconds() string {
+	return strconv.Itoa(max(1, int(a.RetryAfter.Round(time.Second)/time.Second)))
 }
 
 // Config configures a Door.

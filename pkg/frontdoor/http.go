@@ -99,7 +99,7 @@ func (d *Door) Handler(tokens *auth.Tokens) http.Handler {
 func writeAnswer(w http.ResponseWriter, a *Answer) {
 	w.Header().Set("Content-Type", "application/json")
 	if a.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(a.RetryAfter.Round(time.Second)/time.Second))))
+		w.Header().Set("Retry-After", a.retryAfterSeconds())
 	}
 	w.WriteHeader(a.Code)
 	enc := json.NewEncoder(w)

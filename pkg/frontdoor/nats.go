@@ -59,7 +59,7 @@ func (d *Door) ServeNATS(nc *nats.Conn, version string) (micro.Service, error) {
 				b, _ := json.Marshal(a)
 				h := micro.Headers{HdrStatus: []string{strconv.Itoa(a.Code)}}
 				if a.RetryAfter > 0 {
-					h["Retry-After"] = []string{strconv.Itoa(max(1, int(a.RetryAfter.Round(time.Second)/time.Second)))}
+					h["Retry-After"] = []string{a.retryAfterSeconds()}
 				}
 				_ = req.Respond(b, micro.WithHeaders(h))
 			}()

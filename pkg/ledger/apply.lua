@@ -156,12 +156,16 @@ end
 local function settle(cur)
   local m = nil
   for _, st in pairs(src) do
-    if not st.gone and clk - st.g < idle and (m == nil or st.h < m) then m = st.h end
+    if not st.gone then
+      local age = clk - st.g
+      if age < idle then
+        if m == nil or st.h < m then m = st.h end
+      elseif st ~= cur and age >= forget then
+        st.gone = true -- forget >= idle: a forgotten source was not live
+      end
+    end
   end
   if m ~= nil and m - lateness > wm then wm = m - lateness end
-  for _, st in pairs(src) do
-    if st ~= cur and not st.gone and clk - st.g >= forget then st.gone = true end
-  end
 end
 
 local parts = {}
