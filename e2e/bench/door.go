@@ -33,7 +33,7 @@ const ScenarioDoor = "door"
 // memory run.
 const (
 	doorProducers     = 16
-	doorSingleRecords = 16 * 400
+	doorSingleRecords = 16 * 1500
 	doorRSSProducers  = 200
 )
 
@@ -347,7 +347,9 @@ func (d *doorProcess) drive(ctx context.Context, ns *natsProcess, door string, p
 			if rate > 0 {
 				gap = time.Duration(float64(time.Second) * float64(per*producers) / rate)
 			}
-			next := time.Now()
+			// Paced producers start spread over one gap, as independent
+			// producers are, not all at the same instant.
+			next := began.Add(gap * time.Duration(p) / time.Duration(producers))
 			for _, body := range reqs[p] {
 				if gap > 0 {
 					time.Sleep(time.Until(next))

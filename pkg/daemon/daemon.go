@@ -135,7 +135,7 @@ func run(ctx context.Context, name string, args []string, log *slog.Logger, buil
 		return p.ensureOnly(ctx)
 	}
 	if o.profileDir != "" {
-		stop, err := startProfiles(o.profileDir, profileBase(name, o.instance, o.instances))
+		stop, err := probe.StartProfiles(o.profileDir, profileBase(name, o.instance, o.instances))
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"github.com/receiptflow/receiptflow/pkg/probe"
+
 	"errors"
 	"flag"
 	"fmt"
@@ -65,8 +67,8 @@ func (o *options) register(fs *flag.FlagSet) {
 		"how long an asynchronous publish waits for its ack before the batch fails and is redelivered (env RECEIPTS_PUBLISH_ACK_TIMEOUT)")
 	fs.DurationVar(&o.stallAfter, "stall-after", envDuration("RECEIPTS_STALL_AFTER", DefaultStallAfter),
 		"how long a consumer may make no progress with messages pending, or go without an answer from its leader, before /readyz says not ready (env RECEIPTS_STALL_AFTER)")
-	fs.StringVar(&o.profileDir, "profile-dir", envStr(ProfileEnv, ""),
-		"write a CPU profile of the process's life and, at exit, an allocation profile into this directory as <service>[-<instance>].{cpu,allocs}.pprof (env "+ProfileEnv+"; default none)")
+	fs.StringVar(&o.profileDir, "profile-dir", envStr(probe.ProfileEnv, ""),
+		"write a CPU profile of the process's life and, at exit, an allocation profile into this directory as <service>[-<instance>].{cpu,allocs}.pprof (env "+probe.ProfileEnv+"; default none)")
 	fs.DurationVar(&o.statsEvery, "stats-interval", envDuration("RECEIPTS_STATS_INTERVAL", 5*time.Second), "how often consumer backlog, state size and Redis health are sampled for /metrics and /readyz (env RECEIPTS_STATS_INTERVAL)")
 }
 

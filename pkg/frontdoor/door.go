@@ -204,19 +204,28 @@ type pending struct {
 // take gives recs to the Ingester in order and waits for their acks.
 func (d *Door) take(ctx context.Context, a *Answer, recs [][]byte) *Answer {
 	ps := make([]pending, len(recs))
-	var wg sync.WaitGroup
+	// The last ack (or the loop below, when nothing is left to wait for)
+	// closes waited: no goroutine waits on the request's behalf.
+	waited := make(chan struct{})
+	left := atomic.Int64{}
+	left.Store(1)
+	release := func() {
+		if left.Add(-1) == 0 {
+			close(waited)
+		}
+	}
 	in := d.ingester()
 	var stop error // why the records from sent on were not given to RAW
 	sent := 0
 	for i, rec := range recs {
 		p := &ps[i]
-		wg.Add(1)
+		left.Add(1)
 		id, rej, err := in.Submit(rec, func(ack ingest.Ack) {
 			p.ack = ack
-			wg.Done()
+			release()
 		})
 		if err != nil {
-			wg.Done()
+			left.Add(-1)
 			stop = err
 			break
 		}
@@ -226,8 +235,7 @@ func (d *Door) take(ctx context.Context, a *Answer, recs [][]byte) *Answer {
 		}
 		sent++
 	}
-	waited := make(chan struct{})
-	go func() { wg.Wait(); close(waited) }()
+	release()
 	select {
 	case <-waited:
 	case <-ctx.Done():

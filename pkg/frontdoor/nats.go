@@ -31,10 +31,12 @@ const AnswerTimeout = time.Minute
 // ServeNATS adds the NATS door on nc: the micro service ServiceName of
 // version with the endpoint Subject in queue group QueueGroup. Each
 // request is answered on its own goroutine, once RAW confirmed its
-// records. A request without a reply subject, or whose reply subject is
-// not an inbox (_INBOX.…), stores nothing and is not answered. Stop the returned service to stop
-// taking requests.
+// records (goroutines are reused while requests keep coming). A request
+// without a reply subject, or whose reply subject is not an inbox
+// (_INBOX.…), stores nothing and is not answered. Stop the returned
+// service to stop taking requests.
 func (d *Door) ServeNATS(nc *nats.Conn, version string) (micro.Service, error) {
+	w := &workers{jobs: make(chan func()), idle: 10 * time.Second}
 	return micro.AddService(nc, micro.Config{
 		Name: ServiceName, Version: version, QueueGroup: QueueGroup,
 		Description: "receiptflow's front door: submit NDJSON, a JSON object or a JSON array of events (docs/spec.md §10)",
@@ -52,7 +54,7 @@ func (d *Door) ServeNATS(nc *nats.Conn, version string) (micro.Service, error) {
 			}
 			body := req.Data()
 			ct := req.Headers().Get("Content-Type")
-			go func() {
+			w.run(func() {
 				ctx, cancel := context.WithTimeout(context.Background(), AnswerTimeout)
 				defer cancel()
 				a := d.Submit(ctx, "nats", ct, body)
@@ -62,7 +64,37 @@ func (d *Door) ServeNATS(nc *nats.Conn, version string) (micro.Service, error) {
 					h["Retry-After"] = []string{a.retryAfterSeconds()}
 				}
 				_ = req.Respond(b, micro.WithHeaders(h))
-			}()
+			})
 		})},
 	})
+}
+
+// workers runs each function on a goroutine of its own, reusing one that
+// finished its last function less than idle ago: a request's goroutine
+// keeps the stack it grew instead of growing a new one.
+type workers struct {
+	jobs chan func() // unbuffered: taken only by a waiting goroutine
+	idle time.Duration
+}
+
+func (w *workers) run(f func()) {
+	select {
+	case w.jobs <- f:
+	default:
+		go w.loop(f)
+	}
+}
+
+func (w *workers) loop(f func()) {
+	t := time.NewTimer(w.idle)
+	defer t.Stop()
+	for {
+		f()
+		t.Reset(w.idle)
+		select {
+		case f = <-w.jobs:
+		case <-t.C:
+			return
+		}
+	}
 }

@@ -40,9 +40,12 @@ type Ack struct {
 
 // newCommitter returns the sender's committer to RAW: a full store is
 // retried like a restarting server, and a batch failing for long moves the
-// connection to another server (docs/recovery.md).
+// connection to another server (docs/recovery.md). A one-replica RAW is
+// written in chained runs (stream.CommitterConfig.ChainIfOneReplica): the
+// server stages every atomic batch of a one-replica file stream in a
+// synced store of its own, most of the cost of a small batch.
 func newCommitter(js jetstream.JetStream, batchMax int, retryFor time.Duration, whileQuorum bool) *stream.Committer {
-	cfg := stream.CommitterConfig{BatchMax: batchMax, RetryFor: retryFor, RetryStoreFull: true, MoveOn: true, SubjectLasts: true}
+	cfg := stream.CommitterConfig{BatchMax: batchMax, RetryFor: retryFor, RetryStoreFull: true, MoveOn: true, SubjectLasts: true, ChainIfOneReplica: wire.Raw}
 	if whileQuorum {
 		cfg.WhileStream = wire.Raw
 	}

@@ -56,10 +56,12 @@ type Config struct {
 	// stream.AtomicBatchMax, the server's default max_batch_size; a
 	// server configured lower is detected and followed).
 	BatchMax int
-	// Linger is how long a queued record may wait for its batch to fill
-	// before the sender sends a part of one (default 20ms; negative:
+	// Linger is how long a queued record may wait for its atomic batch to
+	// fill before the sender sends a part of one (default 20ms; negative:
 	// never waits), counted from when the record was queued. It delays a
 	// trickle of records by at most that much beyond the commit before.
+	// A one-replica RAW is written in chained runs, which cost the server
+	// nothing per run, and never waits.
 	Linger time.Duration
 	// RetryFor bounds how long one batch (or one message) is retried
 	// before ingest gives up with an *UnconfirmedError (default 30s).
@@ -138,6 +140,7 @@ type Ingester struct {
 	space  chan struct{} // the sender took items from the queue
 	failed chan struct{} // closed when fail is set
 	done   chan struct{} // closed when the sender has exited
+	c      *stream.Committer
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -162,7 +165,8 @@ func New(js jetstream.JetStream, opts Config) *Ingester {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	in.stop = cancel
-	go in.send(ctx, newCommitter(js, opts.BatchMax, opts.RetryFor, opts.WhileQuorum))
+	in.c = newCommitter(js, opts.BatchMax, opts.RetryFor, opts.WhileQuorum)
+	go in.send(ctx)
 	if opts.HeartbeatInterval > 0 {
 		go in.beatLoop(ctx)
 	}
@@ -173,8 +177,9 @@ func New(js jetstream.JetStream, opts Config) *Ingester {
 // the Ingester is closed and the queue is empty, or a batch cannot be
 // confirmed. Whatever is queued behind the failure is never sent, so
 // nothing can be stored out of order after it.
-func (in *Ingester) send(ctx context.Context, c *stream.Committer) {
+func (in *Ingester) send(ctx context.Context) {
 	defer close(in.done)
+	c := in.c
 	for {
 		in.mu.Lock()
 		for len(in.queue) == 0 && !in.closed {
@@ -195,7 +200,7 @@ func (in *Ingester) send(ctx context.Context, c *stream.Committer) {
 			in.mu.Unlock()
 			return
 		}
-		if len(in.queue) < in.opts.BatchMax && !in.closed && in.opts.Linger > 0 {
+		if !c.Chained() && len(in.queue) < in.opts.BatchMax && !in.closed && in.opts.Linger > 0 {
 			oldest := in.queue[0].queued
 			in.mu.Unlock()
 			in.linger(ctx, oldest)
@@ -221,6 +226,10 @@ func (in *Ingester) send(ctx context.Context, c *stream.Committer) {
 		in.mu.Unlock()
 	}
 }
+
+// chained reports whether the sender writes chained runs (known after the
+// first commit).
+func (in *Ingester) chained() bool { return in.c.Chained() }
 
 // linger waits until Config.Linger after oldest (when the queue's first
 // item was queued) for the queue to fill a batch (or Close), so that a

@@ -14,13 +14,31 @@ import (
 
 // slowFirst is a JetStream whose first publish reaches the server only
 // after a delay (a slow commit), and which notes when each message id was
-// handed to it.
+// handed to it. It shows RAW with three replicas, so that the Ingester
+// writes atomic batches (the ones Linger fills) on the one test server.
 type slowFirst struct {
 	jetstream.JetStream
 	delay time.Duration
 
 	mu   sync.Mutex
 	sent map[string]time.Time
+}
+
+func (s *slowFirst) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	st, err := s.JetStream.Stream(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return threeReplicas{st}, nil
+}
+
+// threeReplicas is a Stream whose cached info says three replicas.
+type threeReplicas struct{ jetstream.Stream }
+
+func (s threeReplicas) CachedInfo() *jetstream.StreamInfo {
+	info := *s.Stream.CachedInfo()
+	info.Config.Replicas = 3
+	return &info
 }
 
 func (s *slowFirst) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
@@ -53,6 +71,11 @@ func TestLingerCountsFromTheOldestQueuedRecord(t *testing.T) {
 		o.OnAck = func(string, uint64, bool) { acked <- time.Now() }
 	})
 	defer in.Close(ctx)
+	defer func() {
+		if in.chained() {
+			t.Error("the Ingester chained its runs: Linger is not used")
+		}
+	}()
 	recs := lines(fixture(t, 50))
 	if err := in.Publish(ctx, recs[0]); err != nil {
 		t.Fatal(err)

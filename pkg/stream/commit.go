@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -27,6 +28,7 @@ const (
 	ErrCodeBatchDisabled  jetstream.ErrorCode = 10174 // stream has no AllowAtomicPublish
 	ErrCodeBatchTooLarge  jetstream.ErrorCode = 10199 // more than max_batch_size messages
 	ErrCodeBatchDuplicate jetstream.ErrorCode = 10201 // a message id is already stored
+	ErrCodeWrongLastMsgID jetstream.ErrorCode = 10070 // Nats-Expected-Last-Msg-Id is not the last message's
 )
 
 // DefaultRecentDuplicateTrust is CommitterConfig.DuplicateTrust's default,
@@ -72,6 +74,18 @@ type CommitterConfig struct {
 	// (docs/spec.md §4: never give up while a quorum is reachable); only
 	// when none answers for that long does Commit give up.
 	WhileStream string
+	// ChainIfOneReplica, when set, names the stream the Committer writes:
+	// while its STREAM.INFO shows one replica, the messages go as chained
+	// runs of pipelined plain publishes instead of atomic batches (doc.go,
+	// "Chained runs"): the server stages every atomic batch of a
+	// one-replica file stream in a synced store of its own, most of the
+	// cost of a small batch. A replicated stream checks a chain against
+	// what its leader has applied, not proposed, and would refuse most of
+	// a run. The info is asked before the first commit and again after a
+	// failed attempt; without an answer, atomic batches, which are right
+	// on any stream. Chained messages need a Nats-Msg-Id each, and carry
+	// no wire.HdrBatchLasts (SubjectLasts).
+	ChainIfOneReplica string
 }
 
 func (c CommitterConfig) withDefaults() CommitterConfig {
@@ -103,6 +117,12 @@ type Committer struct {
 	timeout time.Duration
 
 	mu sync.Mutex
+	// chained is whether runs are chained, known once the stream answered
+	// (ChainIfOneReplica).
+	chained, chainKnown bool
+	// lastSeen is the highest stream sequence the Committer knows stored:
+	// the stream's last when it was looked up, and every ack since.
+	lastSeen uint64
 	// recent are the ids this Committer confirmed, with their sequence and
 	// when the confirmed attempt was sent; fifo holds them oldest first.
 	recent map[string]recentAck
@@ -183,8 +203,15 @@ func duplicates(acks []Ack) int {
 // storeRange stores msgs[send[0]], msgs[send[1]], ... in order, filling
 // acks, and returns how many of send are confirmed.
 func (c *Committer) storeRange(ctx context.Context, msgs []*nats.Msg, send []int, acks []Ack) (int, error) {
-	size := c.cfg.BatchMax
 	pos := 0
+	if c.chain(ctx) {
+		n, err := c.chainRange(ctx, msgs, send, acks)
+		if !errors.Is(err, errUnchained) {
+			return n, err
+		}
+		pos = n
+	}
+	size := c.cfg.BatchMax
 	for pos < len(send) {
 		n := min(size, len(send)-pos)
 		if n == 1 {
@@ -225,6 +252,162 @@ func (c *Committer) storeRange(ctx context.Context, msgs []*nats.Msg, send []int
 		}
 	}
 	return pos, nil
+}
+
+// chain reports whether this commit sends chained runs: Chain, or a
+// ChainIfOneReplica stream that shows one replica.
+func (c *Committer) chain(ctx context.Context) bool {
+	if c.cfg.ChainIfOneReplica == "" {
+		return false
+	}
+	if !c.chainKnown {
+		ictx, cancel := context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+		if st, err := c.js.Stream(ictx, c.cfg.ChainIfOneReplica); err == nil {
+			info := st.CachedInfo()
+			c.chained, c.chainKnown = info.Config.Replicas <= 1, true
+			c.lastSeen = max(c.lastSeen, info.State.LastSeq)
+		}
+	}
+	return c.chained && c.chainKnown
+}
+
+// Chained reports whether the last commit sent chained runs (false before
+// the first).
+func (c *Committer) Chained() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.chained && c.chainKnown
+}
+
+// chainRange stores msgs[send[0]], ... as chained runs of at most
+// BatchMax messages, filling acks, and returns how many of send are
+// confirmed. A run broken by another writer's message goes on at once
+// from its first unconfirmed message; any other failure is retried on the
+// Committer's schedule from there.
+func (c *Committer) chainRange(ctx context.Context, msgs []*nats.Msg, send []int, acks []Ack) (int, error) {
+	for _, i := range send {
+		if msgs[i].Header.Get(jetstream.MsgIDHeader) == "" {
+			return 0, fmt.Errorf("stream: chained publish to %s: a message has no %s", msgs[i].Subject, jetstream.MsgIDHeader)
+		}
+	}
+	done := 0
+	every := false // ask for every message's ack (after an unsure run)
+	// An unsure run may have stored messages without their acks: sent
+	// again, they come back duplicates at sequences above what was known
+	// stored before it, and are reported new.
+	newAbove := uint64(math.MaxUint64)
+	_, err := retryWhileStream(ctx, c, func(ctx context.Context) (struct{}, error) {
+		for done < len(send) {
+			known := c.lastSeen
+			k, err := c.chainRun(ctx, msgs, send[done:min(len(send), done+c.cfg.BatchMax)], acks, every, newAbove)
+			done += k
+			if every = errors.Is(err, errRunUnsure); every {
+				newAbove = min(newAbove, known)
+			}
+			if err != nil && !(k > 0 && (chainBroken(err) || every)) {
+				// The stream may have been given replicas meanwhile:
+				// the rest goes in atomic batches.
+				c.chainKnown = false
+				if !c.chain(ctx) && c.chainKnown {
+					return struct{}{}, errUnchained
+				}
+				return struct{}{}, err
+			}
+		}
+		return struct{}{}, nil
+	})
+	return done, err
+}
+
+// chainRun sends one run, pipelined with the client's retries off:
+// msgs[part[0]] as it is, every later one with Nats-Expected-Last-Msg-Id
+// of the one before, so that the stream refuses a message whose
+// predecessor is not its last one, and nothing is stored past a message
+// that was not. Only the first and the last message ask for an ack
+// (every: each one): the last one stored new right after the first one,
+// at its sequence plus the run's length less one, means that every one
+// between was stored new, one after the other (doc.go, "Chained runs");
+// any other answer is errRunUnsure, and the rest is sent again asking for
+// every ack, the stored ones coming back duplicates. It returns how many
+// of part are confirmed (a prefix) and the first failure.
+func (c *Committer) chainRun(ctx context.Context, msgs []*nats.Msg, part []int, acks []Ack, every bool, newAbove uint64) (int, error) {
+	sent := time.Now()
+	futures := make([]jetstream.PubAckFuture, 0, len(part))
+	last := len(part) - 1
+	var sendErr error
+	for k, i := range part {
+		m := withoutBatchHeaders(msgs[i])
+		if k > 0 {
+			b := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: make(nats.Header, len(m.Header)+1)}
+			for key, v := range m.Header {
+				b.Header[key] = v
+			}
+			b.Header.Set(jetstream.ExpectedLastMsgIDHeader, msgs[part[k-1]].Header.Get(jetstream.MsgIDHeader))
+			m = b
+		}
+		if every || k == 0 || k == last {
+			f, err := c.js.PublishMsgAsync(m, jetstream.WithRetryAttempts(0))
+			if err != nil {
+				sendErr = fmt.Errorf("stream: chained publish to %s: %w", m.Subject, err)
+				break
+			}
+			futures = append(futures, f)
+		} else if err := c.js.Conn().PublishMsg(m); err != nil {
+			sendErr = fmt.Errorf("stream: chained publish to %s: %w", m.Subject, err)
+			break
+		}
+	}
+	if every {
+		for k, f := range futures {
+			ack, err := c.await(ctx, f)
+			if err != nil {
+				return k, fmt.Errorf("stream: chained publish to %s: %w", msgs[part[k]].Subject, err)
+			}
+			c.confirm(msgs[part[k]], part[k], acks, Ack{Seq: ack.Sequence, Duplicate: ack.Duplicate && ack.Sequence <= newAbove}, sent)
+		}
+		if sendErr != nil {
+			return len(futures), sendErr
+		}
+		return len(part), nil
+	}
+	if len(futures) == 0 {
+		return 0, sendErr
+	}
+	first, err := c.await(ctx, futures[0])
+	if err != nil {
+		return 0, fmt.Errorf("stream: chained publish to %s: %w", msgs[part[0]].Subject, err)
+	}
+	c.confirm(msgs[part[0]], part[0], acks, Ack{Seq: first.Sequence, Duplicate: first.Duplicate}, sent)
+	if last == 0 {
+		return 1, nil
+	}
+	if sendErr != nil || len(futures) < 2 {
+		return 1, errors.Join(errRunUnsure, sendErr)
+	}
+	end, err := c.await(ctx, futures[1])
+	if err != nil || first.Duplicate || end.Duplicate || end.Sequence != first.Sequence+uint64(last) {
+		return 1, errors.Join(errRunUnsure, err)
+	}
+	for k := 1; k <= last; k++ {
+		c.confirm(msgs[part[k]], part[k], acks, Ack{Seq: first.Sequence + uint64(k)}, sent)
+	}
+	return len(part), nil
+}
+
+// errRunUnsure reports a chained run whose last ack does not show every
+// message between stored new.
+var errRunUnsure = errors.New("stream: chained run not confirmed whole")
+
+// errUnchained ends chained runs on a stream that now has replicas.
+var errUnchained = errors.New("stream: no longer one replica")
+
+// chainBroken reports a chained message refused because the stream's last
+// message was not its predecessor: another writer's message came between,
+// or the predecessor was refused.
+func chainBroken(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == ErrCodeWrongLastMsgID
 }
 
 // walkDuplicates stores send's head one plain publish at a time while the
@@ -403,7 +586,7 @@ func (c *Committer) await(ctx context.Context, f jetstream.PubAckFuture) (*jetst
 // retryable is what the Committer retries itself: Retryable, and a full
 // store only with RetryStoreFull.
 func (c *Committer) retryable(err error) bool {
-	return Retryable(err) && (c.cfg.RetryStoreFull || !StoreFull(err))
+	return !errors.Is(err, errUnchained) && Retryable(err) && (c.cfg.RetryStoreFull || !StoreFull(err))
 }
 
 // backoff is the schedule of the retries: 50ms doubling to 1s, for at most
@@ -451,6 +634,7 @@ func Retryable(err error) bool {
 // confirm records the stream's answer for msgs[i] (m).
 func (c *Committer) confirm(m *nats.Msg, i int, acks []Ack, a Ack, sent time.Time) {
 	acks[i] = a
+	c.lastSeen = max(c.lastSeen, a.Seq)
 	if id := m.Header.Get(jetstream.MsgIDHeader); id != "" {
 		c.recent[id] = recentAck{seq: a.Seq, at: sent}
 		c.fifo = append(c.fifo, recentID{id, sent})

@@ -42,10 +42,16 @@ var commitContract = []struct {
 	{"QuorumLostNamesFirstUnconfirmed", testCommitQuorumLost},
 }
 
-// runCommitContract runs every case of the contract against newCommit.
-func runCommitContract(t *testing.T, newCommit newCommitFunc) {
+// runCommitContract runs every case of the contract against newCommit,
+// but those named in skip (with the reason).
+func runCommitContract(t *testing.T, newCommit newCommitFunc, skip map[string]string) {
 	for _, c := range commitContract {
-		t.Run(c.name, func(t *testing.T) { c.run(t, newCommit) })
+		t.Run(c.name, func(t *testing.T) {
+			if why, ok := skip[c.name]; ok {
+				t.Skip(why)
+			}
+			c.run(t, newCommit)
+		})
 	}
 }
 
@@ -54,7 +60,17 @@ func runCommitContract(t *testing.T, newCommit newCommitFunc) {
 func TestCommitter(t *testing.T) {
 	runCommitContract(t, func(_ *testing.T, js jetstream.JetStream, cfg CommitterConfig) commitFunc {
 		return NewCommitter(js, cfg).Commit
-	})
+	}, nil)
+}
+
+// TestCommitterChainIfOneReplica holds a Committer that chains its runs on
+// a one-replica stream (ingest's to RAW) to the same contract: chained on
+// the one-server cases, atomic batches on the cluster's.
+func TestCommitterChainIfOneReplica(t *testing.T) {
+	runCommitContract(t, func(_ *testing.T, js jetstream.JetStream, cfg CommitterConfig) commitFunc {
+		cfg.ChainIfOneReplica = wire.Valid
+		return NewCommitter(js, cfg).Commit
+	}, map[string]string{"NeedsEnsure": "chained runs need no atomic batch publish"})
 }
 
 // testCommitDropsDuplicatesInOrder: ids already stored (a redelivered

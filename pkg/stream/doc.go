@@ -103,6 +103,27 @@
 // validator's barrier uses it). A plain publish of a message read back
 // drops it with the other batch headers.
 //
+// # Chained runs
+//
+// On a one-replica stream (CommitterConfig.ChainIfOneReplica: ingest's
+// RAW on a single server) the server would stage every atomic batch in a
+// synced file store of its own, most of the cost of a small batch. There
+// the Committer sends chained runs instead: plain publishes, pipelined,
+// each after the first of a run carrying Nats-Expected-Last-Msg-Id of the
+// one before it. The server stores a message only right after its
+// predecessor, so a refused or lost message stops the rest of the run,
+// whatever another writer or a restart does in between; the first message
+// of a run goes only once everything before it is confirmed. Message ids
+// are unique, so every stored copy of a message follows the stored copy
+// of the one before it, and the order holds across retries. Only the
+// first and the last message of a run ask for an ack: the last stored new
+// at the first's sequence plus the run's length less one proves that every
+// message between was stored new, one after the other. Any other answer
+// sends the rest again asking for every ack; the ones the unsure run
+// stored come back duplicates at sequences above what the Committer knew
+// stored before it, and are reported new. Chained runs carry no
+// wire.HdrBatchLasts: their messages may lie between another writer's.
+//
 // Commit returns the stream's sequence of every message it confirmed, and
 // stops at the first it could not confirm within RetryFor: every message
 // before it is stored, in order; it and the ones after it may or may not

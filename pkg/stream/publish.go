@@ -53,9 +53,10 @@ func PublishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) (
 	return dups, wait()
 }
 
-// batchHeaders are the atomic batch headers a Committer sets (the
-// server's, and wire.HdrBatchLasts).
-var batchHeaders = [...]string{wire.HdrBatchID, wire.HdrBatchSeq, wire.HdrBatchCommit, wire.HdrBatchLasts}
+// batchHeaders are the headers a Committer sets on the messages of a batch
+// or a chained run (the server's atomic batch headers, wire.HdrBatchLasts,
+// and the chain's expected last message id).
+var batchHeaders = [...]string{wire.HdrBatchID, wire.HdrBatchSeq, wire.HdrBatchCommit, wire.HdrBatchLasts, jetstream.ExpectedLastMsgIDHeader}
 
 // batchHeader reports whether key is one of batchHeaders.
 func batchHeader(key string) bool { return slices.Contains(batchHeaders[:], key) }

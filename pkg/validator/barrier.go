@@ -30,7 +30,8 @@ package validator
 //     whose id a lower copy with other content took over meanwhile becomes
 //     conflicting_duplicate.
 //
-// Spans. Ingest stores RAW in atomic batches (stream.Committer), each
+// Spans. Ingest stores a replicated RAW in atomic batches (a one-replica
+// RAW in chained runs, which have no spans), each
 // stored whole at consecutive sequences, and marks each batch's commit
 // message with where every partition's messages of the batch end
 // (wire.HdrBatchLasts). A validator that reads a commit knows the batch's

@@ -38,6 +38,7 @@ type options struct {
 	maxEvents, maxInflight, maxCon int
 	sourceID                       string
 	beatInterval, retryFor, drain  time.Duration
+	profileDir                     string
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -63,6 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.beatInterval, "heartbeat-interval", time.Second, "a progress heartbeat this long after the last one while records come")
 	fs.DurationVar(&o.retryFor, "retry-for", 10*time.Second, "how long a batch RAW does not confirm is retried before its records are answered 503")
 	fs.DurationVar(&o.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long the requests in flight may take to be answered")
+	fs.StringVar(&o.profileDir, "profile-dir", os.Getenv(probe.ProfileEnv), "write a CPU profile of the process's life and, at exit, an allocation profile into this directory as ingest.{cpu,allocs}.pprof (env "+probe.ProfileEnv+"; default none)")
 	version := buildinfo.Flag(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -77,6 +79,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := o.check(&c); err != nil {
 		fmt.Fprintf(stderr, "ingest: %v\n", err)
 		return 2
+	}
+	if o.profileDir != "" {
+		stop, err := probe.StartProfiles(o.profileDir, "ingest")
+		if err != nil {
+			fmt.Fprintf(stderr, "ingest: %v\n", err)
+			return 1
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				log.Warn("profiles not written", "err", err)
+			}
+		}()
 	}
 	if err := serve(ctx, log, &c, fs, sec, o); err != nil {
 		log.Error("ingest stopped", "err", err)
