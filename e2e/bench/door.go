@@ -79,6 +79,10 @@ type doorResult struct {
 	Runs []doorRun
 	Half *doorRun
 	RSS  *doorRun
+	// Routing is nats-server alone routing single-record requests from
+	// the same producers to a plain responder that stores nothing: the
+	// part of a NATS door request any NATS service pays.
+	Routing *doorRun
 }
 
 // runDoor measures the front door: receiptctl ingest of n records, then
@@ -127,6 +131,12 @@ func (b *bencher) runDoor(ctx context.Context, ds *dataset) (*doorResult, error)
 		CPU: map[string]time.Duration{"receiptctl": m.User + m.System, "nats-server": after - before}}
 	b.logf("door: receiptctl ingest %.0f ev/s, %.1f µs CPU per event", res.CLI.EPS, res.CLI.cpuPerEvent())
 
+	single := min(n, doorSingleRecords)
+	if res.Routing, err = routeOnly(ctx, ns, doorProducers, prefixed(lines[:single], "route-")); err != nil {
+		return nil, err
+	}
+	b.logf("door: nats-server routes a single-record request for %.1f µs of CPU", res.Routing.cpuPerEvent())
+
 	door, err := startDoor(ctx, b.o.BinDir, ns.url, b.o.Partitions, b.o.Log)
 	if err != nil {
 		return nil, err
@@ -135,6 +145,9 @@ func (b *bencher) runDoor(ctx context.Context, ds *dataset) (*doorResult, error)
 		door string
 		per  int
 	}{{"http", 100}, {"nats", 100}, {"http", 1}, {"nats", 1}} {
+		if only := os.Getenv("RB_DOORONLY"); only != "" && only != fmt.Sprintf("%s-%d", spec.door, spec.per) {
+			continue
+		}
 		recs := n
 		if spec.per == 1 {
 			recs = min(n, doorSingleRecords)
@@ -149,6 +162,10 @@ func (b *bencher) runDoor(ctx context.Context, ds *dataset) (*doorResult, error)
 		res.Runs = append(res.Runs, *run)
 		b.logf("door %s: %.0f ev/s, %.1f µs CPU per event, p99 %.1f ms", name, run.EPS, run.cpuPerEvent(), run.p99())
 	}
+	if os.Getenv("RB_DOORONLY") != "" && os.Getenv("RB_HALF") == "" {
+		door.stop()
+		return res, nil
+	}
 	// Half of the 100-record HTTP rate: the p99 a producer sees.
 	rate := res.Runs[0].EPS / 2
 	half, err := door.drive(ctx, ns, "http", 100, doorProducers, prefixed(lines[:min(n, max(1000, int(rate*10)))], "half-"), rate)
@@ -159,6 +176,11 @@ func (b *bencher) runDoor(ctx context.Context, ds *dataset) (*doorResult, error)
 	half.Name = "http-100-half-load"
 	res.Half = half
 	b.logf("door at half load (%.0f ev/s): p99 %.1f ms", rate, half.p99())
+	if os.Getenv("RB_HALF") != "" {
+		q := func(f float64) float64 { return half.Ms[min(len(half.Ms)-1, int(float64(len(half.Ms))*f))] }
+		fmt.Fprintf(os.Stderr, "HALF p50 %.1f p90 %.1f p95 %.1f p99 %.1f max %.1f n=%d\n", q(.5), q(.9), q(.95), q(.99), q(1), len(half.Ms))
+		return res, nil
+	}
 
 	// Memory: a fresh process under 200 producers.
 	door, err = startDoor(ctx, b.o.BinDir, ns.url, b.o.Partitions, b.o.Log)
@@ -177,6 +199,68 @@ func (b *bencher) runDoor(ctx context.Context, ds *dataset) (*doorResult, error)
 	res.RSS = rss
 	b.logf("door under %d producers: peak RSS %d MB", doorRSSProducers, rss.PeakRSS>>20)
 	return res, nil
+}
+
+// routeOnly sends recs one per request from producers connections, in the
+// NATS door's form, to a plain responder on its own connection that
+// answers each with the status header alone, and measures nats-server's
+// CPU.
+func routeOnly(ctx context.Context, ns *natsProcess, producers int, recs [][]byte) (*doorRun, error) {
+	const subject = "rf.bench.route"
+	rc, err := nats.Connect(ns.url)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	sub, err := rc.QueueSubscribe(subject, "route", func(m *nats.Msg) {
+		r := nats.NewMsg(m.Reply)
+		r.Header.Set(frontdoor.HdrStatus, "200")
+		r.Data = []byte(`{"results":[],"stored":1,"duplicates":0,"invalid":0}`)
+		_ = m.RespondMsg(r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Unsubscribe()
+	if err := rc.Flush(); err != nil {
+		return nil, err
+	}
+	conns := make([]*nats.Conn, producers)
+	for p := range conns {
+		if conns[p], err = nats.Connect(ns.url); err != nil {
+			return nil, err
+		}
+		defer conns[p].Close()
+	}
+	meter := cpuMeter(map[string]int{"nats-server": ns.pid()})
+	cpu0 := meter.read()
+	began := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, producers)
+	share := (len(recs) + producers - 1) / producers
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, rec := range recs[min(p*share, len(recs)):min((p+1)*share, len(recs))] {
+				m := nats.NewMsg(subject)
+				m.Data = rec
+				m.Header.Set("Content-Type", frontdoor.TypeNDJSON)
+				if _, err := conns[p].RequestMsgWithContext(ctx, m); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, fmt.Errorf("bench: routing floor: %w", err)
+	}
+	elapsed := time.Since(began)
+	return &doorRun{Name: "nats-route-only", Door: "nats", PerRequest: 1, Producers: producers, Records: len(recs), Elapsed: elapsed,
+		EPS: float64(len(recs)) / elapsed.Seconds(), CPU: meter.since(cpu0)}, nil
 }
 
 // readLines reads the first n non-blank lines of path.
@@ -241,7 +325,7 @@ func startNATSProcess(ctx context.Context, work string) (*natsProcess, error) {
 		return nil, err
 	}
 	conf := filepath.Join(dir, "nats.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, "listen: 127.0.0.1:%d\njetstream { store_dir: %q }\n", port, filepath.Join(dir, "store")), 0o644); err != nil {
+	if err := os.WriteFile(conf, fmt.Appendf(nil, "listen: 127.0.0.1:%d\nprof_port: 6061\njetstream { store_dir: %q }\n", port, filepath.Join(dir, "store")), 0o644); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, "-c", conf)
@@ -278,7 +362,8 @@ func startDoor(ctx context.Context, binDir, natsURL string, partitions int, log 
 	listen := fmt.Sprintf("127.0.0.1:%d", port)
 	cmd := exec.Command(filepath.Join(binDir, "ingest"), "--nats-url", natsURL, "--listen", listen, "--http-addr", "127.0.0.1:0",
 		"--partitions", strconv.Itoa(partitions), "--source-id", "bench-door", "--max-inflight-events", "100000")
-	cmd.Stderr = io.Discard
+	dbg, _ := os.Create("/tmp/door-stderr.log")
+	cmd.Stderr = dbg
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

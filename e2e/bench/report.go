@@ -52,7 +52,7 @@ var Rows = []string{
 	"Skew 50% one store", "Skew hot key split", "Skew split gain",
 	"Scale 1 windower", "Scale 2 windowers", "Scale 4 windowers", "Scale windower CPU/event",
 	"Hand-over SIGTERM", "Hand-over SIGKILL",
-	"Door receiptctl ingest", "Door HTTP 100 per req", "Door NATS 100 per req", "Door HTTP 1 per req", "Door NATS 1 per req", "Door p99 half load", "Door RSS 200 producers",
+	"Door receiptctl ingest", "Door HTTP 100 per req", "Door NATS 100 per req", "Door HTTP 1 per req", "Door NATS 1 per req", "Door NATS routing", "Door p99 half load", "Door RSS 200 producers",
 }
 
 // Results is everything one run measured.
@@ -759,7 +759,7 @@ func groupThousands(n int64) string {
 
 // printDoor writes the front door's rows.
 func (r *Results) printDoor(row func(label, value, note string), skipped func(...string)) {
-	labels := []string{"Door receiptctl ingest", "Door HTTP 100 per req", "Door NATS 100 per req", "Door HTTP 1 per req", "Door NATS 1 per req", "Door p99 half load", "Door RSS 200 producers"}
+	labels := []string{"Door receiptctl ingest", "Door HTTP 100 per req", "Door NATS 100 per req", "Door HTTP 1 per req", "Door NATS 1 per req", "Door NATS routing", "Door p99 half load", "Door RSS 200 producers"}
 	dr := r.Door
 	switch {
 	case r.DoorNA:
@@ -789,6 +789,12 @@ func (r *Results) printDoor(row func(label, value, note string), skipped func(..
 		row(labels[i+1], eps(run.EPS), fmt.Sprintf("%d producers, %d records in %s; CPU %.1f µs per event (%s) = %.2f× receiptctl ingest's (%s); request p50 %.1f ms p99 %.1f ms",
 			run.Producers, run.Records, dur(run.Elapsed), run.cpuPerEvent(), cpu(run), ratio, verdict(ratio <= target, fmt.Sprintf("target ≤ %.1f×", target)),
 			run.Ms[len(run.Ms)/2], run.p99()))
+	}
+	if rt := dr.Routing; rt != nil {
+		row("Door NATS routing", fmt.Sprintf("%.1f µs", rt.cpuPerEvent()), fmt.Sprintf("nats-server's CPU per request-reply of one record, %d producers, %d requests, a plain responder storing nothing: the part of a NATS single-record request any NATS service pays (%.2f× receiptctl ingest's CPU per event)",
+			rt.Producers, rt.Records, rt.cpuPerEvent()/cli))
+	} else {
+		skipped("Door NATS routing")
 	}
 	if h := dr.Half; h != nil {
 		row("Door p99 half load", fmt.Sprintf("%.1f ms", h.p99()), fmt.Sprintf("HTTP ×100 at %.0f ev/s (half of its rate), %d records; %s",

@@ -2,7 +2,6 @@ package frontdoor
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -102,8 +101,7 @@ func writeAnswer(w http.ResponseWriter, a *Answer) {
 		w.Header().Set("Retry-After", a.retryAfterSeconds())
 	}
 	w.WriteHeader(a.Code)
-	enc := json.NewEncoder(w)
-	_ = enc.Encode(a)
+	_, _ = w.Write(append(a.AppendJSON(make([]byte, 0, 256)), '\n'))
 }
 
 // NewServer returns the door's HTTP server around h, with its time-outs

@@ -2,7 +2,6 @@ package frontdoor
 
 import (
 	"context"
-	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -58,7 +57,7 @@ func (d *Door) ServeNATS(nc *nats.Conn, version string) (micro.Service, error) {
 				ctx, cancel := context.WithTimeout(context.Background(), AnswerTimeout)
 				defer cancel()
 				a := d.Submit(ctx, "nats", ct, body)
-				b, _ := json.Marshal(a)
+				b := a.AppendJSON(make([]byte, 0, 256))
 				h := micro.Headers{HdrStatus: []string{strconv.Itoa(a.Code)}}
 				if a.RetryAfter > 0 {
 					h["Retry-After"] = []string{a.retryAfterSeconds()}

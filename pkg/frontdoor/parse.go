@@ -31,6 +31,9 @@ func mediaType(contentType string, body []byte) (string, error) {
 		}
 		return TypeNDJSON, nil
 	}
+	if contentType == TypeNDJSON || contentType == TypeJSON {
+		return contentType, nil
+	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	if err != nil || (mt != TypeNDJSON && mt != TypeJSON) {
 		return "", errUnsupportedType

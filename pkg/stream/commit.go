@@ -337,14 +337,11 @@ func (c *Committer) chainRun(ctx context.Context, msgs []*nats.Msg, part []int, 
 	last := len(part) - 1
 	var sendErr error
 	for k, i := range part {
-		m := withoutBatchHeaders(msgs[i])
+		m := withoutBatchHeaders(msgs[i]) // a copy only if a former send left its headers
 		if k > 0 {
-			b := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: make(nats.Header, len(m.Header)+1)}
-			for key, v := range m.Header {
-				b.Header[key] = v
-			}
-			b.Header.Set(jetstream.ExpectedLastMsgIDHeader, msgs[part[k-1]].Header.Get(jetstream.MsgIDHeader))
-			m = b
+			// Set in place (the message is encoded when published): every
+			// later send of it sets the expectation again or leaves it out.
+			m.Header[jetstream.ExpectedLastMsgIDHeader] = []string{msgs[part[k-1]].Header.Get(jetstream.MsgIDHeader)}
 		}
 		if every || k == 0 || k == last {
 			f, err := c.js.PublishMsgAsync(m, jetstream.WithRetryAttempts(0))
