@@ -50,7 +50,7 @@ const (
 )
 
 // Scenarios lists every scenario in the order a run performs them.
-var Scenarios = []string{ScenarioB0, ScenarioE2E, ScenarioLatency, ScenarioBatch, ScenarioDup, ScenarioSkew, ScenarioScale, ScenarioHandover, ScenarioDoor}
+var Scenarios = []string{ScenarioB0, ScenarioE2E, ScenarioLatency, ScenarioBatch, ScenarioDup, ScenarioSkew, ScenarioScale, ScenarioHandover, ScenarioDoor, ScenarioIdle}
 
 // Options configure a bench run.
 type Options struct {
@@ -441,6 +441,15 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 			return nil, err
 		}
 		r.Door = d
+	}
+	r.IdleNA = b.wants(ScenarioIdle) && o.Mode != ModeProcess
+	if b.wants(ScenarioIdle) && o.Mode == ModeProcess {
+		b.logf("idle: the deployed pipeline with no traffic")
+		id, err := b.runIdle(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r.Idle = id
 	}
 	r.Load = append(r.Load, loadAvg())
 	r.Elapsed = time.Since(began)

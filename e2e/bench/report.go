@@ -32,6 +32,9 @@ const (
 	TargetDoor100    = 1.3
 	TargetDoorSingle = 4.0
 	TargetDoorP99Ms  = 50.0
+	// TargetIdlePercent bounds the whole deployment's CPU with no traffic,
+	// as a share of one core.
+	TargetIdlePercent = 2.0
 )
 
 // Keys are the top-level keys of bench-results.json, in order.
@@ -53,6 +56,7 @@ var Rows = []string{
 	"Scale 1 windower", "Scale 2 windowers", "Scale 4 windowers", "Scale windower CPU/event",
 	"Hand-over SIGTERM", "Hand-over SIGKILL",
 	"Door receiptctl ingest", "Door HTTP 100 per req", "Door NATS 100 per req", "Door HTTP 1 per req", "Door NATS 1 per req", "Door NATS routing", "Door p99 half load", "Door RSS 200 producers",
+	"Idle cost",
 }
 
 // Results is everything one run measured.
@@ -92,6 +96,10 @@ type Results struct {
 	// where there is no bin/ingest process to run.
 	Door   *doorResult
 	DoorNA bool
+	// Idle is the deployed pipeline's CPU with no traffic; IdleNA: asked
+	// for in in-process mode.
+	Idle   *idleResult
+	IdleNA bool
 	// HandoverNA: the hand-over runs were asked for in in-process mode,
 	// where there is no process to stop.
 	HandoverNA bool
@@ -657,6 +665,7 @@ func (r *Results) print(w io.Writer) {
 		}
 	}
 	r.printDoor(row, skipped)
+	r.printIdle(row, skipped)
 }
 
 // intList writes ps as 0,2,5.

@@ -147,52 +147,100 @@ func (d *Door) unavailable(a *Answer, why string) *Answer {
 // it calls stored is confirmed in RAW, or ctx ends (the records already
 // given to RAW are still stored; the answer then says 503).
 func (d *Door) Submit(ctx context.Context, door, contentType string, body []byte) *Answer {
-	began := time.Now()
-	a := d.submit(ctx, contentType, body)
-	d.m.observe(door, a, time.Since(began))
-	return a
+	ch := make(chan *Answer, 1)
+	expire := d.Start(door, contentType, body, func(a *Answer) { ch <- a })
+	select {
+	case a := <-ch:
+		return a
+	case <-ctx.Done():
+		expire("the request ended before RAW confirmed its records: " + ctx.Err().Error() + "; send them again (what is stored is a duplicate)")
+		return <-ch
+	}
 }
 
-func (d *Door) submit(ctx context.Context, contentType string, body []byte) *Answer {
+// Start takes one request as Submit does, without waiting: respond is
+// called once with the answer, at once for a request refused whole,
+// else when every record given to RAW is confirmed or failed (from the
+// Ingester's sender goroutine, so respond must not block), or when expire
+// is called first (a 503 saying why; the records given to RAW are still
+// stored).
+func (d *Door) Start(door, contentType string, body []byte, respond func(*Answer)) (expire func(why string)) {
+	c := &call{d: d, door: door, began: time.Now(), respond: respond}
+	a, recs := d.admit(contentType, body)
+	if a.Code != 0 {
+		c.answer(a)
+		return c.expire
+	}
+	c.records = len(recs)
+	d.take(c, a, recs)
+	return c.expire
+}
+
+// call is one request being answered: by the first of its answer and its
+// expiry.
+type call struct {
+	d        *Door
+	door     string
+	began    time.Time
+	respond  func(*Answer)
+	records  int
+	answered atomic.Bool
+}
+
+func (c *call) answer(a *Answer) {
+	if !c.answered.CompareAndSwap(false, true) {
+		return
+	}
+	c.d.m.observe(c.door, a, time.Since(c.began))
+	c.respond(a)
+}
+
+func (c *call) expire(why string) {
+	if c.answered.Load() {
+		return
+	}
+	c.answer(c.d.unavailable(&Answer{Results: []Result{}, notStored: c.records}, why))
+}
+
+// admit checks a request and admits its records (a.Code 0), or answers
+// it whole (a.Code set, nothing stored). Admitted records count in
+// flight until take answers them.
+func (d *Door) admit(contentType string, body []byte) (*Answer, [][]byte) {
 	a := &Answer{Results: []Result{}}
 	if int64(len(body)) > d.cfg.MaxRequestBytes {
 		a.Code, a.Error = http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes (--max-request-bytes); nothing stored", d.cfg.MaxRequestBytes)
-		return a
+		return a, nil
 	}
 	mt, err := mediaType(contentType, body)
 	if err != nil {
 		a.Code, a.Error = http.StatusUnsupportedMediaType, err.Error()+"; nothing stored"
-		return a
+		return a, nil
 	}
 	recs, err := split(mt, body)
 	if err != nil {
 		a.Code, a.Error = http.StatusBadRequest, err.Error()+"; nothing stored"
-		return a
+		return a, nil
 	}
 	if len(recs) > d.cfg.MaxRequestEvents {
 		a.Code, a.Error = http.StatusRequestEntityTooLarge, fmt.Sprintf("%d records, over %d (--max-request-events); nothing stored", len(recs), d.cfg.MaxRequestEvents)
-		return a
+		return a, nil
 	}
 	switch {
 	case d.closing.Load():
 		a.notStored = len(recs)
-		return d.unavailable(a, "the instance is stopping; nothing stored")
+		return d.unavailable(a, "the instance is stopping; nothing stored"), nil
 	case !d.cfg.Connected():
 		a.notStored = len(recs)
-		return d.unavailable(a, "NATS is not connected; nothing stored")
+		return d.unavailable(a, "NATS is not connected; nothing stored"), nil
 	}
 	n := int64(len(recs))
 	if d.inflight.Add(n) > int64(d.cfg.MaxInflight) {
 		d.inflight.Add(-n)
 		a.notStored = len(recs)
-		return d.unavailable(a, fmt.Sprintf("too many records in flight (--max-inflight-events %d); nothing stored", d.cfg.MaxInflight))
+		return d.unavailable(a, fmt.Sprintf("too many records in flight (--max-inflight-events %d); nothing stored", d.cfg.MaxInflight)), nil
 	}
 	d.m.inflight.Add(float64(n))
-	defer func() {
-		d.inflight.Add(-n)
-		d.m.inflight.Sub(float64(n))
-	}()
-	return d.take(ctx, a, recs)
+	return a, recs
 }
 
 // pending is one record given to the Ingester.
@@ -201,22 +249,25 @@ type pending struct {
 	ack ingest.Ack
 }
 
-// take gives recs to the Ingester in order and waits for their acks.
-func (d *Door) take(ctx context.Context, a *Answer, recs [][]byte) *Answer {
+// take gives recs to the Ingester in order and answers c when the last of
+// their acks arrives (no goroutine waits on the request's behalf); then
+// they no longer count in flight.
+func (d *Door) take(c *call, a *Answer, recs [][]byte) {
 	ps := make([]pending, len(recs))
-	// The last ack (or the loop below, when nothing is left to wait for)
-	// closes waited: no goroutine waits on the request's behalf.
-	waited := make(chan struct{})
-	left := atomic.Int64{}
-	left.Store(1)
-	release := func() {
-		if left.Add(-1) == 0 {
-			close(waited)
-		}
-	}
 	in := d.ingester()
 	var stop error // why the records from sent on were not given to RAW
 	sent := 0
+	var left atomic.Int64
+	left.Store(1)
+	release := func() {
+		if left.Add(-1) != 0 {
+			return
+		}
+		n := int64(len(recs))
+		d.inflight.Add(-n)
+		d.m.inflight.Sub(float64(n))
+		c.answer(d.settle(a, in, ps[:sent], len(recs), stop))
+	}
 	for i, rec := range recs {
 		p := &ps[i]
 		left.Add(1)
@@ -236,14 +287,13 @@ func (d *Door) take(ctx context.Context, a *Answer, recs [][]byte) *Answer {
 		sent++
 	}
 	release()
-	select {
-	case <-waited:
-	case <-ctx.Done():
-		a.notStored = len(recs)
-		return d.unavailable(a, "the request ended before RAW confirmed its records: "+ctx.Err().Error()+"; send them again (what is stored is a duplicate)")
-	}
+}
+
+// settle is the answer to a request of total records once the acks of
+// the first ones (ps) are in; stop is why the rest were not given to RAW.
+func (d *Door) settle(a *Answer, in *ingest.Ingester, ps []pending, total int, stop error) *Answer {
 	var failure error
-	for i := range sent {
+	for i := range ps {
 		p := &ps[i]
 		if p.ack.Err != nil {
 			failure = p.ack.Err
@@ -279,7 +329,7 @@ func (d *Door) take(ctx context.Context, a *Answer, recs [][]byte) *Answer {
 	if errors.Is(failure, ingest.ErrBusy) {
 		why = "too many records in flight"
 	}
-	a.notStored = len(recs) - len(a.Results)
+	a.notStored = total - len(a.Results)
 	return d.unavailable(a, why+"; the results name the records stored, send the others again")
 }
 

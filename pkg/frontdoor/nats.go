@@ -1,9 +1,9 @@
 package frontdoor
 
 import (
-	"context"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -27,10 +27,14 @@ const (
 // waits no longer than its own time-out anyway.
 const AnswerTimeout = time.Minute
 
+// inlineBody is the largest NATS request body checked on the
+// subscription's goroutine (a few records), not handed to a worker.
+const inlineBody = 4 << 10
+
 // ServeNATS adds the NATS door on nc: the micro service ServiceName of
-// version with the endpoint Subject in queue group QueueGroup. Each
-// request is answered on its own goroutine, once RAW confirmed its
-// records (goroutines are reused while requests keep coming). A request
+// version with the endpoint Subject in queue group QueueGroup. A request
+// is answered once RAW confirmed its records (Door.Start), or with a 503
+// after AnswerTimeout; no goroutine waits for it meanwhile. A request
 // without a reply subject, or whose reply subject is not an inbox
 // (_INBOX.…), stores nothing and is not answered. Stop the returned
 // service to stop taking requests.
@@ -53,17 +57,31 @@ func (d *Door) ServeNATS(nc *nats.Conn, version string) (micro.Service, error) {
 			}
 			body := req.Data()
 			ct := req.Headers().Get("Content-Type")
-			w.run(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), AnswerTimeout)
-				defer cancel()
-				a := d.Submit(ctx, "nats", ct, body)
-				b := a.AppendJSON(make([]byte, 0, 256))
-				h := micro.Headers{HdrStatus: []string{strconv.Itoa(a.Code)}}
-				if a.RetryAfter > 0 {
-					h["Retry-After"] = []string{a.retryAfterSeconds()}
-				}
-				_ = req.Respond(b, micro.WithHeaders(h))
-			})
+			start := func() {
+				var expire atomic.Pointer[func(string)]
+				t := time.AfterFunc(AnswerTimeout, func() {
+					if f := expire.Load(); f != nil {
+						(*f)("no answer from RAW within " + AnswerTimeout.String() + "; send the records again (what is stored is a duplicate)")
+					}
+				})
+				f := d.Start("nats", ct, body, func(a *Answer) {
+					t.Stop()
+					b := a.AppendJSON(make([]byte, 0, 256))
+					h := micro.Headers{HdrStatus: []string{strconv.Itoa(a.Code)}}
+					if a.RetryAfter > 0 {
+						h["Retry-After"] = []string{a.retryAfterSeconds()}
+					}
+					_ = req.Respond(b, micro.WithHeaders(h))
+				})
+				expire.Store(&f)
+			}
+			// A small body is taken on the subscription's goroutine; a
+			// large one is parsed on a goroutine of its own.
+			if len(body) <= inlineBody {
+				start()
+			} else {
+				w.run(start)
+			}
 		})},
 	})
 }

@@ -96,6 +96,11 @@ const (
 	// stallWarn is how long a partition waits before it logs which
 	// partition holds it up, and then how often it logs again.
 	stallWarn = 10 * time.Second
+	// idleSlow is how often a quiet partition's idle progress looks, once
+	// nothing moved for idleFastFor: RAW's last sequence unchanged, no
+	// batch handled here and no partition of this instance waiting for it.
+	idleSlow    = checkEvery / 2
+	idleFastFor = 2 * time.Second
 )
 
 // barrier is one validator instance's view of the claim progress.
@@ -115,6 +120,9 @@ type barrier struct {
 	// Redis holding less lost writes (regress.go).
 	floor   map[int]uint64
 	reclaim map[int]*sync.Mutex // one claims rebuild at a time per partition
+	// nudges wake a local partition's idle progress at once: a partition
+	// of this instance waits for it.
+	nudges map[int]chan struct{}
 
 	// spans are the RAW batches known stored whole, by first sequence
 	// (disjoint); at most spanKeep.
@@ -135,6 +143,7 @@ func newBarrier(reg prometheus.Registerer) *barrier {
 		active:  map[int]time.Time{},
 		floor:   map[int]uint64{},
 		reclaim: map[int]*sync.Mutex{},
+		nudges:  map[int]chan struct{}{},
 		wake:    make(chan struct{}),
 		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "receiptflow_validator_barrier_waiting",
@@ -213,6 +222,19 @@ func (b *barrier) setFloor(p int, seq uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.floor[p] = max(b.floor[p], seq)
+}
+
+// nudge wakes local partition q's idle progress, if it runs.
+func (b *barrier) nudge(q int) {
+	b.mu.Lock()
+	c := b.nudges[q]
+	b.mu.Unlock()
+	if c != nil {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // busy records that local partition p is handling a batch.
@@ -483,6 +505,9 @@ func (s *Service) waitClaimed(ctx context.Context, p int, target uint64) error {
 			return nil
 		}
 		mark(q)
+		if local {
+			s.bar.nudge(q)
+		}
 		if time.Since(warned) >= stallWarn {
 			warned = time.Now()
 			s.cfg.Logger.Warn("validator partition waits for another partition's claims before publishing (is a validator running it?)",
@@ -536,15 +561,25 @@ func (s *Service) trackIdle(ctx context.Context, p int, spec stream.ConsumerSpec
 	if s.bar.reclaim[p] == nil {
 		s.bar.reclaim[p] = &sync.Mutex{}
 	}
+	nudge := make(chan struct{}, 1)
+	s.bar.nudges[p] = nudge
 	s.bar.mu.Unlock()
 	s.bar.live.Store(true)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.idleProgress(ctx, p, spec, fence)
+		s.idleProgress(ctx, p, spec, fence, nudge)
 	}()
-	return func() { cancel(); <-done }
+	return func() {
+		cancel()
+		<-done
+		s.bar.mu.Lock()
+		if s.bar.nudges[p] == nudge {
+			delete(s.bar.nudges, p)
+		}
+		s.bar.mu.Unlock()
+	}
 }
 
 // idleProgress advances partition p's claim progress while its consumer
@@ -555,16 +590,32 @@ func (s *Service) trackIdle(ctx context.Context, p int, spec stream.ConsumerSpec
 // through L. The L used is the one read a tick before the consumer info:
 // on a replicated stream the consumer's leader may be a moment behind the
 // stream's, and a tick gives it the time to have stored what L covers.
-func (s *Service) idleProgress(ctx context.Context, p int, spec stream.ConsumerSpec, fence context.CancelCauseFunc) {
-	t := time.NewTicker(s.cfg.IdleEvery)
+// It looks every IdleEvery while anything moves (RAW grew, p handled a
+// batch, or a partition of this instance waits for it: nudge), else every
+// idleSlow, so that a quiet deployment costs next to nothing.
+func (s *Service) idleProgress(ctx context.Context, p int, spec stream.ConsumerSpec, fence context.CancelCauseFunc, nudge <-chan struct{}) {
+	t := time.NewTimer(s.cfg.IdleEvery)
 	defer t.Stop()
-	var prev uint64
+	var prev, seen uint64
 	checked := time.Now()
+	fastUntil := time.Now().Add(idleFastFor)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-nudge:
+			fastUntil = time.Now().Add(idleFastFor)
+		}
+		s.bar.mu.Lock()
+		if time.Since(s.bar.active[p]) < idleFastFor {
+			fastUntil = time.Now().Add(idleFastFor)
+		}
+		s.bar.mu.Unlock()
+		if time.Now().Before(fastUntil) {
+			t.Reset(s.cfg.IdleEvery)
+		} else {
+			t.Reset(max(idleSlow, s.cfg.IdleEvery))
 		}
 		// Claims Redis lost are found here too, on a partition that has
 		// nothing to process (regress.go).
@@ -581,6 +632,12 @@ func (s *Service) idleProgress(ctx context.Context, p int, spec stream.ConsumerS
 		if err != nil {
 			s.cfg.Logger.Debug("idle progress: RAW info", "partition", p, "err", err)
 			continue
+		}
+		if last != seen {
+			// (Reset drops a value the timer may have left: Go 1.23.)
+			seen = last
+			fastUntil = time.Now().Add(idleFastFor)
+			t.Reset(s.cfg.IdleEvery)
 		}
 		cand := prev
 		prev = last

@@ -48,6 +48,8 @@ type conflictEnv struct {
 	v       *contract.Validator
 	// idleEvery, if set, is the instances' Config.IdleEvery.
 	idleEvery time.Duration
+	// wrap, if set, wraps the JetStream the instances are given.
+	wrap func(jetstream.JetStream) jetstream.JetStream
 }
 
 // conflictBackends runs f on miniredis and on a real redis-server.
@@ -104,7 +106,11 @@ func (e *conflictEnv) start(owned ...int) {
 func (e *conflictEnv) startWith(reg prometheus.Registerer, owned ...int) {
 	e.t.Helper()
 	store := ledger.NewStore(e.rdb, ledger.Config{Keys: ledger.Keys{Prefix: e.names.RedisPrefix()}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
-	s := New(e.js, store, Config{Names: e.names, Partitions: conflictParts, Owned: owned, Validator: e.v, Registerer: reg, IdleEvery: e.idleEvery,
+	js := e.js
+	if e.wrap != nil {
+		js = e.wrap(js)
+	}
+	s := New(js, store, Config{Names: e.names, Partitions: conflictParts, Owned: owned, Validator: e.v, Registerer: reg, IdleEvery: e.idleEvery,
 		Logger: slog.New(slog.NewTextHandler(testLog{e.t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	ctx, cancel := context.WithCancel(e.ctx)
 	var wg sync.WaitGroup

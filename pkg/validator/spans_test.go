@@ -28,12 +28,13 @@ func (e *conflictEnv) commitRaw(msgs []*nats.Msg, size int, marked bool) []strea
 }
 
 // TestBarrierSpansRelease: one atomic batch holds a record of partition 0
-// and then one of partition 2; partitions 1 and 3 hold nothing, and their
-// idle progress is made too slow to help (an hour). Partition 2's record
-// may publish once 0, 1 and 3 have claimed what they hold below it: with
-// the commit's span, 1 and 3 are known to hold nothing there and 0 to end
-// at its record, so both records are published at once. Without the
-// span (plain, unmarked batches) partition 2 waits for 1 and 3's idle
+// and then one of partition 2; partitions 1 and 3 hold nothing, run by
+// another instance (so not nudged by 2's wait), and their idle progress
+// is made too slow to help (an hour). Partition 2's record may publish
+// once 0, 1 and 3 have claimed what they hold below it: with the commit's
+// span, 1 and 3 are known to hold nothing there and 0 to end at its
+// record, so both records are published at once. Without the span
+// (plain, unmarked batches) partition 2 waits for 1 and 3's idle
 // progress, and nothing of it reaches VALID.
 func TestBarrierSpansRelease(t *testing.T) {
 	for _, marked := range []bool{false, true} {
@@ -45,7 +46,8 @@ func TestBarrierSpansRelease(t *testing.T) {
 					stream.NewMsg(e.names.Subject(wire.Raw, 2), "b-1", event(t, "b-1", 2, 1)),
 				}
 				e.commitRaw(msgs, 10, marked)
-				e.start()
+				e.start(0, 2)
+				e.start(1, 3)
 				if !marked {
 					// Partition 0's record has no one to wait for below it.
 					e.outcomes(1)

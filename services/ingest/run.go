@@ -258,6 +258,11 @@ func serve(ctx context.Context, log *slog.Logger, c *config.Common, fs *flag.Fla
 	if err := door.Close(dctx); err != nil {
 		return fmt.Errorf("leaving as a source: %w", err)
 	}
+	// The NATS door's last answers were published as RAW confirmed their
+	// records: see that they left before the connection closes.
+	if err := conn.NC.FlushWithContext(dctx); err != nil {
+		log.Warn("the last NATS answers may not have left", "err", err)
+	}
 	log.Info("ingest stopped cleanly", "source_id", o.sourceID)
 	return nil
 }

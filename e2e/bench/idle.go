@@ -1,0 +1,151 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/connect"
+	"github.com/receiptflow/receiptflow/pkg/stream"
+	"github.com/receiptflow/receiptflow/pkg/wire"
+)
+
+// ScenarioIdle: a deployed pipeline with no traffic.
+const ScenarioIdle = "idle"
+
+// Idle measurement: the pipeline settles, then every process's CPU is
+// read over the window.
+const (
+	idleSettle = 10 * time.Second
+	idleWindow = 60 * time.Second
+)
+
+// idleResult is what the pipeline's processes cost with no traffic.
+type idleResult struct {
+	Window time.Duration
+	CPU    map[string]time.Duration
+}
+
+// share is CPU as a share of one core over the window, in percent.
+func (r *idleResult) share(cpu time.Duration) float64 {
+	return 100 * cpu.Seconds() / r.Window.Seconds()
+}
+
+func (r *idleResult) total() time.Duration {
+	var t time.Duration
+	for _, v := range r.CPU {
+		t += v
+	}
+	return t
+}
+
+// runIdle deploys the whole pipeline as processes, a nats-server process
+// and the bench's redis-server included (validator, windower, publisher,
+// the ingest service and the dashboard), lets it settle for idleSettle,
+// and reads every process's CPU over idleWindow with no traffic.
+func (b *bencher) runIdle(ctx context.Context) (*idleResult, error) {
+	window, settle := idleWindow, idleSettle
+	if b.o.Quick {
+		window, settle = 10*time.Second, 3*time.Second
+	}
+	ns, err := startNATSProcess(ctx, b.work)
+	if err != nil {
+		return nil, err
+	}
+	defer ns.stop()
+	admin, err := connect.ConnectNATS(ns.url, "bench-idle")
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	names := wire.For("")
+	if err := stream.Ensure(ctx, admin.JS, names, stream.Config{Partitions: b.o.Partitions}); err != nil {
+		return nil, err
+	}
+	if err := b.rdb.FlushAll(ctx).Err(); err != nil {
+		return nil, err
+	}
+	logDir := filepath.Join(b.work, "logs", "idle")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, err
+	}
+	dep, err := deploy(ctx, deploySpec{mode: ModeProcess, bin: b.o.BinDir, natsURL: ns.url, redisURL: b.redis.URL(),
+		partitions: b.o.Partitions, windowers: 1, logDir: logDir, budget: b.o.LatencyBudget})
+	if err != nil {
+		return nil, err
+	}
+	defer dep.stop()
+	if err := waitConsumers(ctx, admin.JS, names, b.o.Partitions, dep); err != nil {
+		return nil, err
+	}
+	door, err := startDoor(ctx, b.o.BinDir, ns.url, b.o.Partitions, b.o.Log)
+	if err != nil {
+		return nil, err
+	}
+	defer door.stop()
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	dash := exec.Command(filepath.Join(b.o.BinDir, "dashboard"), "--nats-url", ns.url, "--redis-url", b.redis.URL(),
+		"--listen", "127.0.0.1:"+strconv.Itoa(port))
+	dash.Stdout, dash.Stderr = io.Discard, io.Discard
+	dash.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := dash.Start(); err != nil {
+		return nil, fmt.Errorf("bench: start the dashboard: %w", err)
+	}
+	defer func() {
+		_ = dash.Process.Signal(os.Interrupt)
+		_ = dash.Wait()
+	}()
+	if err := pause(ctx, settle); err != nil {
+		return nil, err
+	}
+	pids := dep.pids()
+	pids["nats-server"], pids["redis-server"] = ns.pid(), b.redis.pid()
+	pids["ingest"], pids["dashboard"] = door.cmd.Process.Pid, dash.Process.Pid
+	meter := cpuMeter(pids)
+	cpu0 := meter.read()
+	began := time.Now()
+	if err := pause(ctx, window); err != nil {
+		return nil, err
+	}
+	if err := dep.failed(); err != nil {
+		return nil, err
+	}
+	return &idleResult{Window: time.Since(began), CPU: meter.since(cpu0)}, nil
+}
+
+// pause waits d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	return stream.Pause(ctx, d)
+}
+
+// printIdle writes the idle row.
+func (r *Results) printIdle(row func(label, value, note string), skipped func(...string)) {
+	const label = "Idle cost"
+	switch {
+	case r.IdleNA:
+		row(label, "n/a", "needs the services as processes (--mode process)")
+		return
+	case r.Idle == nil:
+		skipped(label)
+		return
+	}
+	id := r.Idle
+	var parts []string
+	for _, k := range slices.Sorted(mapsKeys(id.CPU)) {
+		parts = append(parts, fmt.Sprintf("%s %.2f%%", k, id.share(id.CPU[k])))
+	}
+	total := id.share(id.total())
+	row(label, fmt.Sprintf("%.2f%%", total), fmt.Sprintf("of one core over %s of a deployed pipeline with no traffic (%s); %s",
+		dur(id.Window), strings.Join(parts, ", "), verdict(total <= TargetIdlePercent, fmt.Sprintf("target ≤ %.0f%%", TargetIdlePercent))))
+}
