@@ -132,3 +132,35 @@ func TestChainBesideAnotherWriter(t *testing.T) {
 	}
 	t.Logf("%d messages of ours beside %d of another writer", len(acks), others.Load())
 }
+
+// TestChainReportsAnotherWritersCopyDuplicate: another writer stores one
+// of the messages of a chained run after the Committer last heard from
+// the stream; the run is broken there (unsure), sent again asking for
+// every ack, and that message is answered a duplicate (RAW held it
+// already) while the ones the broken run itself stored are answered new.
+func TestChainReportsAnotherWritersCopyDuplicate(t *testing.T) {
+	ctx, js, n := validOnOneServer(t)
+	c := NewCommitter(js, CommitterConfig{ChainIfOneReplica: wire.Valid})
+	if _, err := c.Commit(ctx, orderedRange(n, 0, 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	other, err := js.PublishMsg(ctx, orderedMsg(n, 0, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := orderedRange(n, 0, 3, 7)
+	acks, err := c.Commit(ctx, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := storedSeqs(t, ctx, js, n)
+	for i, a := range acks {
+		id := msgs[i].Header.Get(jetstream.MsgIDHeader)
+		if want := id == "p0-5"; a.Duplicate != want || a.Seq != stored[id] {
+			t.Errorf("%s: ack at %d duplicate %v; stored at %d, duplicate wanted %v", id, a.Seq, a.Duplicate, stored[id], want)
+		}
+	}
+	if acks[2].Seq != other.Sequence {
+		t.Errorf("the other writer's p0-5 is at %d, the ack says %d", other.Sequence, acks[2].Seq)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -292,20 +291,40 @@ func (c *Committer) chainRange(ctx context.Context, msgs []*nats.Msg, send []int
 		}
 	}
 	done := 0
-	every := false // ask for every message's ack (after an unsure run)
-	// An unsure run may have stored messages without their acks: sent
-	// again, they come back duplicates at sequences above what was known
-	// stored before it, and are reported new.
-	newAbove := uint64(math.MaxUint64)
+	// After an unsure run, its messages are sent again asking for every
+	// ack (up to everyUntil). Those it stored without acks come back
+	// duplicates, each where the run put it: right after the run's first
+	// message, one after the other (ours, by index of send; 0: nowhere).
+	// They are reported new; a duplicate anywhere else was stored before.
+	everyUntil := 0
+	var ours []uint64
 	_, err := retryWhileStream(ctx, c, func(ctx context.Context) (struct{}, error) {
 		for done < len(send) {
-			known := c.lastSeen
-			k, err := c.chainRun(ctx, msgs, send[done:min(len(send), done+c.cfg.BatchMax)], acks, every, newAbove)
-			done += k
-			if every = errors.Is(err, errRunUnsure); every {
-				newAbove = min(newAbove, known)
+			end := min(len(send), done+c.cfg.BatchMax)
+			every := done < everyUntil
+			if every {
+				end = min(end, everyUntil)
 			}
-			if err != nil && !(k > 0 && (chainBroken(err) || every)) {
+			var o []uint64
+			if ours != nil {
+				o = ours[done:end]
+			}
+			known := c.lastSeen
+			k, first, err := c.chainRun(ctx, msgs, send[done:end], acks, every, o)
+			unsure := errors.Is(err, errRunUnsure)
+			if unsure {
+				if ours == nil {
+					ours = make([]uint64, len(send))
+				}
+				for j := 1; j < end-done; j++ {
+					if seq := first + uint64(j); seq > known {
+						ours[done+j] = seq
+					}
+				}
+				everyUntil = max(everyUntil, end)
+			}
+			done += k
+			if err != nil && !(k > 0 && (chainBroken(err) || unsure)) {
 				// The stream may have been given replicas meanwhile:
 				// the rest goes in atomic batches.
 				c.chainKnown = false
@@ -328,10 +347,11 @@ func (c *Committer) chainRange(ctx context.Context, msgs []*nats.Msg, send []int
 // (every: each one): the last one stored new right after the first one,
 // at its sequence plus the run's length less one, means that every one
 // between was stored new, one after the other (doc.go, "Chained runs");
-// any other answer is errRunUnsure, and the rest is sent again asking for
-// every ack, the stored ones coming back duplicates. It returns how many
-// of part are confirmed (a prefix) and the first failure.
-func (c *Committer) chainRun(ctx context.Context, msgs []*nats.Msg, part []int, acks []Ack, every bool, newAbove uint64) (int, error) {
+// any other answer is errRunUnsure (with the first one's sequence), and
+// the rest is sent again asking for every ack, the stored ones coming
+// back duplicates at the sequences ours names (reported new). It returns
+// how many of part are confirmed (a prefix) and the first failure.
+func (c *Committer) chainRun(ctx context.Context, msgs []*nats.Msg, part []int, acks []Ack, every bool, ours []uint64) (n int, first uint64, err error) {
 	sent := time.Now()
 	futures := make([]jetstream.PubAckFuture, 0, len(part))
 	last := len(part) - 1
@@ -359,37 +379,38 @@ func (c *Committer) chainRun(ctx context.Context, msgs []*nats.Msg, part []int, 
 		for k, f := range futures {
 			ack, err := c.await(ctx, f)
 			if err != nil {
-				return k, fmt.Errorf("stream: chained publish to %s: %w", msgs[part[k]].Subject, err)
+				return k, 0, fmt.Errorf("stream: chained publish to %s: %w", msgs[part[k]].Subject, err)
 			}
-			c.confirm(msgs[part[k]], part[k], acks, Ack{Seq: ack.Sequence, Duplicate: ack.Duplicate && ack.Sequence <= newAbove}, sent)
+			dup := ack.Duplicate && (ours == nil || ours[k] == 0 || ack.Sequence != ours[k])
+			c.confirm(msgs[part[k]], part[k], acks, Ack{Seq: ack.Sequence, Duplicate: dup}, sent)
 		}
 		if sendErr != nil {
-			return len(futures), sendErr
+			return len(futures), 0, sendErr
 		}
-		return len(part), nil
+		return len(part), 0, nil
 	}
 	if len(futures) == 0 {
-		return 0, sendErr
+		return 0, 0, sendErr
 	}
-	first, err := c.await(ctx, futures[0])
+	head, err := c.await(ctx, futures[0])
 	if err != nil {
-		return 0, fmt.Errorf("stream: chained publish to %s: %w", msgs[part[0]].Subject, err)
+		return 0, 0, fmt.Errorf("stream: chained publish to %s: %w", msgs[part[0]].Subject, err)
 	}
-	c.confirm(msgs[part[0]], part[0], acks, Ack{Seq: first.Sequence, Duplicate: first.Duplicate}, sent)
+	c.confirm(msgs[part[0]], part[0], acks, Ack{Seq: head.Sequence, Duplicate: head.Duplicate}, sent)
 	if last == 0 {
-		return 1, nil
+		return 1, 0, nil
 	}
 	if sendErr != nil || len(futures) < 2 {
-		return 1, errors.Join(errRunUnsure, sendErr)
+		return 1, head.Sequence, errors.Join(errRunUnsure, sendErr)
 	}
 	end, err := c.await(ctx, futures[1])
-	if err != nil || first.Duplicate || end.Duplicate || end.Sequence != first.Sequence+uint64(last) {
-		return 1, errors.Join(errRunUnsure, err)
+	if err != nil || head.Duplicate || end.Duplicate || end.Sequence != head.Sequence+uint64(last) {
+		return 1, head.Sequence, errors.Join(errRunUnsure, err)
 	}
 	for k := 1; k <= last; k++ {
-		c.confirm(msgs[part[k]], part[k], acks, Ack{Seq: first.Sequence + uint64(k)}, sent)
+		c.confirm(msgs[part[k]], part[k], acks, Ack{Seq: head.Sequence + uint64(k)}, sent)
 	}
-	return len(part), nil
+	return len(part), 0, nil
 }
 
 // errRunUnsure reports a chained run whose last ack does not show every

@@ -120,8 +120,10 @@
 // at the first's sequence plus the run's length less one proves that every
 // message between was stored new, one after the other. Any other answer
 // sends the rest again asking for every ack; the ones the unsure run
-// stored come back duplicates at sequences above what the Committer knew
-// stored before it, and are reported new. Chained runs carry no
+// stored come back duplicates exactly where it put them (right after its
+// first message, one after the other, above what the Committer knew
+// stored) and are reported new; a duplicate anywhere else was stored
+// before, by anyone. Chained runs carry no
 // wire.HdrBatchLasts: their messages may lie between another writer's.
 //
 // Commit returns the stream's sequence of every message it confirmed, and
