@@ -608,10 +608,11 @@ func (s *Service) idleProgress(ctx context.Context, p int, spec stream.ConsumerS
 			fastUntil = time.Now().Add(idleFastFor)
 		}
 		s.bar.mu.Lock()
-		if time.Since(s.bar.active[p]) < idleFastFor {
+		since := time.Since(s.bar.active[p])
+		s.bar.mu.Unlock()
+		if since < idleFastFor {
 			fastUntil = time.Now().Add(idleFastFor)
 		}
-		s.bar.mu.Unlock()
 		if time.Now().Before(fastUntil) {
 			t.Reset(s.cfg.IdleEvery)
 		} else {
@@ -627,6 +628,12 @@ func (s *Service) idleProgress(ctx context.Context, p int, spec stream.ConsumerS
 			} else if err != nil && ctx.Err() == nil {
 				s.cfg.Logger.Warn("claim progress check", "partition", p, "err", err)
 			}
+		}
+		// A partition that handled a batch within the last tick marks its
+		// progress itself: neither RAW's info nor its consumer's is needed
+		// (a candidate read before it is still a safe one).
+		if since < s.cfg.IdleEvery {
+			continue
 		}
 		last, err := s.rawLast(ctx)
 		if err != nil {
