@@ -225,9 +225,9 @@ func TestLatencyVerdictOnlyAtHalfLoad(t *testing.T) {
 		load      float64
 		want, not string
 	}{
-		{0.5, "NOT MET target ≤ 25 ms", "not judged"},
-		{0, "NOT MET target ≤ 25 ms", "not judged"}, // results from before the flag
-		{0.03, "not judged: the target (≤ 25 ms) is set at half load, this run is at 0.03", "NOT MET"},
+		{0.5, "NOT MET target ≤ 60 ms", "not judged"},
+		{0, "NOT MET target ≤ 60 ms", "not judged"}, // results from before the flag
+		{0.03, "not judged: the target (≤ 60 ms) is set at half load, this run is at 0.03", "NOT MET"},
 	} {
 		var out bytes.Buffer
 		r := &Results{Latency: &latencyResult{Rate: 100, Load: c.load, Achieved: 100, Records: len(ms), Ms: ms}}
@@ -319,5 +319,35 @@ func TestLatencyCPUPerEvent(t *testing.T) {
 	d := r.JSON()["details"].(map[string]any)
 	if d["latency_cpu_us_per_event"] != 42.5 || d["latency_budget_ms"] != 5.0 {
 		t.Errorf("details: CPU %v, budget %v; want 42.5 and 5", d["latency_cpu_us_per_event"], d["latency_budget_ms"])
+	}
+}
+
+// TestHalfLoadCPUVerdict: the CPU per event of the latency run is judged
+// against 1.3× the full-load run's at half load only.
+func TestHalfLoadCPUVerdict(t *testing.T) {
+	for _, c := range []struct {
+		load      float64
+		halfCPU   time.Duration
+		want, not string
+	}{
+		{0.5, 120 * time.Second, "MET     1.20× full load", "NOT MET"},
+		{0.5, 140 * time.Second, "NOT MET 1.40× full load", "not judged"},
+		{0.03, 140 * time.Second, "not judged", "MET"},
+	} {
+		var out bytes.Buffer
+		r := &Results{
+			E2E:     &e2eResult{Records: 1_000_000, PartitionDone: []time.Duration{time.Second}, CPU: map[string]time.Duration{"validator": 60 * time.Second, "windower": 40 * time.Second}},
+			Latency: &latencyResult{Rate: 100, Load: c.load, Achieved: 100, Records: 1_000_000, Ms: []float64{1}, CPU: map[string]time.Duration{"all": c.halfCPU}},
+		}
+		r.print(&out)
+		var row string
+		for _, line := range strings.Split(out.String(), "\n") {
+			if strings.HasPrefix(line, "Latency CPU per event") {
+				row = line
+			}
+		}
+		if !strings.Contains(row, c.want) || strings.Contains(row, c.not) {
+			t.Errorf("load %v, %v: row %q, want %q and no %q", c.load, c.halfCPU, row, c.want, c.not)
+		}
 	}
 }

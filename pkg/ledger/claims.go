@@ -140,8 +140,10 @@ func (s *Store) queueClaims(ctx context.Context, pipe redis.Pipeliner, claims []
 			// Redis Cluster checks that a call's declared keys share a
 			// slot: declare the first, pass the others (all on the same
 			// master) as arguments.
-			args := make([]any, 0, 2+len(c.keys)+len(c.args))
-			args = append(args, c.args[0], len(c.keys)-1)
+			// No takeover count on a cluster: the claims of one call
+			// are on one master, the progress on every one.
+			args := make([]any, 0, 3+len(c.keys)+len(c.args))
+			args = append(args, c.args[0], len(c.keys)-1, 0)
 			for _, k := range c.keys[1:] {
 				args = append(args, k)
 			}
@@ -149,10 +151,17 @@ func (s *Store) queueClaims(ctx context.Context, pipe redis.Pipeliner, claims []
 			c.cmd = nodeClaimsScript.EvalSha(ctx, pipe, c.keys[:1], args...)
 			continue
 		}
-		args := make([]any, 0, 1+len(c.args))
-		args = append(args, c.args[0], 0)
+		t := 0
+		keys := c.keys
+		if split == splitNone {
+			// A single Redis counts takeovers in the claim progress hash.
+			keys = append(keys[:len(keys):len(keys)], s.keys.ClaimProgress())
+			t = len(keys)
+		}
+		args := make([]any, 0, 3+len(c.args))
+		args = append(args, c.args[0], 0, t)
 		args = append(args, c.args[1:]...)
-		c.cmd = claimsScript.EvalSha(ctx, pipe, c.keys, args...)
+		c.cmd = claimsScript.EvalSha(ctx, pipe, keys, args...)
 	}
 	return b
 }

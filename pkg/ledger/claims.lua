@@ -6,10 +6,13 @@
 -- the keys may be in many slots. On a cluster the caller sends one call
 -- per master, with the script flag allow-cross-slot-keys (Redis ≥ 7.0);
 -- Redis Cluster refuses declared keys of two slots, so it declares only
--- the first and passes the others in ARGV, after ARGV[2]. (Before 7.0, or
+-- the first and passes the others in ARGV, after ARGV[3]. (Before 7.0, or
 -- while its slot map is out of date, one call per slot.)
--- ARGV[1] n, the hashes in a group; ARGV[2] m, how many key names follow
--- (they continue KEYS); then four arguments per claim: the
+-- ARGV[1] n, the hashes in a group; ARGV[2] m, how many key names
+-- continue KEYS (as ARGV[4..3+m]); ARGV[3] t, the index in the keys of a
+-- hash whose field 'takeovers' counts the takeovers (0: none; on a single
+-- Redis the claim progress hash, so the count is lost with the claims);
+-- then four arguments per claim: the
 -- index in the keys of its group's first hash (its ingest day), the event id's
 -- IDKey (16 bytes), the claim (the content fingerprint, 8 bytes, followed
 -- by the copy's RAW sequence in decimal; nothing when it is unknown, which
@@ -26,13 +29,13 @@ local function seqof(v)
   if #v <= 8 then return 0 end
   return tonumber(string.sub(v, 9)) or 0
 end
-local n, m = tonumber(ARGV[1]), tonumber(ARGV[2])
+local n, m, t = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local keys = {}
 for i = 1, #KEYS do keys[i] = KEYS[i] end
-for i = 1, m do keys[#KEYS + i] = ARGV[2 + i] end
+for i = 1, m do keys[#KEYS + i] = ARGV[3 + i] end
 local out = {}
 local expiring = {}
-for a = 3 + m, #ARGV, 4 do
+for a = 4 + m, #ARGV, 4 do
   local k, id, claim, at = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local want = seqof(claim)
   local held, heldseq
@@ -44,6 +47,7 @@ for a = 3 + m, #ARGV, 4 do
     end
   end
   if not held or heldseq > want then
+    if held and t > 0 then redis.call('HINCRBY', keys[t], 'takeovers', 1) end
     redis.call('HSET', keys[k], id, claim)
     -- One expiry check per hash and call: after it the hash expires.
     if at ~= '0' and not expiring[keys[k]] then

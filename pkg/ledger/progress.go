@@ -43,22 +43,28 @@ func regressed(err error) error {
 	return err
 }
 
+// takeoverField is the field of the claim progress hash, on a single
+// Redis, that claims.lua raises whenever a copy takes a claim over.
+const takeoverField = "takeovers"
+
 // parseProgress reads progress.lua's reply.
 func parseProgress(v any) (Claimed, error) {
+	pr, _, err := parseProgressCount(v)
+	return pr, err
+}
+
+// parseProgressCount reads progress.lua's reply and the takeover count in
+// it.
+func parseProgressCount(v any) (Claimed, uint64, error) {
 	flat, ok := v.([]any)
 	if !ok || len(flat)%2 != 0 {
-		return nil, fmt.Errorf("bad progress reply %v", v)
+		return nil, 0, fmt.Errorf("bad progress reply %v", v)
 	}
-	pr := make(Claimed, len(flat)/2)
+	m := make(map[string]string, len(flat)/2)
 	for i := 0; i < len(flat); i += 2 {
-		p, err1 := strconv.Atoi(fmt.Sprint(flat[i]))
-		seq, err2 := strconv.ParseUint(fmt.Sprint(flat[i+1]), 10, 64)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("bad progress entry %v=%v", flat[i], flat[i+1])
-		}
-		pr[p] = seq
+		m[fmt.Sprint(flat[i])] = fmt.Sprint(flat[i+1])
 	}
-	return pr, nil
+	return progressFields(m)
 }
 
 // progressOf reads the progress hash from an HGETALL.
@@ -67,16 +73,28 @@ func progressOf(cmd *redis.MapStringStringCmd) (Claimed, error) {
 	if err != nil {
 		return nil, err
 	}
+	pr, _, err := progressFields(m)
+	return pr, err
+}
+
+// progressFields reads the fields of the progress hash: a partition's
+// progress per field, and the takeover count.
+func progressFields(m map[string]string) (Claimed, uint64, error) {
 	pr := make(Claimed, len(m))
+	var takeovers uint64
 	for k, v := range m {
-		p, err1 := strconv.Atoi(k)
-		seq, err2 := strconv.ParseUint(v, 10, 64)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("bad progress entry %v=%v", k, v)
+		n, err2 := strconv.ParseUint(v, 10, 64)
+		if k == takeoverField && err2 == nil {
+			takeovers = n
+			continue
 		}
-		pr[p] = seq
+		p, err1 := strconv.Atoi(k)
+		if err1 != nil || err2 != nil {
+			return nil, 0, fmt.Errorf("bad progress entry %v=%v", k, v)
+		}
+		pr[p] = n
 	}
-	return pr, nil
+	return pr, takeovers, nil
 }
 
 // progressArgs are progress.lua's arguments: mark partition p through seq
@@ -317,15 +335,36 @@ func (s *Store) MarkClaimed(ctx context.Context, p int, seq, floor uint64) (Clai
 // written, which is harmless (fence.go). Safe to call twice with the same
 // arguments.
 func (s *Store) ClaimThrough(ctx context.Context, p int, claims []Claim, through, floor uint64) ([]bool, Claimed, error) {
+	r, err := s.ClaimRound(ctx, p, claims, through, floor)
+	return r.Conflicts, r.Before, err
+}
+
+// Round is what ClaimRound wrote and read.
+type Round struct {
+	// Conflicts says, for each claim, whether its id is held by a copy
+	// with other content.
+	Conflicts []bool
+	// Before is every partition's progress read before the claims.
+	Before Claimed
+	// Takeovers is the takeover count right after the claims, when
+	// Counted (a single Redis; a cluster counts none): ClaimsUnmoved
+	// compares a later read with it.
+	Takeovers uint64
+	Counted   bool
+}
+
+// ClaimRound is ClaimThrough, and returns the takeover count after the
+// claims as well.
+func (s *Store) ClaimRound(ctx context.Context, p int, claims []Claim, through, floor uint64) (Round, error) {
 	var (
-		b      *claimBatch
-		before Claimed
+		b *claimBatch
+		r Round
 	)
 	key := []string{s.keys.ClaimProgress()}
 	err := s.withScripts(ctx, func() error {
 		if _, cluster := s.rdb.(*redis.ClusterClient); cluster {
 			var err error
-			if before, err = s.runProgress(ctx, -1, 0, 0); err != nil {
+			if r.Before, err = s.runProgress(ctx, -1, 0, 0); err != nil {
 				return err
 			}
 			if len(claims) > 0 {
@@ -342,25 +381,51 @@ func (s *Store) ClaimThrough(ctx context.Context, p int, claims []Claim, through
 		pipe := s.rdb.TxPipeline()
 		read := progressScript.EvalSha(ctx, pipe, key, s.progressArgs(-1, 0, 0)...)
 		b = s.queueClaims(ctx, pipe, claims, splitNone, nil)
-		progressScript.EvalSha(ctx, pipe, s.progressKeysOf(key[0], p), s.progressArgs(p, through, floor)...)
+		mark := progressScript.EvalSha(ctx, pipe, s.progressKeysOf(key[0], p), s.progressArgs(p, through, floor)...)
 		if cmds, err := pipe.Exec(ctx); err != nil {
 			return fenced(regressed(queuedErr(cmds, err)))
 		}
 		var err error
-		before, err = parseProgress(read.Val())
+		if r.Before, err = parseProgress(read.Val()); err != nil {
+			return err
+		}
+		_, r.Takeovers, err = parseProgressCount(mark.Val())
+		r.Counted = err == nil
 		return err
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("ledger: claims of partition %d: %w", p, err)
+		return Round{}, fmt.Errorf("ledger: claims of partition %d: %w", p, err)
 	}
 	if b == nil {
-		return []bool{}, before, nil
+		r.Conflicts = []bool{}
+		return r, nil
 	}
-	conflict, err := b.conflicts()
+	if r.Conflicts, err = b.conflicts(); err != nil {
+		return Round{}, fmt.Errorf("ledger: claims of partition %d: %w", p, err)
+	}
+	return r, nil
+}
+
+// ClaimsUnmoved reads the claim progress and tells whether no claim was
+// taken over since a ClaimRound that counted takeovers returned
+// takeovers: then every verdict of that round still stands, and a caller
+// that needs every lower copy claimed checks the progress returned (which
+// also catches writes Redis lost: the count is kept beside the progress,
+// and lost with it). On a cluster it always says false.
+func (s *Store) ClaimsUnmoved(ctx context.Context, takeovers uint64) (Claimed, bool, error) {
+	if _, cluster := s.rdb.(*redis.ClusterClient); cluster {
+		pr, err := s.ClaimProgress(ctx)
+		return pr, false, err
+	}
+	m, err := s.rdb.HGetAll(ctx, s.keys.ClaimProgress()).Result()
 	if err != nil {
-		return nil, nil, fmt.Errorf("ledger: claims of partition %d: %w", p, err)
+		return nil, false, fmt.Errorf("ledger: claim progress: %w", err)
 	}
-	return conflict, before, nil
+	pr, n, err := progressFields(m)
+	if err != nil {
+		return nil, false, fmt.Errorf("ledger: claim progress: %w", err)
+	}
+	return pr, n == takeovers, nil
 }
 
 // queuedErr is, for a transaction Redis discarded (EXECABORT), the error

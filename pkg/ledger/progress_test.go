@@ -151,3 +151,57 @@ func TestClaimProgressBelowTheFloorIsARegression(t *testing.T) {
 		}
 	})
 }
+
+// TestClaimsUnmovedSeesEveryTakeover: after a ClaimRound, ClaimsUnmoved
+// says unmoved while claims of new ids, the same copies again and later
+// copies come in, and moved once a lower copy takes any claim over; a
+// Redis that lost its data says it through the progress it returns.
+func TestClaimsUnmovedSeesEveryTakeover(t *testing.T) {
+	backends(t, func(t *testing.T, rdb *redis.Client) {
+		ctx := context.Background()
+		s := NewStore(rdb, Config{Keys: Keys{Prefix: "rf:1:"}, Lateness: 5 * time.Minute, Grace: time.Hour, Horizon: 24 * time.Hour})
+		day := time.Now().Unix() / 86400
+		r, err := s.ClaimRound(ctx, 0, []Claim{{EventID: "a", Fingerprint: 1, Seq: 10, Day: day}, {EventID: "b", Fingerprint: 2, Seq: 11, Day: day}}, 11, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Counted || !reflect.DeepEqual(r.Conflicts, []bool{false, false}) {
+			t.Fatalf("round %+v: want counted, no conflicts", r)
+		}
+		unmoved := func(want bool, what string) {
+			t.Helper()
+			pr, ok, err := s.ClaimsUnmoved(ctx, r.Takeovers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok != want {
+				t.Fatalf("%s: unmoved %v, want %v (progress %v)", what, ok, want, pr)
+			}
+		}
+		unmoved(true, "right after the round")
+		// Neither a new id, nor the same copy again, nor a later copy
+		// with other content (a conflict, not a takeover) moves a claim.
+		if _, _, err := s.ClaimThrough(ctx, 1, []Claim{{EventID: "c", Fingerprint: 3, Seq: 12, Day: day}, {EventID: "a", Fingerprint: 1, Seq: 10, Day: day}, {EventID: "b", Fingerprint: 9, Seq: 13, Day: day}}, 13, 0); err != nil {
+			t.Fatal(err)
+		}
+		unmoved(true, "new id, same copy, later copy")
+		// A lower copy of b with other content takes b over.
+		if c, err := s.Claims(ctx, []Claim{{EventID: "b", Fingerprint: 7, Seq: 5, Day: day}}); err != nil || c[0] {
+			t.Fatalf("lower copy: %v, %v; want it to hold", c, err)
+		}
+		unmoved(false, "after a takeover")
+		r2, err := s.ClaimRound(ctx, 0, nil, 14, 11)
+		if err != nil || r2.Takeovers != r.Takeovers+1 {
+			t.Fatalf("round after the takeover: %+v, %v; want count %d", r2, err, r.Takeovers+1)
+		}
+		// Redis loses everything: the count starts again, and so does the
+		// progress, which the caller checks.
+		if err := rdb.FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		pr, _, err := s.ClaimsUnmoved(ctx, 0)
+		if err != nil || pr.Through(0) != 0 {
+			t.Fatalf("after FLUSHALL: progress %v, %v; want partition 0 gone", pr, err)
+		}
+	})
+}

@@ -25,10 +25,12 @@ package validator
 //     just before the batch's claims already says so, the claims' verdicts
 //     are final (every lower copy had claimed before them): no extra round
 //     trip. Otherwise the partition waits (woken by this instance's own
-//     partitions, polling Redis for the others) and then reads the batch's
-//     claims again (ledger.ClaimConflicts: plain reads, no script): a copy
-//     whose id a lower copy with other content took over meanwhile becomes
-//     conflicting_duplicate.
+//     partitions, polling Redis for the others), then reads the takeover
+//     count kept beside the progress (ledger.ClaimsUnmoved): unchanged
+//     since its claims, no claim moved and the verdicts stand. Else (or
+//     on a cluster, which counts none) it reads the batch's claims again
+//     (ledger.ClaimConflicts): a copy whose id a lower copy with other
+//     content took over meanwhile becomes conflicting_duplicate.
 //
 // Spans. Ingest stores a replicated RAW in atomic batches (a one-replica
 // RAW in chained runs, which have no spans), each
@@ -134,6 +136,7 @@ type barrier struct {
 	waitingFor *prometheus.GaugeVec
 	waited     *prometheus.CounterVec
 	rechecks   prometheus.Counter
+	unmoved    prometheus.Counter
 }
 
 func newBarrier(reg prometheus.Registerer) *barrier {
@@ -161,11 +164,16 @@ func newBarrier(reg prometheus.Registerer) *barrier {
 			Name: "receiptflow_validator_barrier_rechecks_total",
 			Help: "Batches whose claims were read again after waiting for other partitions.",
 		}),
+		unmoved: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "receiptflow_validator_barrier_unmoved_total",
+			Help: "Batches that waited for other partitions and kept their verdicts without reading their claims again: no claim was taken over meanwhile.",
+		}),
 	}
 	b.waiting = telemetry.Register(reg, b.waiting)
 	b.waitingFor = telemetry.Register(reg, b.waitingFor)
 	b.waited = telemetry.Register(reg, b.waited)
 	b.rechecks = telemetry.Register(reg, b.rechecks)
+	b.unmoved = telemetry.Register(reg, b.unmoved)
 	return b
 }
 
@@ -405,6 +413,8 @@ type claimRound struct {
 	conflicts        []bool
 	before           ledger.Claimed
 	through, highest uint64
+	takeovers        uint64 // the takeover count after the claims, when counted
+	counted          bool
 }
 
 // claimOnce writes a batch's claims and marks partition p's progress
@@ -421,7 +431,7 @@ func (s *Service) claimOnce(ctx context.Context, p int, batch []jetstream.Msg, c
 	}
 	s.bar.busy(p)
 	for {
-		conflicts, before, err := s.store.ClaimThrough(ctx, p, claims, r.through, s.bar.floorOf(p))
+		round, err := s.store.ClaimRound(ctx, p, claims, r.through, s.bar.floorOf(p))
 		if err != nil {
 			err = s.fenced(p, err)
 		}
@@ -434,9 +444,10 @@ func (s *Service) claimOnce(ctx context.Context, p int, batch []jetstream.Msg, c
 		if err != nil {
 			return nil, err
 		}
-		r.conflicts, r.before = conflicts, before
+		r.conflicts, r.before = round.Conflicts, round.Before
+		r.takeovers, r.counted = round.Takeovers, round.Counted
 		s.bar.setFloor(p, r.through)
-		s.bar.observe(before)
+		s.bar.observe(r.before)
 		s.bar.raise(p, r.through)
 		return r, nil
 	}
@@ -457,6 +468,22 @@ func (s *Service) settle(ctx context.Context, p int, claims []ledger.Claim, r *c
 	if err := s.waitClaimed(ctx, p, target); err != nil {
 		return nil, false, err
 	}
+	settled := func(after ledger.Claimed) bool {
+		_, lag := s.bar.lagging(after, p, s.cfg.Partitions, target)
+		return !lag && after[p] >= r.through
+	}
+	if r.counted {
+		// No claim taken over since this batch's claims: its verdicts
+		// stand, and the claims need no second read.
+		after, unmoved, err := s.store.ClaimsUnmoved(ctx, r.takeovers)
+		if err != nil {
+			return nil, false, err
+		}
+		if unmoved && settled(after) {
+			s.bar.unmoved.Inc()
+			return r.conflicts, true, nil
+		}
+	}
 	s.bar.rechecks.Inc()
 	conflicts, after, err := s.store.ClaimConflicts(ctx, claims)
 	if err != nil {
@@ -465,7 +492,7 @@ func (s *Service) settle(ctx context.Context, p int, claims []ledger.Claim, r *c
 	// The progress read after the claims must still say so, this
 	// partition's own included: less means Redis lost writes since the
 	// wait looked (then claim again from the top).
-	if _, lag := s.bar.lagging(after, p, s.cfg.Partitions, target); !lag && after[p] >= r.through {
+	if settled(after) {
 		return conflicts, true, nil
 	}
 	s.bar.reset(after)
