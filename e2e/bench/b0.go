@@ -35,7 +35,8 @@ type b0Result struct {
 	PublishEPS float64
 	ConsumeEPS float64
 	// PublishCPU and ConsumeCPU are the bench process's CPU time (the
-	// embedded nats-server and the client) in each phase.
+	// embedded nats-server and the client), and that of the server
+	// processes on a cluster, in each phase.
 	PublishCPU, ConsumeCPU time.Duration
 }
 
@@ -49,6 +50,9 @@ const (
 
 // b0Spec selects a B0 variant.
 type b0Spec struct {
+	// nodes > 1 runs on a cluster of that many nats-server processes,
+	// every stream with as many replicas.
+	nodes int
 	// syncAlways: the server fsyncs every write before its ack
 	// (sync_interval: always); otherwise nats-server's default.
 	syncAlways bool
@@ -74,18 +78,18 @@ type b0Spec struct {
 func (b *bencher) runB0(ctx context.Context, ds *dataset, spec b0Spec) (b0Result, error) {
 	res := b0Result{}
 	dir := filepath.Join(b.work, "nats-b0")
-	ns, url, err := startNATS(dir, spec.syncAlways)
+	target, err := b.startTarget(ctx, dir, spec.syncAlways, spec.nodes)
 	if err != nil {
 		return res, err
 	}
-	defer stopNATS(ns, dir)
-	conn, err := connect.ConnectNATS(url, "bench-b0")
+	defer target.stop()
+	conn, err := connect.ConnectNATS(target.url, "bench-b0")
 	if err != nil {
 		return res, err
 	}
 	defer conn.Close()
 	names := wire.For("")
-	if err := stream.Ensure(ctx, conn.JS, names, stream.Config{Partitions: b.o.Partitions}); err != nil {
+	if err := stream.Ensure(ctx, conn.JS, names, stream.Config{Partitions: b.o.Partitions, Replicas: target.replicas}); err != nil {
 		return res, err
 	}
 	subjects := make([]string, b.o.Partitions)
@@ -115,6 +119,9 @@ func (b *bencher) runB0(ctx context.Context, ds *dataset, spec b0Spec) (b0Result
 		ackErr <- first
 	}()
 	meter := cpuMeter{"bench": os.Getpid()}
+	for name, pid := range target.pids {
+		meter[name] = pid
+	}
 	if spec.viaIngest {
 		close(acks)
 		<-ackErr
@@ -158,7 +165,7 @@ func (b *bencher) runB0(ctx context.Context, ds *dataset, spec b0Spec) (b0Result
 		return res, fmt.Errorf("bench: B0 publish ack: %w", err)
 	}
 	res.Publish = time.Since(began)
-	res.PublishCPU = meter.since(cpu0)["bench"]
+	res.PublishCPU = sumCPU(meter.since(cpu0))
 	res.Records = n
 
 	st, err := rawHolds(ctx, conn.JS, names, uint64(n), "B0")
@@ -212,7 +219,7 @@ func (b *bencher) runB0(ctx context.Context, ds *dataset, spec b0Spec) (b0Result
 		return res, fmt.Errorf("bench: B0 consume after %d: %w", got.Load(), err)
 	}
 	res.Consume = time.Since(began)
-	res.ConsumeCPU = meter.since(cpu0)["bench"]
+	res.ConsumeCPU = sumCPU(meter.since(cpu0))
 	res.PublishEPS = float64(n) / res.Publish.Seconds()
 	res.ConsumeEPS = float64(n) / res.Consume.Seconds()
 	return res, nil
@@ -257,7 +264,7 @@ func (b *bencher) ingestAlone(ctx context.Context, conn *connect.Conn, names wir
 		return res, fmt.Errorf("bench: ingest alone: %w", err)
 	}
 	res.Publish = time.Since(began)
-	res.PublishCPU = meter.since(cpu0)["bench"]
+	res.PublishCPU = sumCPU(meter.since(cpu0))
 	res.Records = n
 	res.PublishEPS = float64(n) / res.Publish.Seconds()
 	if _, err := rawHolds(ctx, conn.JS, names, uint64(n)+uint64(in.Stats().Published-in.Stats().Records), "ingest alone"); err != nil {

@@ -50,7 +50,7 @@ const (
 )
 
 // Scenarios lists every scenario in the order a run performs them.
-var Scenarios = []string{ScenarioB0, ScenarioE2E, ScenarioLatency, ScenarioBatch, ScenarioDup, ScenarioSkew, ScenarioScale, ScenarioHandover, ScenarioDoor, ScenarioIdle}
+var Scenarios = []string{ScenarioB0, ScenarioE2E, ScenarioLatency, ScenarioBatch, ScenarioDup, ScenarioSkew, ScenarioScale, ScenarioHandover, ScenarioDoor, ScenarioIdle, ScenarioCluster}
 
 // Options configure a bench run.
 type Options struct {
@@ -436,7 +436,9 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	r.DoorNA = b.wants(ScenarioDoor) && o.Mode != ModeProcess
 	if b.wants(ScenarioDoor) && o.Mode == ModeProcess {
 		b.logf("door: the front door (bin/ingest) against a nats-server process, beside receiptctl ingest")
+		profile(ScenarioDoor)
 		d, err := b.runDoor(ctx, base)
+		endProfile()
 		if err != nil {
 			return nil, err
 		}
@@ -445,11 +447,21 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	r.IdleNA = b.wants(ScenarioIdle) && o.Mode != ModeProcess
 	if b.wants(ScenarioIdle) && o.Mode == ModeProcess {
 		b.logf("idle: the deployed pipeline with no traffic")
+		profile(ScenarioIdle)
 		id, err := b.runIdle(ctx)
+		endProfile()
 		if err != nil {
 			return nil, err
 		}
 		r.Idle = id
+	}
+	r.ClusterNA = b.wants(ScenarioCluster) && o.Mode != ModeProcess
+	if b.wants(ScenarioCluster) && o.Mode == ModeProcess {
+		c, err := b.runCluster(ctx, base, profile, endProfile)
+		if err != nil {
+			return nil, err
+		}
+		r.Cluster = c
 	}
 	r.Load = append(r.Load, loadAvg())
 	r.Elapsed = time.Since(began)

@@ -104,6 +104,7 @@ func (b *bencher) runDoor(ctx context.Context, ds *dataset) (*doorResult, error)
 	if err != nil {
 		return nil, err
 	}
+	b.logf("nats-server process at %s (pprof at %s)", ns.url, ns.profiles)
 	defer ns.stop()
 	conn, err := connect.ConnectNATS(ns.url, "receiptbench-door")
 	if err != nil {
@@ -296,6 +297,10 @@ type natsProcess struct {
 	cmd *exec.Cmd
 	url string
 	dir string
+	// profiles is the server's pprof address (http://…/debug/pprof/),
+	// on a free loopback port: go tool pprof reads a profile of the
+	// server from it while a scenario runs.
+	profiles string
 }
 
 func (s *natsProcess) pid() int { return s.cmd.Process.Pid }
@@ -306,16 +311,30 @@ func (s *natsProcess) stop() {
 	_ = os.RemoveAll(s.dir)
 }
 
-// startNATSProcess builds nats-server (once, into the work directory) and
-// starts it on a free loopback port.
-func startNATSProcess(ctx context.Context, work string) (*natsProcess, error) {
+// natsServerBin builds nats-server (the module's version) into the work
+// directory once and returns its path.
+func natsServerBin(ctx context.Context, work string) (string, error) {
 	bin := filepath.Join(work, "nats-server")
 	if _, err := os.Stat(bin); err != nil {
 		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/nats-io/nats-server/v2").CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("bench: go build nats-server: %w\n%s", err, out)
+			return "", fmt.Errorf("bench: go build nats-server: %w\n%s", err, out)
 		}
 	}
+	return bin, nil
+}
+
+// startNATSProcess builds nats-server (once, into the work directory) and
+// starts it on a free loopback port.
+func startNATSProcess(ctx context.Context, work string) (*natsProcess, error) {
+	bin, err := natsServerBin(ctx, work)
+	if err != nil {
+		return nil, err
+	}
 	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	profPort, err := freePort()
 	if err != nil {
 		return nil, err
 	}
@@ -325,14 +344,15 @@ func startNATSProcess(ctx context.Context, work string) (*natsProcess, error) {
 		return nil, err
 	}
 	conf := filepath.Join(dir, "nats.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, "listen: 127.0.0.1:%d\nprof_port: 6061\njetstream { store_dir: %q }\n", port, filepath.Join(dir, "store")), 0o644); err != nil {
+	if err := os.WriteFile(conf, fmt.Appendf(nil, "listen: 127.0.0.1:%d\nprof_port: %d\njetstream { store_dir: %q }\n", port, profPort, filepath.Join(dir, "store")), 0o644); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, "-c", conf)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	s := &natsProcess{cmd: cmd, url: fmt.Sprintf("nats://127.0.0.1:%d", port), dir: dir}
+	s := &natsProcess{cmd: cmd, url: fmt.Sprintf("nats://127.0.0.1:%d", port), dir: dir,
+		profiles: fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", profPort)}
 	err = connect.WaitFor(ctx, func(context.Context) error {
 		nc, err := nats.Connect(s.url)
 		if err == nil {

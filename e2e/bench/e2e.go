@@ -47,6 +47,9 @@ type e2eSpec struct {
 	measure bool
 	// handover, when set, makes this a hand-over run (handover.go).
 	handover *handoverSpec
+	// nodes > 1 runs on a cluster of that many nats-server processes,
+	// every stream and bucket with as many replicas (process mode).
+	nodes int
 }
 
 // windowSeen is the last snapshot of a window the bench saw in KV.
@@ -122,18 +125,19 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 	}
 
 	dir := filepath.Join(b.work, "nats-"+spec.name)
-	ns, url, err := startNATS(dir, false)
+	target, err := b.startTarget(ctx, dir, false, spec.nodes)
 	if err != nil {
 		return nil, err
 	}
-	defer stopNATS(ns, dir)
+	defer target.stop()
+	url := target.url
 	admin, err := connect.ConnectNATS(url, "bench-admin")
 	if err != nil {
 		return nil, err
 	}
 	defer admin.Close()
 	names := wire.For("")
-	if err := stream.Ensure(ctx, admin.JS, names, stream.Config{Partitions: P}); err != nil {
+	if err := stream.Ensure(ctx, admin.JS, names, stream.Config{Partitions: P, Replicas: target.replicas}); err != nil {
 		return nil, err
 	}
 	if err := b.rdb.FlushAll(ctx).Err(); err != nil {
@@ -149,7 +153,7 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 	}
 	ds2 := deploySpec{mode: b.o.Mode, bin: b.o.BinDir, natsURL: url, redisURL: b.redis.URL(),
 		partitions: P, hot: spec.ds.hot.String(), windowers: spec.windowers, logDir: logDir, profileDir: profileDir,
-		budget: b.o.LatencyBudget}
+		budget: b.o.LatencyBudget, replicas: target.replicas}
 	if spec.handover != nil {
 		ds2.group, ds2.leaseTTL = true, spec.handover.ttl
 	}
@@ -317,6 +321,9 @@ func (b *bencher) runE2E(ctx context.Context, spec e2eSpec) (*e2eResult, error) 
 	br := bufio.NewReaderSize(f, 1<<20)
 	meter := cpuMeter{"bench": os.Getpid(), "redis-server": b.redis.pid()}
 	for name, pid := range dep.pids() {
+		meter[name] = pid
+	}
+	for name, pid := range target.pids {
 		meter[name] = pid
 	}
 	cpu0 := meter.read()

@@ -60,6 +60,7 @@ func (b *bencher) runIdle(ctx context.Context) (*idleResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.logf("nats-server process at %s (pprof at %s)", ns.url, ns.profiles)
 	defer ns.stop()
 	admin, err := connect.ConnectNATS(ns.url, "bench-idle")
 	if err != nil {
@@ -77,8 +78,12 @@ func (b *bencher) runIdle(ctx context.Context) (*idleResult, error) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
+	var profileDir string // --profile idle: each service's profiles, written when stopped
+	if b.profiling && b.o.ProfileDir != "" {
+		profileDir = filepath.Join(b.o.ProfileDir, ScenarioIdle)
+	}
 	dep, err := deploy(ctx, deploySpec{mode: ModeProcess, bin: b.o.BinDir, natsURL: ns.url, redisURL: b.redis.URL(),
-		partitions: b.o.Partitions, windowers: 1, logDir: logDir, budget: b.o.LatencyBudget})
+		partitions: b.o.Partitions, windowers: 1, logDir: logDir, budget: b.o.LatencyBudget, profileDir: profileDir})
 	if err != nil {
 		return nil, err
 	}

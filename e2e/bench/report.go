@@ -60,6 +60,7 @@ var Rows = []string{
 	"Hand-over SIGTERM", "Hand-over SIGKILL",
 	"Door receiptctl ingest", "Door HTTP 100 per req", "Door NATS 100 per req", "Door HTTP 1 per req", "Door NATS 1 per req", "Door NATS routing", "Door p99 half load", "Door RSS 200 producers",
 	"Idle cost",
+	"Cluster B0 CPU per event", "Cluster E2E", "Cluster E2E CPU per event",
 }
 
 // Results is everything one run measured.
@@ -103,6 +104,10 @@ type Results struct {
 	// for in in-process mode.
 	Idle   *idleResult
 	IdleNA bool
+	// Cluster is B0 and E2E on a 3-node cluster of nats-server processes;
+	// ClusterNA: asked for in in-process mode.
+	Cluster   *clusterResult
+	ClusterNA bool
 	// HandoverNA: the hand-over runs were asked for in in-process mode,
 	// where there is no process to stop.
 	HandoverNA bool
@@ -398,6 +403,11 @@ func (r *Results) JSON() map[string]any {
 			d["door_rss_200_producers_bytes"] = dr.RSS.PeakRSS
 		}
 	}
+	if c := r.Cluster; c != nil {
+		d["cluster_b0_cpu_us_per_event"] = num(float64((c.B0.PublishCPU + c.B0.ConsumeCPU).Microseconds()) / float64(max(c.B0.Records, 1)))
+		d["cluster_e2e_eps"] = num(c.E2E.EPS)
+		d["cluster_e2e_cpu_us_per_event"] = num(float64(sumCPU(c.E2E.CPU).Microseconds()) / float64(max(c.E2E.Records, 1)))
+	}
 	if r.B0 != nil {
 		d["b0_publish_cpu_us_per_event"] = num(float64(r.B0.PublishCPU.Microseconds()) / float64(r.B0.Records))
 		d["b0_consume_cpu_us_per_event"] = num(float64(r.B0.ConsumeCPU.Microseconds()) / float64(r.B0.Records))
@@ -685,6 +695,7 @@ func (r *Results) print(w io.Writer) {
 	}
 	r.printDoor(row, skipped)
 	r.printIdle(row, skipped)
+	r.printCluster(row, skipped)
 }
 
 // intList writes ps as 0,2,5.

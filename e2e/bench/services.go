@@ -74,6 +74,8 @@ type deploySpec struct {
 	// profileDir, when set, is given to every service process as
 	// --profile-dir: each writes its profiles there when stopped.
 	profileDir string
+	// replicas > 1 is every service process's --replicas (a cluster).
+	replicas int
 }
 
 // deploy starts one validator, spec.windowers windowers splitting the
@@ -136,6 +138,9 @@ func deploy(ctx context.Context, spec deploySpec) (*deployment, error) {
 		cmd := exec.Command(filepath.Join(spec.bin, in.svc), args...)
 		if spec.profileDir != "" {
 			cmd.Args = append(cmd.Args, "--profile-dir", spec.profileDir)
+		}
+		if spec.replicas > 1 {
+			cmd.Args = append(cmd.Args, "--replicas", strconv.Itoa(spec.replicas))
 		}
 		cmd.Stdout, cmd.Stderr = logf, logf
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

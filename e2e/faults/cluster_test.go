@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -91,12 +92,16 @@ func clusterDeliveryFaults(t *testing.T, k int, kind string, fault func(c *clust
 	paths, _ := splitFixture(t, brokerSet.fixture(t), 2*k)
 	validator := c.procs[0]
 	faults := 0
+	began := time.Now()
+	var steps []string // how long each chunk's ingest and each fault took: where a slow run spent its time
 	for i := range paths {
 		hold := i%2 == 0 && faults < k
 		if hold {
 			validator.signal(syscall.SIGSTOP)
 		}
+		at := time.Now()
 		c.startIngestArgs(ctx, chunkArgs(paths, i)...).wait()
+		steps = append(steps, fmt.Sprintf("ingest %s", time.Since(at).Round(100*time.Millisecond)))
 		if !hold {
 			continue
 		}
@@ -104,9 +109,12 @@ func clusterDeliveryFaults(t *testing.T, k int, kind string, fault func(c *clust
 		if n, known := pending(ctx, admin); known && n == 0 {
 			t.Fatalf("chunk %d: nothing pending although the validator was held while it was ingested", i)
 		}
+		at = time.Now()
 		fault(c, ctx, r, admin, plan[faults])
+		steps = append(steps, fmt.Sprintf("fault %s", time.Since(at).Round(100*time.Millisecond)))
 		faults++
 	}
+	t.Logf("chunks and faults done after %s: %s", time.Since(began).Round(100*time.Millisecond), strings.Join(steps, ", "))
 	c.verdict(ctx, admin, kind+" during delivery", faults, k, "while the services delivered")
 }
 

@@ -512,9 +512,15 @@ func (d *deployment) outcome(ctx context.Context, admin *connect.Conn, ds *datas
 	want := ds.cleanRun(t)
 	names := wire.For("")
 	services := []string{pipeline.Validator, pipeline.Windower, pipeline.Publisher}
+	waitFrom := time.Now()
+	left := "no deadline"
+	if dl, ok := ctx.Deadline(); ok {
+		left = time.Until(dl).Round(100*time.Millisecond).String() + " left"
+	}
 	if err := pipeline.WaitDrained(ctx, admin.JS, names, services, 8); err != nil {
 		b, _, berr := pipeline.Backlog(context.Background(), admin.JS, names, services, 8)
-		t.Fatalf("pipeline did not drain: %v (backlog %v %v)", err, b, berr)
+		t.Fatalf("pipeline did not drain in %s (%s when the wait began): %v (backlog %v %v)",
+			time.Since(waitFrom).Round(100*time.Millisecond), left, err, b, berr)
 	}
 	// Right after a fault the first reads may find no responder yet (a
 	// cluster still settling): those are read again; anything else fails.
