@@ -169,12 +169,18 @@ func (s *Store) queueClaims(ctx context.Context, pipe redis.Pipeliner, claims []
 // groupClaims builds the claims.lua calls of claims as split says (and
 // another call every claimsPerCall claims).
 func (s *Store) groupClaims(claims []Claim, split claimSplit, owner []string) *claimBatch {
-	b := &claimBatch{claims: claims, first: map[string]int{}}
+	b := &claimBatch{claims: claims, first: make(map[string]int, len(claims))}
 	n := s.ClaimDays()
 	if n == 0 {
 		n = 1
 	}
 	calls := map[string]*claimCall{}
+	// Sized for the whole batch in one call (a single Redis): a call's
+	// slices are then allocated once.
+	size := min(len(claims), claimsPerCall)
+	// The expiry argument of the last day seen, boxed once: a batch's
+	// claims are nearly all of one ingest day.
+	atDay, at := int64(-1), any(nil)
 	for i, c := range claims {
 		if _, ok := b.first[c.EventID]; ok {
 			continue
@@ -191,7 +197,9 @@ func (s *Store) groupClaims(claims []Claim, split claimSplit, owner []string) *c
 		}
 		call := calls[part]
 		if call == nil || len(call.send) == claimsPerCall {
-			call = &claimCall{args: []any{n}, groups: map[claimGroup]int{}}
+			call = &claimCall{args: make([]any, 1, 1+4*size), groups: make(map[claimGroup]int, size),
+				keys: make([]string, 0, int(n)*size), send: make([]int, 0, size)}
+			call.args[0] = n
 			calls[part] = call
 			b.calls = append(b.calls, call)
 		}
@@ -203,7 +211,10 @@ func (s *Store) groupClaims(claims []Claim, split claimSplit, owner []string) *c
 				call.keys = append(call.keys, s.keys.ClaimBucket(g.bucket, g.day-j))
 			}
 		}
-		call.args = append(call.args, k, hid, claimValue(c), s.claimsExpireAt(g.day))
+		if g.day != atDay {
+			atDay, at = g.day, s.claimsExpireAt(g.day)
+		}
+		call.args = append(call.args, k, hid, claimValue(c), at)
 		call.send = append(call.send, i)
 	}
 	return b

@@ -285,8 +285,8 @@ func (s *Service) prepare(p int, batch []jetstream.Msg) (*prepared, error) {
 	s.m.batch.Observe(float64(len(batch)))
 	var rejected []*nats.Msg
 	items := make([]item, 0, len(batch))
-	var valid []pending
-	var claims []ledger.Claim
+	valid := make([]pending, 0, len(batch))
+	claims := make([]ledger.Claim, 0, len(batch))
 	heartbeats := 0
 	for _, m := range batch {
 		meta, err := m.Metadata()
