@@ -337,6 +337,11 @@ func (r *Results) JSON() map[string]any {
 		d["latency_rate_eps"] = num(r.Latency.Rate)
 		d["latency_load"] = num(r.Latency.Load)
 		d["latency_cpu_us_per_event"] = num(r.Latency.cpuPerEvent())
+		byProc := map[string]any{}
+		for k, v := range r.Latency.CPU {
+			byProc[k] = num(float64(v.Microseconds()) / float64(max(r.Latency.Records, 1)))
+		}
+		d["latency_cpu_us_per_event_by_process"] = byProc
 		if steps := stepMeans(r.Latency.Hist); len(steps) > 0 {
 			d["latency_steps_ms"] = steps
 		}
@@ -536,8 +541,12 @@ func (r *Results) print(w io.Writer) {
 		case math.IsNaN(c) || math.IsNaN(full):
 			row("Latency CPU per event", "n/a", "no CPU measured")
 		case l.halfLoad():
+			var parts []string
+			for _, k := range slices.Sorted(mapsKeys(l.CPU)) {
+				parts = append(parts, k+" "+us(l.CPU[k], l.Records))
+			}
 			row("Latency CPU per event", fmt.Sprintf("%.1f µs", c), verdict(c <= TargetHalfLoadCPU*full,
-				fmt.Sprintf("%.2f× full load (%.1f µs); target ≤ %.1f×", c/full, full, TargetHalfLoadCPU)))
+				fmt.Sprintf("%.2f× full load (%.1f µs); target ≤ %.1f×; %s", c/full, full, TargetHalfLoadCPU, strings.Join(parts, ", "))))
 		default:
 			row("Latency CPU per event", fmt.Sprintf("%.1f µs", c), fmt.Sprintf("%.2f× full load (%.1f µs); not judged: the target is set at half load, this run is at %s", c/full, full, l.loadName()))
 		}
