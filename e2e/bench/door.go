@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -301,6 +302,32 @@ type natsProcess struct {
 	// on a free loopback port: go tool pprof reads a profile of the
 	// server from it while a scenario runs.
 	profiles string
+	// monitor is the server's monitoring address (http://…:port), for
+	// /jsz: the JetStream API requests it has answered.
+	monitor string
+}
+
+// jsAPIRequests is how many JetStream API requests the server has
+// answered (/jsz's api.total).
+func (s *natsProcess) jsAPIRequests(ctx context.Context) (uint64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.monitor+"/jsz", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var jsz struct {
+		API struct {
+			Total uint64 `json:"total"`
+		} `json:"api"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&jsz); err != nil {
+		return 0, fmt.Errorf("bench: /jsz: %w", err)
+	}
+	return jsz.API.Total, nil
 }
 
 func (s *natsProcess) pid() int { return s.cmd.Process.Pid }
@@ -338,13 +365,17 @@ func startNATSProcess(ctx context.Context, work string) (*natsProcess, error) {
 	if err != nil {
 		return nil, err
 	}
+	monPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
 	dir := filepath.Join(work, "door-nats")
 	_ = os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	conf := filepath.Join(dir, "nats.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, "listen: 127.0.0.1:%d\nprof_port: %d\njetstream { store_dir: %q }\n", port, profPort, filepath.Join(dir, "store")), 0o644); err != nil {
+	if err := os.WriteFile(conf, fmt.Appendf(nil, "listen: 127.0.0.1:%d\nprof_port: %d\nhttp: 127.0.0.1:%d\njetstream { store_dir: %q }\n", port, profPort, monPort, filepath.Join(dir, "store")), 0o644); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, "-c", conf)
@@ -352,7 +383,7 @@ func startNATSProcess(ctx context.Context, work string) (*natsProcess, error) {
 		return nil, err
 	}
 	s := &natsProcess{cmd: cmd, url: fmt.Sprintf("nats://127.0.0.1:%d", port), dir: dir,
-		profiles: fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", profPort)}
+		profiles: fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", profPort), monitor: fmt.Sprintf("http://127.0.0.1:%d", monPort)}
 	err = connect.WaitFor(ctx, func(context.Context) error {
 		nc, err := nats.Connect(s.url)
 		if err == nil {

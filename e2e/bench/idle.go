@@ -32,6 +32,10 @@ const (
 type idleResult struct {
 	Window time.Duration
 	CPU    map[string]time.Duration
+	// APIRequests are the JetStream API requests nats-server answered over
+	// the window: what the services ask of it while nothing happens, a
+	// count that does not move with the host's noise as CPU does.
+	APIRequests uint64
 }
 
 // share is CPU as a share of one core over the window, in percent.
@@ -118,15 +122,25 @@ func (b *bencher) runIdle(ctx context.Context) (*idleResult, error) {
 	pids["nats-server"], pids["redis-server"] = ns.pid(), b.redis.pid()
 	pids["ingest"], pids["dashboard"] = door.cmd.Process.Pid, dash.Process.Pid
 	meter := cpuMeter(pids)
+	api0, err := ns.jsAPIRequests(ctx)
+	if err != nil {
+		return nil, err
+	}
 	cpu0 := meter.read()
 	began := time.Now()
 	if err := pause(ctx, window); err != nil {
 		return nil, err
 	}
+	res := &idleResult{Window: time.Since(began), CPU: meter.since(cpu0)}
+	api1, err := ns.jsAPIRequests(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.APIRequests = api1 - api0
 	if err := dep.failed(); err != nil {
 		return nil, err
 	}
-	return &idleResult{Window: time.Since(began), CPU: meter.since(cpu0)}, nil
+	return res, nil
 }
 
 // pause waits d or until ctx ends.
@@ -151,6 +165,6 @@ func (r *Results) printIdle(row func(label, value, note string), skipped func(..
 		parts = append(parts, fmt.Sprintf("%s %.2f%%", k, id.share(id.CPU[k])))
 	}
 	total := id.share(id.total())
-	row(label, fmt.Sprintf("%.2f%%", total), fmt.Sprintf("of one core over %s of a deployed pipeline with no traffic (%s); %s",
-		dur(id.Window), strings.Join(parts, ", "), verdict(total <= TargetIdlePercent, fmt.Sprintf("target ≤ %.0f%%", TargetIdlePercent))))
+	row(label, fmt.Sprintf("%.2f%%", total), fmt.Sprintf("of one core over %s of a deployed pipeline with no traffic (%s); %.1f JetStream API requests/s; %s",
+		dur(id.Window), strings.Join(parts, ", "), float64(id.APIRequests)/id.Window.Seconds(), verdict(total <= TargetIdlePercent, fmt.Sprintf("target ≤ %.0f%%", TargetIdlePercent))))
 }

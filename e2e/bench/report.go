@@ -408,6 +408,10 @@ func (r *Results) JSON() map[string]any {
 			d["door_rss_200_producers_bytes"] = dr.RSS.PeakRSS
 		}
 	}
+	if id := r.Idle; id != nil {
+		d["idle_percent_of_one_core"] = num(id.share(id.total()))
+		d["idle_js_api_requests_per_s"] = num(float64(id.APIRequests) / id.Window.Seconds())
+	}
 	if c := r.Cluster; c != nil {
 		d["cluster_b0_cpu_us_per_event"] = num(float64((c.B0.PublishCPU + c.B0.ConsumeCPU).Microseconds()) / float64(max(c.B0.Records, 1)))
 		d["cluster_e2e_eps"] = num(c.E2E.EPS)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"sort"
 	"strconv"
@@ -135,6 +136,77 @@ func (s *Service) tick(ctx context.Context) error {
 	return s.writeHealth(ctx, h)
 }
 
+// healthCache is what the health tick keeps from one tick to the next, so
+// that a quiet pipeline costs the servers little: the stream handles (a
+// lookup is a STREAM.INFO request), and the backlogs last listed with the
+// streams' last sequences they were listed at.
+type healthCache struct {
+	mu      sync.Mutex
+	streams map[string]jetstream.Stream
+	// backlog is the consumers' backlog last listed, at RAW's last
+	// sequence rawLast; listed is when.
+	backlog map[string]uint64
+	rawLast uint64
+	listed  time.Time
+	// correction is the correction backlog last listed, at LATE's last
+	// sequence lateLast; lateListed is when.
+	correction           uint64
+	lateLast             uint64
+	lateListed           time.Time
+	backlogKnown, lateOK bool
+}
+
+// relistEvery bounds how long a quiet pipeline's backlogs are taken from
+// the last listing.
+const relistEvery = 10 * time.Second
+
+// stream is the handle of stream name, looked up once.
+func (s *Service) stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	s.hc.mu.Lock()
+	st, ok := s.hc.streams[name]
+	s.hc.mu.Unlock()
+	if ok {
+		return st, nil
+	}
+	st, err := s.js.Stream(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	s.hc.mu.Lock()
+	if s.hc.streams == nil {
+		s.hc.streams = map[string]jetstream.Stream{}
+	}
+	s.hc.streams[name] = st
+	s.hc.mu.Unlock()
+	return st, nil
+}
+
+// forget drops the handle of stream name after an error through it.
+func (s *Service) forget(name string) {
+	s.hc.mu.Lock()
+	delete(s.hc.streams, name)
+	s.hc.mu.Unlock()
+}
+
+// quietBacklog is the backlog last listed when nothing can have changed
+// it since: RAW holds no new message, every backlog was zero (a consumer
+// with nothing pending and nothing unacknowledged stays so until its
+// stream grows, and VALID and CHANGES grow from RAW) and the listing is
+// less than relistEvery old.
+func (s *Service) quietBacklog(rawLast uint64) (map[string]uint64, bool) {
+	s.hc.mu.Lock()
+	defer s.hc.mu.Unlock()
+	if !s.hc.backlogKnown || rawLast != s.hc.rawLast || time.Since(s.hc.listed) >= relistEvery {
+		return nil, false
+	}
+	for _, n := range s.hc.backlog {
+		if n != 0 {
+			return nil, false
+		}
+	}
+	return maps.Clone(s.hc.backlog), true
+}
+
 // health gathers the pipeline health (watermarks, backlog, state size,
 // source freshness).
 func (s *Service) health(ctx context.Context) (*wire.Health, error) {
@@ -182,12 +254,13 @@ func (s *Service) health(ctx context.Context) (*wire.Health, error) {
 	}
 	sort.Ints(h.AheadPartitions)
 	s.m.ahead.Set(float64(h.WatermarkAheadMs) / 1000)
-	raw, err := s.js.Stream(ctx, wire.Raw)
+	raw, err := s.stream(ctx, wire.Raw)
 	if err != nil {
 		return nil, fmt.Errorf("publisher: stream RAW: %w", err)
 	}
 	info, err := raw.Info(ctx)
 	if err != nil {
+		s.forget(wire.Raw)
 		return nil, fmt.Errorf("publisher: stream RAW info: %w", err)
 	}
 	h.SourceLastSeen = info.State.LastTime.UTC()
@@ -197,10 +270,23 @@ func (s *Service) health(ctx context.Context) (*wire.Health, error) {
 	}
 	h.Stale = now.Sub(last) > s.cfg.StaleAfter
 	s.m.observeSource(h)
+	if b, ok := s.quietBacklog(info.State.LastSeq); ok {
+		h.Backlog = b
+	} else if err := s.listBacklog(ctx, h, info.State.LastSeq); err != nil {
+		return nil, err
+	}
+	s.lateFigures(ctx, h)
+	return h, nil
+}
+
+// listBacklog lists the consumers of RAW, VALID and CHANGES into
+// h.Backlog, and keeps it as seen at RAW's last sequence rawLast.
+func (s *Service) listBacklog(ctx context.Context, h *wire.Health, rawLast uint64) error {
 	for _, base := range []string{wire.Raw, wire.Valid, wire.Changes} {
-		st, err := s.js.Stream(ctx, s.cfg.Names.Stream(base))
+		name := s.cfg.Names.Stream(base)
+		st, err := s.stream(ctx, name)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		lister := st.ListConsumers(ctx)
 		for ci := range lister.Info() {
@@ -212,17 +298,43 @@ func (s *Service) health(ctx context.Context) (*wire.Health, error) {
 			h.Backlog[ci.Name] = ci.NumPending + uint64(ci.NumAckPending)
 		}
 		if err := lister.Err(); err != nil {
-			return nil, fmt.Errorf("publisher: list consumers of %s: %w", base, err)
+			s.forget(name)
+			return fmt.Errorf("publisher: list consumers of %s: %w", base, err)
 		}
 	}
-	late, err := s.js.Stream(ctx, s.cfg.Names.Stream(wire.Late))
-	if err == nil {
-		if li, err := late.Info(ctx); err == nil {
-			h.LateTotal = li.State.Msgs
-		}
+	s.hc.mu.Lock()
+	s.hc.backlog, s.hc.rawLast, s.hc.listed, s.hc.backlogKnown = maps.Clone(h.Backlog), rawLast, time.Now(), true
+	s.hc.mu.Unlock()
+	return nil
+}
+
+// lateFigures sets LATE's total and the correction backlog in h: the
+// backlog listed again only when LATE grew or relistEvery passed.
+func (s *Service) lateFigures(ctx context.Context, h *wire.Health) {
+	name := s.cfg.Names.Stream(wire.Late)
+	late, err := s.stream(ctx, name)
+	if err != nil {
+		return
+	}
+	li, err := late.Info(ctx)
+	if err != nil {
+		s.forget(name)
 		h.CorrectionBacklog = correctionBacklog(ctx, late, h.LateTotal)
+		return
 	}
-	return h, nil
+	h.LateTotal = li.State.Msgs
+	s.hc.mu.Lock()
+	quiet := s.hc.lateOK && li.State.LastSeq == s.hc.lateLast && time.Since(s.hc.lateListed) < relistEvery
+	backlog := s.hc.correction
+	s.hc.mu.Unlock()
+	if quiet {
+		h.CorrectionBacklog = backlog
+		return
+	}
+	h.CorrectionBacklog = correctionBacklog(ctx, late, h.LateTotal)
+	s.hc.mu.Lock()
+	s.hc.correction, s.hc.lateLast, s.hc.lateListed, s.hc.lateOK = h.CorrectionBacklog, li.State.LastSeq, time.Now(), true
+	s.hc.mu.Unlock()
 }
 
 // correctionBacklog is the number of LATE messages awaiting offline

@@ -129,6 +129,8 @@ type Service struct {
 	active string
 	// rejected is the tally of REJECTED by reason (rejected.go).
 	rejected rejectedTally
+	// hc is what the health tick keeps between ticks (health.go).
+	hc healthCache
 }
 
 type metaWritten struct {

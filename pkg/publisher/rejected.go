@@ -111,12 +111,13 @@ func cloneRejections(r wire.Rejections) *wire.Rejections {
 // deleted and created again) is counted again from its start.
 func (s *Service) advanceRejected(ctx context.Context, cur wire.Rejections) (wire.Rejections, error) {
 	name := s.cfg.Names.Stream(wire.Rejected)
-	st, err := s.js.Stream(ctx, name)
+	st, err := s.stream(ctx, name)
 	if err != nil {
 		return cur, fmt.Errorf("publisher: stream %s: %w", name, err)
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
+		s.forget(name)
 		return cur, fmt.Errorf("publisher: stream %s info: %w", name, err)
 	}
 	first, last := info.State.FirstSeq, info.State.LastSeq

@@ -103,6 +103,9 @@ const (
 	// batch handled here and no partition of this instance waiting for it.
 	idleSlow    = checkEvery / 2
 	idleFastFor = 2 * time.Second
+	// floorEvery is how often the idle check reads the consumer's ack
+	// floor after its first.
+	floorEvery = 30 * time.Second
 )
 
 // barrier is one validator instance's view of the claim progress.
@@ -117,6 +120,13 @@ type barrier struct {
 	active map[int]time.Time // when each local partition last handled a batch
 	last   uint64            // RAW's last sequence, as last read
 	lastAt time.Time         // when last was read
+	// prog is every partition's claim progress as the idle checks last
+	// read it, at progAt.
+	prog   ledger.Claimed
+	progAt time.Time
+	// lastRead and progRead let one partition read RAW's info, or the
+	// progress, while the instance's others wait for its answer.
+	lastRead, progRead sync.Mutex
 	// floor is, per local partition, the claim progress it last saw
 	// written (its own marks, or its consumer's ack floor at start):
 	// Redis holding less lost writes (regress.go).
@@ -559,15 +569,23 @@ func (s *Service) waitClaimed(ctx context.Context, p int, target uint64) error {
 	}
 }
 
-// rawLast is RAW's last sequence, read at most once per IdleEvery/2 for
-// all the instance's partitions.
-func (s *Service) rawLast(ctx context.Context) (uint64, error) {
-	s.bar.mu.Lock()
-	if time.Since(s.bar.lastAt) < s.cfg.IdleEvery/2 {
+// rawLast is RAW's last sequence, read at most once per maxAge for all
+// the instance's partitions.
+func (s *Service) rawLast(ctx context.Context, maxAge time.Duration) (uint64, error) {
+	cached := func() (uint64, bool) {
+		s.bar.mu.Lock()
 		defer s.bar.mu.Unlock()
-		return s.bar.last, nil
+		return s.bar.last, time.Since(s.bar.lastAt) < maxAge
 	}
-	s.bar.mu.Unlock()
+	if last, ok := cached(); ok {
+		return last, nil
+	}
+	// Partitions whose ticks fall together share one read.
+	s.bar.lastRead.Lock()
+	defer s.bar.lastRead.Unlock()
+	if last, ok := cached(); ok {
+		return last, nil
+	}
 	st, err := s.js.Stream(ctx, s.cfg.Names.Stream(wire.Raw))
 	if err != nil {
 		return 0, fmt.Errorf("validator: RAW info: %w", err)
@@ -625,6 +643,7 @@ func (s *Service) idleProgress(ctx context.Context, p int, spec stream.ConsumerS
 	defer t.Stop()
 	var prev, seen uint64
 	checked := time.Now()
+	var floorRead time.Time
 	fastUntil := time.Now().Add(idleFastFor)
 	for {
 		select {
@@ -640,16 +659,27 @@ func (s *Service) idleProgress(ctx context.Context, p int, spec stream.ConsumerS
 		if since < idleFastFor {
 			fastUntil = time.Now().Add(idleFastFor)
 		}
+		// A quiet partition takes a RAW info up to half its tick old, so
+		// that the instance's quiet partitions share one.
+		maxAge := s.cfg.IdleEvery / 2
 		if time.Now().Before(fastUntil) {
 			t.Reset(s.cfg.IdleEvery)
 		} else {
 			t.Reset(max(idleSlow, s.cfg.IdleEvery))
+			maxAge = max(idleSlow, s.cfg.IdleEvery) / 2
 		}
 		// Claims Redis lost are found here too, on a partition that has
 		// nothing to process (regress.go).
 		if time.Since(checked) >= checkEvery {
 			checked = time.Now()
-			if err := s.checkClaims(ctx, p, spec); errors.Is(err, ledger.ErrFenced) {
+			// The consumer's ack floor only says more than this
+			// instance's own marks when the partition was taken over:
+			// read at the first check, then seldom.
+			withFloor := time.Since(floorRead) >= floorEvery
+			if withFloor {
+				floorRead = time.Now()
+			}
+			if err := s.checkClaims(ctx, p, spec, withFloor, checkEvery/2); errors.Is(err, ledger.ErrFenced) {
 				fence(err)
 				return
 			} else if err != nil && ctx.Err() == nil {
@@ -662,7 +692,7 @@ func (s *Service) idleProgress(ctx context.Context, p int, spec stream.ConsumerS
 		if since < s.cfg.IdleEvery {
 			continue
 		}
-		last, err := s.rawLast(ctx)
+		last, err := s.rawLast(ctx, maxAge)
 		if err != nil {
 			s.cfg.Logger.Debug("idle progress: RAW info", "partition", p, "err", err)
 			continue

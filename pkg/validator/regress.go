@@ -35,15 +35,19 @@ import (
 const checkEvery = time.Second
 
 // checkClaims claims partition p's lost range again if Redis holds less
-// progress for it than it last saw written or than its consumer
-// acknowledged (read first: acks follow the marks).
-func (s *Service) checkClaims(ctx context.Context, p int, spec stream.ConsumerSpec) error {
-	if c, err := s.js.Consumer(ctx, spec.Stream, spec.Durable); err == nil {
-		s.bar.setFloor(p, c.CachedInfo().AckFloor.Stream)
-	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return err
+// progress for it than it last saw written or (withFloor) than its
+// consumer acknowledged (read first: acks follow the marks). The progress
+// read may be shared with the instance's other partitions, up to maxAge
+// old (0: read now).
+func (s *Service) checkClaims(ctx context.Context, p int, spec stream.ConsumerSpec, withFloor bool, maxAge time.Duration) error {
+	if withFloor {
+		if c, err := s.js.Consumer(ctx, spec.Stream, spec.Durable); err == nil {
+			s.bar.setFloor(p, c.CachedInfo().AckFloor.Stream)
+		} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return err
+		}
 	}
-	pr, err := s.store.ClaimProgress(ctx)
+	pr, err := s.sharedProgress(ctx, maxAge)
 	if err != nil {
 		return err
 	}
@@ -51,6 +55,32 @@ func (s *Service) checkClaims(ctx context.Context, p int, spec stream.ConsumerSp
 		return nil
 	}
 	return s.reclaim(ctx, p)
+}
+
+// sharedProgress is every partition's claim progress, read at most once
+// per maxAge for all the instance's partitions (0: read now).
+func (s *Service) sharedProgress(ctx context.Context, maxAge time.Duration) (ledger.Claimed, error) {
+	cached := func() (ledger.Claimed, bool) {
+		s.bar.mu.Lock()
+		defer s.bar.mu.Unlock()
+		return s.bar.prog, s.bar.prog != nil && time.Since(s.bar.progAt) < maxAge
+	}
+	if pr, ok := cached(); ok {
+		return pr, nil
+	}
+	s.bar.progRead.Lock()
+	defer s.bar.progRead.Unlock()
+	if pr, ok := cached(); ok {
+		return pr, nil
+	}
+	pr, err := s.store.ClaimProgress(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.bar.mu.Lock()
+	s.bar.prog, s.bar.progAt = pr, time.Now()
+	s.bar.mu.Unlock()
+	return pr, nil
 }
 
 // reclaim claims partition p's RAW records again from the progress Redis

@@ -232,7 +232,7 @@ func (s *Service) consumePartition(ctx context.Context, p int, fence context.Can
 	defer s.trackIdle(ctx, p, spec, fence)() // claim progress while idle (barrier.go)
 	// What the consumer acknowledged was claimed: Redis holding less lost
 	// it, and it is claimed again before the first batch (regress.go).
-	if err := s.checkClaims(ctx, p, spec); err != nil {
+	if err := s.checkClaims(ctx, p, spec, true, 0); err != nil {
 		return fmt.Errorf("validator: partition %d: claim progress check: %w", p, err)
 	}
 	s.cfg.Logger.Info("validator partition started", "partition", p)
