@@ -491,22 +491,29 @@ func waitConsumers(ctx context.Context, js jetstream.JetStream, names wire.Names
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		missing := 0
+		var missing []string
 		for st, cs := range want {
 			for _, c := range cs {
-				if _, err := js.Consumer(ctx, st, c); err != nil {
-					missing++
+				// A bounded look-up each: on a cluster a request can go
+				// unanswered (a consumer whose group is electing), and the
+				// next round asks again.
+				cctx, cancel := context.WithTimeout(ctx, time.Second)
+				_, err := js.Consumer(cctx, st, c)
+				cancel()
+				if err != nil {
+					missing = append(missing, st+"/"+c+": "+err.Error())
 				}
 			}
 		}
-		if missing == 0 {
+		if len(missing) == 0 {
 			return nil
 		}
 		if err := dep.failed(); err != nil {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: %d consumers still missing after 60s", errTimeout, missing)
+			slices.Sort(missing)
+			return fmt.Errorf("%w: %d consumers still missing after 60s: %s", errTimeout, len(missing), strings.Join(missing, "; "))
 		}
 		select {
 		case <-ctx.Done():
