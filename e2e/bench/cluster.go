@@ -172,7 +172,7 @@ func (b *bencher) runCluster(ctx context.Context, ds *dataset, profile func(stri
 
 // printCluster writes the cluster rows.
 func (r *Results) printCluster(row func(label, value, note string), skipped func(...string)) {
-	labels := []string{"Cluster B0 CPU per event", "Cluster E2E", "Cluster E2E CPU per event"}
+	labels := []string{"Cluster B0 CPU/event", "Cluster E2E", "Cluster E2E CPU/event"}
 	switch {
 	case r.ClusterNA:
 		for _, l := range labels {
@@ -185,7 +185,7 @@ func (r *Results) printCluster(row func(label, value, note string), skipped func
 	}
 	c := r.Cluster
 	b0 := float64((c.B0.PublishCPU + c.B0.ConsumeCPU).Microseconds()) / float64(max(c.B0.Records, 1))
-	row("Cluster B0 CPU per event", fmt.Sprintf("%.1f µs", b0), fmt.Sprintf("%d nats-server processes, R%d streams: publish %s (%s), consume %s (%s), every server's CPU and the bench's",
+	row("Cluster B0 CPU/event", fmt.Sprintf("%.1f µs", b0), fmt.Sprintf("%d nats-server processes, R%d streams: publish %s (%s), consume %s (%s), every server's CPU and the bench's",
 		c.Nodes, c.Nodes, eps(c.B0.PublishEPS), us(c.B0.PublishCPU, c.B0.Records), eps(c.B0.ConsumeEPS), us(c.B0.ConsumeCPU, c.B0.Records)))
 	e := c.E2E
 	row("Cluster E2E", eps(e.EPS), fmt.Sprintf("%.3f of the cluster's B0 publish; %s", e.EPS/c.B0.PublishEPS, dur(e.Elapsed)))
@@ -194,5 +194,5 @@ func (r *Results) printCluster(row func(label, value, note string), skipped func
 		parts = append(parts, k+" "+us(e.CPU[k], e.Records))
 	}
 	per := float64(sumCPU(e.CPU).Microseconds()) / float64(max(e.Records, 1))
-	row("Cluster E2E CPU per event", fmt.Sprintf("%.1f µs", per), fmt.Sprintf("%.2f× the cluster's B0; %s", per/b0, strings.Join(parts, ", ")))
+	row("Cluster E2E CPU/event", fmt.Sprintf("%.1f µs", per), fmt.Sprintf("%.2f× the cluster's B0; %s", per/b0, strings.Join(parts, ", ")))
 }

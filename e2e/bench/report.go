@@ -60,7 +60,7 @@ var Rows = []string{
 	"Hand-over SIGTERM", "Hand-over SIGKILL",
 	"Door receiptctl ingest", "Door HTTP 100 per req", "Door NATS 100 per req", "Door HTTP 1 per req", "Door NATS 1 per req", "Door NATS routing", "Door p99 half load", "Door RSS 200 producers",
 	"Idle cost",
-	"Cluster B0 CPU per event", "Cluster E2E", "Cluster E2E CPU per event",
+	"Cluster B0 CPU/event", "Cluster E2E", "Cluster E2E CPU/event",
 }
 
 // Results is everything one run measured.
