@@ -70,7 +70,14 @@ func TestCommitterChainIfOneReplica(t *testing.T) {
 	runCommitContract(t, func(_ *testing.T, js jetstream.JetStream, cfg CommitterConfig) commitFunc {
 		cfg.ChainIfOneReplica = wire.Valid
 		return NewCommitter(js, cfg).Commit
-	}, map[string]string{"NeedsEnsure": "chained runs need no atomic batch publish"})
+	}, map[string]string{
+		"NeedsEnsure": "chained runs need no atomic batch publish",
+		// On a replicated stream this Committer is TestCommitter's: the
+		// same atomic batches, whose run of this case covers them;
+		// QuorumLostNamesFirstUnconfirmed checks here that a replicated
+		// stream is not chained.
+		"OrderThroughLeaderLoss": "a replicated stream takes the atomic batches TestCommitter's run of this case covers",
+	})
 }
 
 // testCommitDropsDuplicatesInOrder: ids already stored (a redelivered
