@@ -550,6 +550,28 @@ func (l *loop) roomAgain() {
 	}
 }
 
+// ackOne acknowledges m. An ack the connection could not send because it
+// is reconnecting (no reconnect buffer: connect.ConnectNATS) is lost, not
+// fatal: the message is delivered again after the ack wait and its
+// handling replays as a no-op, as after a crash.
+func (l *loop) ackOne(m jetstream.Msg) error {
+	err := m.Ack()
+	if ackLost(err) {
+		l.o.Logger.Warn("ack lost while the connection reconnects; the batch will be delivered again", "durable", l.spec.Durable, "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stream: ack: %w", err)
+	}
+	return nil
+}
+
+// ackLost tells an ack that failed only because the connection was
+// down at that moment.
+func ackLost(err error) bool {
+	return errors.Is(err, nats.ErrReconnectBufExceeded) || errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected)
+}
+
 // ack acknowledges a processed batch as its outcome says, and moves the
 // checkpoint past it.
 func (l *loop) ack(batch []jetstream.Msg, out Outcome) error {
@@ -566,8 +588,8 @@ func (l *loop) ack(batch []jetstream.Msg, out Outcome) error {
 	last := batch[len(batch)-1]
 	if l.spec.AckAll {
 		if !term[len(batch)-1] {
-			if err := last.Ack(); err != nil {
-				return fmt.Errorf("stream: ack: %w", err)
+			if err := l.ackOne(last); err != nil {
+				return err
 			}
 		}
 	} else {
@@ -575,8 +597,8 @@ func (l *loop) ack(batch []jetstream.Msg, out Outcome) error {
 			if term[i] {
 				continue
 			}
-			if err := m.Ack(); err != nil {
-				return fmt.Errorf("stream: ack: %w", err)
+			if err := l.ackOne(m); err != nil {
+				return err
 			}
 		}
 	}
