@@ -118,15 +118,10 @@ type barrier struct {
 	local  map[int]bool      // partitions this instance runs
 	wake   chan struct{}     // closed (and replaced) when known rises
 	active map[int]time.Time // when each local partition last handled a batch
-	last   uint64            // RAW's last sequence, as last read
-	lastAt time.Time         // when last was read
-	// prog is every partition's claim progress as the idle checks last
-	// read it, at progAt.
-	prog   ledger.Claimed
-	progAt time.Time
-	// lastRead and progRead let one partition read RAW's info, or the
-	// progress, while the instance's others wait for its answer.
-	lastRead, progRead sync.Mutex
+	// rawLast is RAW's last sequence and prog every partition's claim
+	// progress, as the idle checks last read them.
+	rawLast shared[uint64]
+	prog    shared[ledger.Claimed]
 	// floor is, per local partition, the claim progress it last saw
 	// written (its own marks, or its consumer's ack floor at start):
 	// Redis holding less lost writes (regress.go).
@@ -569,32 +564,52 @@ func (s *Service) waitClaimed(ctx context.Context, p int, target uint64) error {
 	}
 }
 
+// shared is a value the instance's partitions read at most once per
+// maxAge between them: partitions whose ticks fall together wait for one
+// read.
+type shared[T any] struct {
+	read sync.Mutex // held by the partition reading
+	mu   sync.Mutex
+	val  T
+	at   time.Time
+}
+
+// get returns the value read less than maxAge ago (0: read now), else
+// reads it with fetch and keeps merge(old, new).
+func (v *shared[T]) get(maxAge time.Duration, fetch func() (T, error), merge func(old, new T) T) (T, error) {
+	cached := func() (T, bool) {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return v.val, time.Since(v.at) < maxAge
+	}
+	if val, ok := cached(); ok {
+		return val, nil
+	}
+	v.read.Lock()
+	defer v.read.Unlock()
+	if val, ok := cached(); ok {
+		return val, nil
+	}
+	val, err := fetch()
+	if err != nil {
+		return val, err
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.val, v.at = merge(v.val, val), time.Now()
+	return v.val, nil
+}
+
 // rawLast is RAW's last sequence, read at most once per maxAge for all
 // the instance's partitions.
 func (s *Service) rawLast(ctx context.Context, maxAge time.Duration) (uint64, error) {
-	cached := func() (uint64, bool) {
-		s.bar.mu.Lock()
-		defer s.bar.mu.Unlock()
-		return s.bar.last, time.Since(s.bar.lastAt) < maxAge
-	}
-	if last, ok := cached(); ok {
-		return last, nil
-	}
-	// Partitions whose ticks fall together share one read.
-	s.bar.lastRead.Lock()
-	defer s.bar.lastRead.Unlock()
-	if last, ok := cached(); ok {
-		return last, nil
-	}
-	st, err := s.js.Stream(ctx, s.cfg.Names.Stream(wire.Raw))
-	if err != nil {
-		return 0, fmt.Errorf("validator: RAW info: %w", err)
-	}
-	last := st.CachedInfo().State.LastSeq
-	s.bar.mu.Lock()
-	defer s.bar.mu.Unlock()
-	s.bar.last, s.bar.lastAt = max(s.bar.last, last), time.Now()
-	return s.bar.last, nil
+	return s.bar.rawLast.get(maxAge, func() (uint64, error) {
+		st, err := s.js.Stream(ctx, s.cfg.Names.Stream(wire.Raw))
+		if err != nil {
+			return 0, fmt.Errorf("validator: RAW info: %w", err)
+		}
+		return st.CachedInfo().State.LastSeq, nil
+	}, func(old, last uint64) uint64 { return max(old, last) })
 }
 
 // trackIdle turns the barrier on for partition p (its consumer spec), and

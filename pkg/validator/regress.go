@@ -60,27 +60,8 @@ func (s *Service) checkClaims(ctx context.Context, p int, spec stream.ConsumerSp
 // sharedProgress is every partition's claim progress, read at most once
 // per maxAge for all the instance's partitions (0: read now).
 func (s *Service) sharedProgress(ctx context.Context, maxAge time.Duration) (ledger.Claimed, error) {
-	cached := func() (ledger.Claimed, bool) {
-		s.bar.mu.Lock()
-		defer s.bar.mu.Unlock()
-		return s.bar.prog, s.bar.prog != nil && time.Since(s.bar.progAt) < maxAge
-	}
-	if pr, ok := cached(); ok {
-		return pr, nil
-	}
-	s.bar.progRead.Lock()
-	defer s.bar.progRead.Unlock()
-	if pr, ok := cached(); ok {
-		return pr, nil
-	}
-	pr, err := s.store.ClaimProgress(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s.bar.mu.Lock()
-	s.bar.prog, s.bar.progAt = pr, time.Now()
-	s.bar.mu.Unlock()
-	return pr, nil
+	return s.bar.prog.get(maxAge, func() (ledger.Claimed, error) { return s.store.ClaimProgress(ctx) },
+		func(_, pr ledger.Claimed) ledger.Claimed { return pr })
 }
 
 // reclaim claims partition p's RAW records again from the progress Redis
