@@ -170,6 +170,15 @@ func (b *bencher) runCluster(ctx context.Context, ds *dataset, profile func(stri
 	return res, nil
 }
 
+// b0CPU and e2eCPU are the runs' CPU per event over every process, in µs.
+func (c *clusterResult) b0CPU() float64 {
+	return float64((c.B0.PublishCPU + c.B0.ConsumeCPU).Microseconds()) / float64(max(c.B0.Records, 1))
+}
+
+func (c *clusterResult) e2eCPU() float64 {
+	return float64(sumCPU(c.E2E.CPU).Microseconds()) / float64(max(c.E2E.Records, 1))
+}
+
 // printCluster writes the cluster rows.
 func (r *Results) printCluster(row func(label, value, note string), skipped func(...string)) {
 	labels := []string{"Cluster B0 CPU/event", "Cluster E2E", "Cluster E2E CPU/event"}
@@ -184,7 +193,7 @@ func (r *Results) printCluster(row func(label, value, note string), skipped func
 		return
 	}
 	c := r.Cluster
-	b0 := float64((c.B0.PublishCPU + c.B0.ConsumeCPU).Microseconds()) / float64(max(c.B0.Records, 1))
+	b0 := c.b0CPU()
 	row("Cluster B0 CPU/event", fmt.Sprintf("%.1f µs", b0), fmt.Sprintf("%d nats-server processes, R%d streams: publish %s (%s), consume %s (%s), every server's CPU and the bench's",
 		c.Nodes, c.Nodes, eps(c.B0.PublishEPS), us(c.B0.PublishCPU, c.B0.Records), eps(c.B0.ConsumeEPS), us(c.B0.ConsumeCPU, c.B0.Records)))
 	e := c.E2E
@@ -193,6 +202,6 @@ func (r *Results) printCluster(row func(label, value, note string), skipped func
 	for _, k := range slices.Sorted(mapsKeys(e.CPU)) {
 		parts = append(parts, k+" "+us(e.CPU[k], e.Records))
 	}
-	per := float64(sumCPU(e.CPU).Microseconds()) / float64(max(e.Records, 1))
+	per := c.e2eCPU()
 	row("Cluster E2E CPU/event", fmt.Sprintf("%.1f µs", per), fmt.Sprintf("%.2f× the cluster's B0; %s", per/b0, strings.Join(parts, ", ")))
 }

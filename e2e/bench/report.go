@@ -413,9 +413,9 @@ func (r *Results) JSON() map[string]any {
 		d["idle_js_api_requests_per_s"] = num(float64(id.APIRequests) / id.Window.Seconds())
 	}
 	if c := r.Cluster; c != nil {
-		d["cluster_b0_cpu_us_per_event"] = num(float64((c.B0.PublishCPU + c.B0.ConsumeCPU).Microseconds()) / float64(max(c.B0.Records, 1)))
+		d["cluster_b0_cpu_us_per_event"] = num(c.b0CPU())
 		d["cluster_e2e_eps"] = num(c.E2E.EPS)
-		d["cluster_e2e_cpu_us_per_event"] = num(float64(sumCPU(c.E2E.CPU).Microseconds()) / float64(max(c.E2E.Records, 1)))
+		d["cluster_e2e_cpu_us_per_event"] = num(c.e2eCPU())
 	}
 	if r.B0 != nil {
 		d["b0_publish_cpu_us_per_event"] = num(float64(r.B0.PublishCPU.Microseconds()) / float64(r.B0.Records))
