@@ -5,7 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -164,4 +169,49 @@ func steadyCentre(b *browser, sel string) []float64 {
 		xy = again
 	}
 	return xy
+}
+
+// TestBrowserExplainUnavailable: on a dashboard that cannot explain (no
+// Redis), a row clicked before the page heard so (GET /api/explain held
+// back 1.5 s here) opens the drawer with the reason, without asking for
+// the window (a 503 in the console, as CI once saw after a quick click).
+func TestBrowserExplainUnavailable(t *testing.T) {
+	chromium := browserChromium(t)
+	rig := browserStartRig(t, time.Minute)
+	target, err := url.Parse(rig.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ErrorLog = log.New(io.Discard, "", 0) // the event stream cut at the end
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/explain" {
+			select {
+			case <-time.After(1500 * time.Millisecond):
+			case <-r.Context().Done():
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	// The page's event stream stays open through the proxy: close the
+	// connections before the server, after the browser (cleanups run last
+	// first).
+	t.Cleanup(func() {
+		slow.CloseClientConnections()
+		slow.Close()
+	})
+	rig.send(time.Now().UTC())
+	window := time.Now().UTC().Truncate(time.Hour).Format("2006-01-02T15")
+
+	b := browserStart(t, chromium)
+	b.navigate(slow.URL + "/")
+	row := `#windows-body tr[data-window-id="` + window + `"]`
+	b.waitFor(20*time.Second, "row "+window, `!!document.querySelector('`+row+`')`, `document.getElementById('windows-body').outerHTML`)
+	browserMust[bool](b, `(document.querySelector('`+row+`').click(), true)`)
+	b.waitFor(10*time.Second, "the drawer saying why",
+		`(() => { const d = document.getElementById('explain'); return !d.hidden && d.dataset.state === 'error' && document.getElementById('explain-error').textContent.includes('--redis-url'); })()`,
+		`document.getElementById('explain').outerHTML`)
+	if m := b.messages("exception", "error"); len(m) > 0 {
+		t.Errorf("console: %v", m)
+	}
 }

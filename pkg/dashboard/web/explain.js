@@ -9,11 +9,11 @@
   const drawer = $('explain');
   let opener = null; // the row that opened the drawer
   let asked = ''; // the window last asked for: a late answer for another is dropped
-  // Why this dashboard cannot explain (GET /api/explain), if it cannot:
-  // then the drawer says so without asking for a window.
-  let unavailable = '';
-  window.receiptflowAuth.fetch('/api/explain', { cache: 'no-store' }).then((r) => r.json())
-    .then((b) => { if (!b.available) unavailable = b.reason; }).catch(() => {});
+  // Why this dashboard cannot explain (GET /api/explain), '' if it can:
+  // then the drawer says so without asking for a window. A row opened
+  // before the answer came waits for it.
+  const unavailable = window.receiptflowAuth.fetch('/api/explain', { cache: 'no-store' }).then((r) => r.json())
+    .then((b) => (b.available ? '' : b.reason)).catch(() => '');
 
   function el(tag, attrs, ...children) {
     const n = document.createElement(tag);
@@ -69,8 +69,10 @@
     drawer.dataset.window = id;
     drawer.dataset.state = 'loading';
     drawer.focus(); // the dialog, not its Close button: the Enter that opened it must not close it
-    if (unavailable) {
-      fail(unavailable);
+    const why = await unavailable;
+    if (asked !== id) return;
+    if (why) {
+      fail(why);
       drawer.dataset.state = 'error';
       return;
     }
