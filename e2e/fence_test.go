@@ -90,17 +90,21 @@ func TestStoppedWindowerProcessIsFenced(t *testing.T) {
 			"--http-addr", "127.0.0.1:0", "--stats-interval", "100ms")
 	}
 	first := windower(1, "windower.before-write=stop@every:1")
-	testenv.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+	stopped := func() error {
 		if !strings.Contains(first.Output(), "stopping process (SIGSTOP)") {
 			return errors.New("the first windower has not stopped at its first apply")
 		}
+		if st, err := first.State(); err != nil || st != 'T' {
+			return fmt.Errorf("the first windower's state is %q (%v), want T (stopped)", st, err)
+		}
 		return nil
-	})
+	}
+	testenv.CheckFor(t, 20*time.Second, 20*time.Millisecond, stopped)
 	rdb := redis.NewClient(&redis.Options{Addr: strings.TrimPrefix(r.URL(), "redis://")})
 	defer rdb.Close()
 	store := ledger.NewStore(rdb, ledger.Config{Keys: ledger.Keys{Prefix: names.RedisPrefix()}})
 	if ck, err := store.Checkpoint(ctx, 0); err != nil || ck.Seq != 0 {
-		t.Fatalf("checkpoint %+v, %v before the second windower; want nothing applied", ck, err)
+		t.Fatalf("checkpoint %+v, %v with the first windower stopped; want nothing applied; its log:\n%s", ck, err, first.Output())
 	}
 
 	second := windower(2, "")
@@ -112,6 +116,10 @@ func TestStoppedWindowerProcessIsFenced(t *testing.T) {
 		return nil
 	})
 	clean := fenceWindows(t, ctx, store)
+	// Still stopped: only the test wakes it.
+	if err := stopped(); err != nil {
+		t.Fatal(err)
+	}
 
 	first.Signal(t, syscall.SIGCONT)
 	addr := fenceListening.FindStringSubmatch(first.Output())

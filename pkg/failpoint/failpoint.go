@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -130,7 +131,7 @@ func (s *Set) Hit(name string) error {
 	}
 	if s.mode == Process && stop {
 		fmt.Fprintf(os.Stderr, "failpoint %s fired: stopping process (SIGSTOP)\n", name)
-		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		stopHere()
 		return nil // continued (SIGCONT): go on where it stopped
 	}
 	if s.mode == Process {
@@ -157,3 +158,14 @@ func (s *Set) Fired() map[string]int {
 
 // Empty reports whether the set has no failpoints.
 func (s *Set) Empty() bool { return s == nil || len(s.points) == 0 }
+
+// stopHere stops the process (SIGSTOP) before the caller goes on. A
+// SIGSTOP sent to the process is taken by one of its threads, not
+// necessarily the caller's, which could run on (and write) until the stop
+// reached it; sent to the caller's own thread, it stops the process
+// before the call returns.
+func stopHere() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	_ = syscall.Tgkill(os.Getpid(), syscall.Gettid(), syscall.SIGSTOP)
+}

@@ -3,8 +3,10 @@ package testenv
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -126,4 +128,19 @@ func (p *MainProc) Signal(t testing.TB, sig syscall.Signal) {
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("%v: %v", sig, err)
 	}
+}
+
+// State is the process's state letter in /proc/<pid>/stat (R running, S
+// sleeping, T stopped, Z zombie, ...), or an error once it is gone.
+func (p *MainProc) State() (byte, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0, fmt.Errorf("testenv: unreadable /proc/%d/stat", p.cmd.Process.Pid)
+	}
+	return b[i+2], nil
 }
