@@ -150,12 +150,16 @@ faults:
 ## its line is "chaos redis failover: ...". TestChaosElastic changes the
 ## membership of group-mode validators and windowers at random (joins,
 ## SIGTERM leaves, SIGKILLs, stalls); its line is "chaos elastic: ...".
+## TestClusterPartitionIngestNode runs CHAOS_INGEST_EPISODES episodes (3 in
+## make test) of the node receiptctl ingest publishes through cut off for
+## longer than its --retry-for; its line is "ingest node cut off: ...".
 CHAOS_KILLS   ?= 100
 CHAOS_TIMEOUT ?= 60m
 CHAOS_FAILOVERS ?= 10
-CHAOS_RUN     ?= TestChaos|TestChaosCluster|TestChaosRedisFailover|TestChaosElastic
+CHAOS_INGEST_EPISODES ?= 12
+CHAOS_RUN     ?= TestChaos|TestChaosCluster|TestChaosRedisFailover|TestChaosElastic|TestClusterPartitionIngestNode
 chaos:
-	RECEIPTFLOW_CHAOS_KILLS=$(CHAOS_KILLS) RECEIPTFLOW_CHAOS_FAILOVERS=$(CHAOS_FAILOVERS) $(GO) test -tags chaos -count=1 -timeout $(CHAOS_TIMEOUT) -v -run '^($(CHAOS_RUN))$$' $(TESTFLAGS) ./e2e/faults
+	RECEIPTFLOW_CHAOS_KILLS=$(CHAOS_KILLS) RECEIPTFLOW_CHAOS_FAILOVERS=$(CHAOS_FAILOVERS) RECEIPTFLOW_INGEST_NODE_EPISODES=$(CHAOS_INGEST_EPISODES) $(GO) test -tags chaos -count=1 -timeout $(CHAOS_TIMEOUT) -v -run '^($(CHAOS_RUN))$$' $(TESTFLAGS) ./e2e/faults
 
 ## e2e: the end-to-end suite only
 e2e:
