@@ -92,6 +92,9 @@ type Options struct {
 	// Only runs just these scenarios (default all); rows of the others are
 	// printed as skipped.
 	Only []string
+	// DoorRuns are the front door's producer runs (default all of
+	// DoorRunNames); the half-load and memory runs follow http-100.
+	DoorRuns []string
 	// CPUProfile and MemProfile, when set, receive a CPU profile and an
 	// allocation profile of the Profile scenario (MemProfile+".base" holds
 	// the allocations before it, for pprof -base).
@@ -143,6 +146,14 @@ func (o *Options) defaults() error {
 		o.LatencyBudget = config.DefaultLatencyBudget
 	case o.LatencyBudget < 0 || o.LatencyBudget > config.MaxLatencyBudget:
 		return fmt.Errorf("bench: latency budget %s: want more than 0 and at most %s", o.LatencyBudget, config.MaxLatencyBudget)
+	}
+	if len(o.DoorRuns) == 0 {
+		o.DoorRuns = DoorRunNames
+	}
+	for _, r := range o.DoorRuns {
+		if !slices.Contains(DoorRunNames, r) {
+			return fmt.Errorf("bench: unknown door run %q (want some of %s)", r, strings.Join(DoorRunNames, ","))
+		}
 	}
 	if len(o.Windowers) == 0 {
 		o.Windowers = []int{1, 2, 4}

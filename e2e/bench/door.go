@@ -38,6 +38,10 @@ const (
 	doorRSSProducers  = 200
 )
 
+// DoorRunNames are the door scenario's producer runs: door and records
+// per request.
+var DoorRunNames = []string{"http-100", "nats-100", "http-1", "nats-1"}
+
 // doorRun is one run of producers against the front door (or receiptctl
 // ingest, Door "cli").
 type doorRun struct {
@@ -139,7 +143,7 @@ func (b *bencher) runDoor(ctx context.Context, ds *dataset) (*doorResult, error)
 	}
 	b.logf("door: nats-server routes a single-record request for %.1f µs of CPU", res.Routing.cpuPerEvent())
 
-	door, err := startDoor(ctx, b.o.BinDir, ns.url, b.o.Partitions, b.o.Log)
+	door, err := startDoor(ctx, b.o.BinDir, b.work, ns.url, b.o.Partitions)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +151,7 @@ func (b *bencher) runDoor(ctx context.Context, ds *dataset) (*doorResult, error)
 		door string
 		per  int
 	}{{"http", 100}, {"nats", 100}, {"http", 1}, {"nats", 1}} {
-		if only := os.Getenv("RB_DOORONLY"); only != "" && only != fmt.Sprintf("%s-%d", spec.door, spec.per) {
+		if !slices.Contains(b.o.DoorRuns, fmt.Sprintf("%s-%d", spec.door, spec.per)) {
 			continue
 		}
 		recs := n
@@ -164,11 +168,12 @@ func (b *bencher) runDoor(ctx context.Context, ds *dataset) (*doorResult, error)
 		res.Runs = append(res.Runs, *run)
 		b.logf("door %s: %.0f ev/s, %.1f µs CPU per event, p99 %.1f ms", name, run.EPS, run.cpuPerEvent(), run.p99())
 	}
-	if os.Getenv("RB_DOORONLY") != "" && os.Getenv("RB_HALF") == "" {
+	// Half of the 100-record HTTP rate (the p99 a producer sees) and the
+	// memory run follow the 100-record HTTP run, when it ran.
+	if len(res.Runs) == 0 || res.Runs[0].Name != "http-100" {
 		door.stop()
 		return res, nil
 	}
-	// Half of the 100-record HTTP rate: the p99 a producer sees.
 	rate := res.Runs[0].EPS / 2
 	half, err := door.drive(ctx, ns, "http", 100, doorProducers, prefixed(lines[:min(n, max(1000, int(rate*10)))], "half-"), rate)
 	door.stop()
@@ -178,14 +183,9 @@ func (b *bencher) runDoor(ctx context.Context, ds *dataset) (*doorResult, error)
 	half.Name = "http-100-half-load"
 	res.Half = half
 	b.logf("door at half load (%.0f ev/s): p99 %.1f ms", rate, half.p99())
-	if os.Getenv("RB_HALF") != "" {
-		q := func(f float64) float64 { return half.Ms[min(len(half.Ms)-1, int(float64(len(half.Ms))*f))] }
-		fmt.Fprintf(os.Stderr, "HALF p50 %.1f p90 %.1f p95 %.1f p99 %.1f max %.1f n=%d\n", q(.5), q(.9), q(.95), q(.99), q(1), len(half.Ms))
-		return res, nil
-	}
 
 	// Memory: a fresh process under 200 producers.
-	door, err = startDoor(ctx, b.o.BinDir, ns.url, b.o.Partitions, b.o.Log)
+	door, err = startDoor(ctx, b.o.BinDir, b.work, ns.url, b.o.Partitions)
 	if err != nil {
 		return nil, err
 	}
@@ -405,7 +405,9 @@ type doorProcess struct {
 	http *http.Client
 }
 
-func startDoor(ctx context.Context, binDir, natsURL string, partitions int, log io.Writer) (*doorProcess, error) {
+// startDoor starts bin/ingest against natsURL; its log goes to
+// work/ingest.log.
+func startDoor(ctx context.Context, binDir, work, natsURL string, partitions int) (*doorProcess, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -413,8 +415,12 @@ func startDoor(ctx context.Context, binDir, natsURL string, partitions int, log 
 	listen := fmt.Sprintf("127.0.0.1:%d", port)
 	cmd := exec.Command(filepath.Join(binDir, "ingest"), "--nats-url", natsURL, "--listen", listen, "--http-addr", "127.0.0.1:0",
 		"--partitions", strconv.Itoa(partitions), "--source-id", "bench-door", "--max-inflight-events", "100000")
-	dbg, _ := os.Create("/tmp/door-stderr.log")
-	cmd.Stderr = dbg
+	logFile, err := os.OpenFile(filepath.Join(work, "ingest.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close() // the child holds its own descriptor
+	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

@@ -95,7 +95,7 @@ func (b *bencher) runIdle(ctx context.Context) (*idleResult, error) {
 	if err := waitConsumers(ctx, admin.JS, names, b.o.Partitions, dep); err != nil {
 		return nil, err
 	}
-	door, err := startDoor(ctx, b.o.BinDir, ns.url, b.o.Partitions, b.o.Log)
+	door, err := startDoor(ctx, b.o.BinDir, b.work, ns.url, b.o.Partitions)
 	if err != nil {
 		return nil, err
 	}

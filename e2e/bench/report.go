@@ -832,15 +832,23 @@ func (r *Results) printDoor(row func(label, value, note string), skipped func(..
 	}
 	cli := dr.CLI.cpuPerEvent()
 	row("Door receiptctl ingest", eps(dr.CLI.EPS), fmt.Sprintf("the same records from a file, %d in %s; CPU %.1f µs per event (%s)", dr.CLI.Records, dur(dr.CLI.Elapsed), cli, cpu(dr.CLI)))
-	for i, run := range dr.Runs {
+	ran := map[string]bool{}
+	for _, run := range dr.Runs {
 		target := TargetDoor100
 		if run.PerRequest == 1 {
 			target = TargetDoorSingle
 		}
 		ratio := run.cpuPerEvent() / cli
-		row(labels[i+1], eps(run.EPS), fmt.Sprintf("%d producers, %d records in %s; CPU %.1f µs per event (%s) = %.2f× receiptctl ingest's (%s); request p50 %.1f ms p99 %.1f ms",
+		label := fmt.Sprintf("Door %s %d per req", strings.ToUpper(run.Door), run.PerRequest)
+		ran[label] = true
+		row(label, eps(run.EPS), fmt.Sprintf("%d producers, %d records in %s; CPU %.1f µs per event (%s) = %.2f× receiptctl ingest's (%s); request p50 %.1f ms p99 %.1f ms",
 			run.Producers, run.Records, dur(run.Elapsed), run.cpuPerEvent(), cpu(run), ratio, verdict(ratio <= target, fmt.Sprintf("target ≤ %.1f×", target)),
 			run.Ms[len(run.Ms)/2], run.p99()))
+	}
+	for _, l := range labels[1:5] {
+		if !ran[l] {
+			skipped(l)
+		}
 	}
 	if rt := dr.Routing; rt != nil {
 		row("Door NATS routing", fmt.Sprintf("%.1f µs", rt.cpuPerEvent()), fmt.Sprintf("nats-server's CPU per request-reply of one record, %d producers, %d requests, a plain responder storing nothing: the part of a NATS single-record request any NATS service pays (%.2f× receiptctl ingest's CPU per event)",

@@ -364,5 +364,9 @@ func (d *Door) Close(ctx context.Context) error {
 	return d.ingester().Close(ctx)
 }
 
+// Stats is what the current Ingester did (a failed one's counts are
+// left behind with it).
+func (d *Door) Stats() ingest.Stats { return d.ingester().Stats() }
+
 // Drain stops admitting new requests (503) without closing the Ingester.
 func (d *Door) Drain() { d.closing.Store(true) }

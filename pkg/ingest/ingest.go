@@ -60,9 +60,18 @@ type Config struct {
 	// fill before the sender sends a part of one (default 20ms; negative:
 	// never waits), counted from when the record was queued. It delays a
 	// trickle of records by at most that much beyond the commit before.
-	// A one-replica RAW is written in chained runs, which cost the server
-	// nothing per run, and never waits.
+	// A one-replica RAW is written in chained runs instead, which wait as
+	// RunWait says.
 	Linger time.Duration
+	// RunWait is how long a chained run may be held for more records
+	// (default 2ms; negative: never), counted from when its first record
+	// was queued, and only while fewer records are queued than the last
+	// run carried: concurrent producers that each wait for their answer
+	// (the front door's) come back together after each run, and one run
+	// for all of them costs the server one read, one store pass and two
+	// acks instead of one each. A lone producer's runs carry one record,
+	// and never wait.
+	RunWait time.Duration
 	// RetryFor bounds how long one batch (or one message) is retried
 	// before ingest gives up with an *UnconfirmedError (default 30s).
 	RetryFor time.Duration
@@ -93,6 +102,9 @@ func (c Config) withDefaults() Config {
 	if c.Linger == 0 {
 		c.Linger = 20 * time.Millisecond
 	}
+	if c.RunWait == 0 {
+		c.RunWait = DefaultRunWait
+	}
 	if c.RetryFor <= 0 {
 		c.RetryFor = 30 * time.Second
 	}
@@ -102,6 +114,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// DefaultRunWait is Config.RunWait's default.
+const DefaultRunWait = 2 * time.Millisecond
+
 // Stats counts what an Ingester did.
 type Stats struct {
 	Records    int64 `json:"records"`
@@ -109,6 +124,9 @@ type Stats struct {
 	Duplicates int64 `json:"duplicates"`
 	Invalid    int64 `json:"invalid"`
 	Heartbeats int64 `json:"heartbeats"`
+	// Commits counts the atomic batches or chained runs sent to RAW:
+	// Published / Commits is the mean a commit carried.
+	Commits int64 `json:"commits"`
 }
 
 // Ingester publishes records. Safe for concurrent use; the records of one
@@ -129,6 +147,9 @@ type Ingester struct {
 	records   int64
 	queue     []item
 	inflight  []item
+	// wakeAt is the queue length the sender waits for while it holds a
+	// chained run (0: it waits for any record).
+	wakeAt int
 	closed    bool
 	fail      error // the first *UnconfirmedError; nothing is sent after it
 
@@ -180,6 +201,7 @@ func New(js jetstream.JetStream, opts Config) *Ingester {
 func (in *Ingester) send(ctx context.Context) {
 	defer close(in.done)
 	c := in.c
+	lastRun := 0 // messages of the last commit
 	for {
 		in.mu.Lock()
 		for len(in.queue) == 0 && !in.closed {
@@ -200,13 +222,16 @@ func (in *Ingester) send(ctx context.Context) {
 			in.mu.Unlock()
 			return
 		}
-		if !c.Chained() && len(in.queue) < in.opts.BatchMax && !in.closed && in.opts.Linger > 0 {
-			oldest := in.queue[0].queued
-			in.mu.Unlock()
-			in.linger(ctx, oldest)
-			in.mu.Lock()
+		switch chained := c.Chained(); {
+		case !chained && len(in.queue) < in.opts.BatchMax && !in.closed && in.opts.Linger > 0:
+			in.wakeAt = in.opts.BatchMax
+			in.linger(ctx, in.opts.Linger)
+		case chained && len(in.queue) < lastRun && !in.closed && in.opts.RunWait > 0:
+			in.wakeAt = lastRun
+			in.linger(ctx, in.opts.RunWait)
 		}
 		n := min(len(in.queue), in.opts.BatchMax)
+		lastRun = n
 		batch := make([]item, n)
 		copy(batch, in.queue)
 		in.queue = append(in.queue[:0], in.queue[n:]...)
@@ -215,6 +240,9 @@ func (in *Ingester) send(ctx context.Context) {
 		signal(in.space)
 
 		acks, err := commit(ctx, c, batch)
+		in.statsMu.Lock()
+		in.stats.Commits++
+		in.statsMu.Unlock()
 		in.report(batch, acks)
 		in.mu.Lock()
 		if err != nil {
@@ -231,34 +259,35 @@ func (in *Ingester) send(ctx context.Context) {
 // first commit).
 func (in *Ingester) chained() bool { return in.c.Chained() }
 
-// linger waits until Config.Linger after oldest (when the queue's first
-// item was queued) for the queue to fill a batch (or Close), so that a
-// fast producer is sent in full batches: each atomic batch costs the
-// server a staging store and a sync, whatever its size. Counting from the
-// oldest item, not from when the sender got to it, keeps the wait from
-// adding to the commit before it: what queued up during that commit and
-// is already older than Linger goes at once.
-func (in *Ingester) linger(ctx context.Context, oldest time.Time) {
-	wait := time.Until(oldest.Add(in.opts.Linger))
+// linger waits until d after the queue's first item was queued for the
+// queue to reach in.wakeAt items (or Close), then clears wakeAt; in.mu is
+// held, and released while it waits. Atomic batches wait for a full batch
+// (Config.Linger): each costs the server a staging store and a sync,
+// whatever its size. Chained runs wait for as many records as the last
+// run carried (Config.RunWait). Counting from the oldest item, not from
+// when the sender got to it, keeps the wait from adding to the commit
+// before it: what queued up during that commit and is already older than
+// d goes at once.
+func (in *Ingester) linger(ctx context.Context, d time.Duration) {
+	defer func() { in.wakeAt = 0 }()
+	wait := time.Until(in.queue[0].queued.Add(d))
 	if wait <= 0 {
 		return
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
-	for {
+	for len(in.queue) < in.wakeAt && !in.closed {
+		in.mu.Unlock()
 		select {
 		case <-t.C:
+			in.mu.Lock()
 			return
 		case <-ctx.Done():
+			in.mu.Lock()
 			return
 		case <-in.kick:
 		}
 		in.mu.Lock()
-		full := len(in.queue) >= in.opts.BatchMax || in.closed
-		in.mu.Unlock()
-		if full {
-			return
-		}
 	}
 }
 
@@ -353,8 +382,11 @@ func (in *Ingester) Submit(rec []byte, done func(Ack)) (string, *contract.Reject
 		return eventID, rej, ErrBusy
 	}
 	in.queueLocked(it, rej == nil)
+	wake := in.wakeAt == 0 || len(in.queue) >= in.wakeAt
 	in.mu.Unlock()
-	signal(in.kick)
+	if wake {
+		signal(in.kick)
+	}
 	return eventID, rej, nil
 }
 
@@ -403,8 +435,11 @@ func (in *Ingester) Publish(ctx context.Context, line []byte) error {
 		in.mu.Lock()
 	}
 	in.queueLocked(it, valid)
+	wake := in.wakeAt == 0 || len(in.queue) >= in.wakeAt
 	in.mu.Unlock()
-	signal(in.kick)
+	if wake {
+		signal(in.kick)
+	}
 	return nil
 }
 

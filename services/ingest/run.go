@@ -263,7 +263,9 @@ func serve(ctx context.Context, log *slog.Logger, c *config.Common, fs *flag.Fla
 	if err := conn.NC.FlushWithContext(dctx); err != nil {
 		log.Warn("the last NATS answers may not have left", "err", err)
 	}
-	log.Info("ingest stopped cleanly", "source_id", o.sourceID)
+	st := door.Stats()
+	log.Info("ingest stopped cleanly", "source_id", o.sourceID, "records", st.Records, "published", st.Published,
+		"duplicates", st.Duplicates, "invalid", st.Invalid, "commits", st.Commits)
 	return nil
 }
 

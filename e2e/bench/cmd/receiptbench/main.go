@@ -51,6 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.LatencyBudget, "latency-budget", 0, "every service's --latency-budget, and the waits of the bench's ingest from it (default the services' default, 25ms)")
 	windowers := fs.String("windowers", "1,2,4", "windower instance counts of the scaling runs")
 	only := fs.String("only", "", "comma-separated scenarios to run ("+strings.Join(bench.Scenarios, ",")+"; default all)")
+	doorRuns := fs.String("door-runs", "", "comma-separated producer runs of the door scenario ("+strings.Join(bench.DoorRunNames, ",")+"; default all; the half-load and memory runs follow http-100)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the --profile scenario here")
 	fs.StringVar(&o.MemProfile, "memprofile", "", "write an allocation profile of the --profile scenario here (and <file>.base before it)")
 	fs.StringVar(&o.Profile, "profile", bench.ScenarioE2E, "scenario the profiles cover")
@@ -70,6 +71,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--windowers: bad count %q", s)
 		}
 		o.Windowers = append(o.Windowers, n)
+	}
+	if *doorRuns != "" {
+		o.DoorRuns = strings.Split(*doorRuns, ",")
 	}
 	if *only != "" {
 		o.Only = strings.Split(*only, ",")
