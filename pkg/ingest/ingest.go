@@ -150,8 +150,8 @@ type Ingester struct {
 	// wakeAt is the queue length the sender waits for while it holds a
 	// chained run (0: it waits for any record).
 	wakeAt int
-	closed    bool
-	fail      error // the first *UnconfirmedError; nothing is sent after it
+	closed bool
+	fail   error // the first *UnconfirmedError; nothing is sent after it
 
 	// beatTag tells this source's heartbeats from another's with the same
 	// progress and tag (their message ids would be JetStream duplicates).
