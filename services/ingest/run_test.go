@@ -31,10 +31,31 @@ func TestFlagsRefused(t *testing.T) {
 		{[]string{"--nats-url", "nats://127.0.0.1:1", "--tls-cert", "c.pem"}, "--tls-key"},
 		{[]string{"--nats-url", "nats://127.0.0.1:1", "--max-inflight-events", "10"}, "--max-request-events"},
 		{[]string{"--nats-url", "nats://127.0.0.1:1", "--retry-for", "0s"}, "must be positive"},
+		{[]string{"--nats-url", "nats://127.0.0.1:1", "--procs", "-1"}, "--procs"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%v: exit %d, %q; want 2 naming %s", c.args, code, errb.String(), c.want)
+		}
+	}
+}
+
+// TestProcsFor: --procs when given, else a GOMAXPROCS variable as Go
+// read it, else one thread.
+func TestProcsFor(t *testing.T) {
+	for _, c := range []struct {
+		given bool
+		flag  int
+		env   string
+		want  int
+	}{
+		{false, 1, "", 1},  // the default
+		{false, 1, "4", 0}, // GOMAXPROCS=4 kept
+		{true, 2, "4", 2},  // the flag over the variable
+		{true, 0, "", 0},   // as Go decides
+	} {
+		if got := procsFor(c.given, c.flag, c.env); got != c.want {
+			t.Errorf("procsFor(%v, %d, %q) = %d, want %d", c.given, c.flag, c.env, got, c.want)
 		}
 	}
 }
@@ -55,7 +76,7 @@ func TestServeAndDrain(t *testing.T) {
 	var errb bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(sctx, []string{"--nats-url", url, "--listen", listen, "--source-id", "door-1"}, &bytes.Buffer{}, &errb)
+		done <- run(sctx, []string{"--nats-url", url, "--listen", listen, "--source-id", "door-1", "--procs", "0"}, &bytes.Buffer{}, &errb)
 	}()
 	post := func(id string) (int, error) {
 		body := fmt.Sprintf(`{"schema_version":2,"event_id":%q,"receipt_id":"r","type":"submitted","occurred_at":"2026-12-02T10:00:00Z","partition_key":"s","producer_version":"p"}`, id)
@@ -153,7 +174,7 @@ func TestNotReadyWhileRAWIsAway(t *testing.T) {
 	sctx, term := context.WithCancel(ctx)
 	done := make(chan int, 1)
 	go func() {
-		done <- run(sctx, []string{"--nats-url", url, "--listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), "--http-addr", probes}, &bytes.Buffer{}, &bytes.Buffer{})
+		done <- run(sctx, []string{"--nats-url", url, "--listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), "--http-addr", probes, "--procs", "0"}, &bytes.Buffer{}, &bytes.Buffer{})
 	}()
 	defer func() { term(); <-done }()
 	readyz := func(want int, word string) func() error {
