@@ -2,7 +2,6 @@ package failpoint
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/receiptflow/receiptflow/pkg/testenv"
 )
 
 // stopChildEnv makes the test binary the child of TestStopHoldsTheCaller.
@@ -89,7 +90,7 @@ func TestStopHoldsTheCaller(t *testing.T) {
 		// Wait until the child is stopped in this round's Hit.
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			st, err := procState(cmd.Process.Pid)
+			st, err := testenv.ProcState(cmd.Process.Pid)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,17 +124,4 @@ func TestStopHoldsTheCaller(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-}
-
-// procState is the state letter of /proc/<pid>/stat.
-func procState(pid int) (byte, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0, fmt.Errorf("unreadable /proc/%d/stat", pid)
-	}
-	return b[i+2], nil
 }

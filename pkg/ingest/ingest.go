@@ -69,8 +69,9 @@ type Config struct {
 	// run carried: concurrent producers that each wait for their answer
 	// (the front door's) come back together after each run, and one run
 	// for all of them costs the server one read, one store pass and two
-	// acks instead of one each. A lone producer's runs carry one record,
-	// and never wait.
+	// acks instead of one each. A lone producer's record waits at most
+	// once, after a larger run; then its runs carry one record and go at
+	// once.
 	RunWait time.Duration
 	// RetryFor bounds how long one batch (or one message) is retried
 	// before ingest gives up with an *UnconfirmedError (default 30s).
@@ -381,8 +382,7 @@ func (in *Ingester) Submit(rec []byte, done func(Ack)) (string, *contract.Reject
 		in.mu.Unlock()
 		return eventID, rej, ErrBusy
 	}
-	in.queueLocked(it, rej == nil)
-	wake := in.wakeAt == 0 || len(in.queue) >= in.wakeAt
+	wake := in.queueLocked(it, rej == nil)
 	in.mu.Unlock()
 	if wake {
 		signal(in.kick)
@@ -434,8 +434,7 @@ func (in *Ingester) Publish(ctx context.Context, line []byte) error {
 		}
 		in.mu.Lock()
 	}
-	in.queueLocked(it, valid)
-	wake := in.wakeAt == 0 || len(in.queue) >= in.wakeAt
+	wake := in.queueLocked(it, valid)
 	in.mu.Unlock()
 	if wake {
 		signal(in.kick)
@@ -444,8 +443,10 @@ func (in *Ingester) Publish(ctx context.Context, line []byte) error {
 }
 
 // queueLocked appends a record's item, counts it, and queues a heartbeat
-// after every HeartbeatEvery records. in.mu is held.
-func (in *Ingester) queueLocked(it item, valid bool) {
+// after every HeartbeatEvery records. It reports whether the sender is to
+// be woken: it waits for any record, or for as many as are now queued
+// (wakeAt). in.mu is held.
+func (in *Ingester) queueLocked(it item, valid bool) (wake bool) {
 	in.line++
 	it.line = in.line
 	it.queued = time.Now()
@@ -468,6 +469,7 @@ func (in *Ingester) queueLocked(it item, valid bool) {
 	if in.sinceBeat >= in.opts.HeartbeatEvery {
 		in.heartbeatLocked(in.progress, "n"+strconv.FormatInt(in.records, 10), false)
 	}
+	return in.wakeAt == 0 || len(in.queue) >= in.wakeAt
 }
 
 // usableLocked returns why nothing more may be published, if anything.

@@ -130,17 +130,20 @@ func (p *MainProc) Signal(t testing.TB, sig syscall.Signal) {
 	}
 }
 
-// State is the process's state letter in /proc/<pid>/stat (R running, S
-// sleeping, T stopped, Z zombie, ...), or an error once it is gone.
-func (p *MainProc) State() (byte, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/stat")
+// State is the process's state letter in /proc/<pid>/stat (ProcState).
+func (p *MainProc) State() (byte, error) { return ProcState(p.cmd.Process.Pid) }
+
+// ProcState is process pid's state letter in /proc/<pid>/stat (R running,
+// S sleeping, T stopped, Z zombie, ...), or an error once it is gone.
+func ProcState(pid int) (byte, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, err
 	}
 	// pid (comm) state ...: comm may hold spaces and parentheses.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+2 >= len(b) {
-		return 0, fmt.Errorf("testenv: unreadable /proc/%d/stat", p.cmd.Process.Pid)
+		return 0, fmt.Errorf("testenv: unreadable /proc/%d/stat", pid)
 	}
 	return b[i+2], nil
 }

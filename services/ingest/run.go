@@ -83,7 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ingest: %v\n", err)
 		return 2
 	}
-	if n := procsFor(explicit(fs, "procs"), o.procs, os.Getenv("GOMAXPROCS")); n > 0 {
+	if n := procsFor(config.Explicit(fs)("procs"), o.procs, os.Getenv("GOMAXPROCS")); n > 0 {
 		runtime.GOMAXPROCS(n)
 	}
 	if o.profileDir != "" {
@@ -347,15 +347,4 @@ func procsFor(flagGiven bool, flagValue int, env string) int {
 		return 0
 	}
 	return flagValue
-}
-
-// explicit reports whether flag name was given on the command line.
-func explicit(fs *flag.FlagSet, name string) bool {
-	given := false
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == name {
-			given = true
-		}
-	})
-	return given
 }
