@@ -89,3 +89,20 @@ func TestDoorFloorRow(t *testing.T) {
 		t.Errorf("floor row without the HTTP single-record run: %q, want skipped", got)
 	}
 }
+
+// TestSwitchesOfCountsWakeUps: the idle row's context switches grow when
+// a process sleeps and wakes, and a process that is gone is left out.
+func TestSwitchesOfCountsWakeUps(t *testing.T) {
+	pids := map[string]int{"self": os.Getpid(), "gone": 1 << 30}
+	before := switchesOf(pids)
+	for range 20 {
+		time.Sleep(time.Millisecond)
+	}
+	after := switchesOf(pids)
+	if _, ok := after["gone"]; ok {
+		t.Fatal("a process that does not exist has a count")
+	}
+	if after["self"] < before["self"]+20 {
+		t.Fatalf("20 sleeps moved the count from %d to %d, want at least 20 more", before["self"], after["self"])
+	}
+}

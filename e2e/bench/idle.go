@@ -36,6 +36,9 @@ type idleResult struct {
 	// the window: what the services ask of it while nothing happens, a
 	// count that does not move with the host's noise as CPU does.
 	APIRequests uint64
+	// Switches are each process's context switches over the window: how
+	// often it woke up, steadier than its CPU on a noisy host.
+	Switches map[string]uint64
 }
 
 // share is CPU as a share of one core over the window, in percent.
@@ -126,12 +129,15 @@ func (b *bencher) runIdle(ctx context.Context) (*idleResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	cpu0 := meter.read()
+	cpu0, sw0 := meter.read(), switchesOf(pids)
 	began := time.Now()
 	if err := pause(ctx, window); err != nil {
 		return nil, err
 	}
-	res := &idleResult{Window: time.Since(began), CPU: meter.since(cpu0)}
+	res := &idleResult{Window: time.Since(began), CPU: meter.since(cpu0), Switches: switchesOf(pids)}
+	for k, v := range sw0 {
+		res.Switches[k] -= min(v, res.Switches[k])
+	}
 	api1, err := ns.jsAPIRequests(ctx)
 	if err != nil {
 		return nil, err
@@ -141,6 +147,34 @@ func (b *bencher) runIdle(ctx context.Context) (*idleResult, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// switchesOf reads each process's context switches, voluntary and not,
+// summed over its threads (/proc/<pid>/task/*/status); a process it
+// cannot read is left out. A thread that ends takes its count along.
+func switchesOf(pids map[string]int) map[string]uint64 {
+	out := map[string]uint64{}
+	for name, pid := range pids {
+		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+		if err != nil || len(tasks) == 0 {
+			continue
+		}
+		var n uint64
+		for _, t := range tasks {
+			b, err := os.ReadFile(t)
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
+					c, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+					n += c
+				}
+			}
+		}
+		out[name] = n
+	}
+	return out
 }
 
 // pause waits d or until ctx ends.
@@ -164,7 +198,12 @@ func (r *Results) printIdle(row func(label, value, note string), skipped func(..
 	for _, k := range slices.Sorted(mapsKeys(id.CPU)) {
 		parts = append(parts, fmt.Sprintf("%s %.2f%%", k, id.share(id.CPU[k])))
 	}
+	var wakes []string
+	for _, k := range slices.Sorted(mapsKeys(id.Switches)) {
+		wakes = append(wakes, fmt.Sprintf("%s %.0f", k, float64(id.Switches[k])/id.Window.Seconds()))
+	}
 	total := id.share(id.total())
-	row(label, fmt.Sprintf("%.2f%%", total), fmt.Sprintf("of one core over %s of a deployed pipeline with no traffic (%s); %.1f JetStream API requests/s; %s",
-		dur(id.Window), strings.Join(parts, ", "), float64(id.APIRequests)/id.Window.Seconds(), verdict(total <= TargetIdlePercent, fmt.Sprintf("target ≤ %.0f%%", TargetIdlePercent))))
+	row(label, fmt.Sprintf("%.2f%%", total), fmt.Sprintf("of one core over %s of a deployed pipeline with no traffic (%s); %.1f JetStream API requests/s; context switches/s: %s; %s",
+		dur(id.Window), strings.Join(parts, ", "), float64(id.APIRequests)/id.Window.Seconds(), strings.Join(wakes, ", "),
+		verdict(total <= TargetIdlePercent, fmt.Sprintf("target ≤ %.0f%%", TargetIdlePercent))))
 }

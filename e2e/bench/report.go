@@ -418,6 +418,11 @@ func (r *Results) JSON() map[string]any {
 	if id := r.Idle; id != nil {
 		d["idle_percent_of_one_core"] = num(id.share(id.total()))
 		d["idle_js_api_requests_per_s"] = num(float64(id.APIRequests) / id.Window.Seconds())
+		sw := map[string]any{}
+		for k, v := range id.Switches {
+			sw[k] = num(float64(v) / id.Window.Seconds())
+		}
+		d["idle_context_switches_per_s"] = sw
 	}
 	if c := r.Cluster; c != nil {
 		d["cluster_b0_cpu_us_per_event"] = num(c.b0CPU())

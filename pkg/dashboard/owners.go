@@ -125,6 +125,10 @@ type ownersPoller struct {
 	// its partition count (0: unknown).
 	target func() (string, int)
 
+	// kv is the lease bucket last read (nil: look it up), used by the
+	// polling goroutine only.
+	kv jetstream.KeyValue
+
 	mu   sync.Mutex
 	view OwnersView
 }
@@ -175,26 +179,54 @@ func (p *ownersPoller) poll(ctx context.Context) bool {
 }
 
 // read returns the owners in bucket: static when it does not exist or
-// was never written.
+// was never written. The bucket's handle is kept from one poll to the
+// next, and its entries are read only when its status says it holds
+// some; a read through the kept handle that fails looks the bucket up
+// again once (it may have been deleted or made again).
 func (p *ownersPoller) read(ctx context.Context, bucket string, partitions int) ([]OwnerKind, error) {
-	kv, err := p.js.KeyValue(ctx, bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return ownersOf(lease.View{}, partitions, false), nil
+	if p.kv != nil && p.kv.Bucket() != bucket {
+		p.kv = nil
 	}
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		fresh := p.kv == nil
+		if fresh {
+			kv, err := p.js.KeyValue(ctx, bucket)
+			if errors.Is(err, jetstream.ErrBucketNotFound) {
+				return ownersOf(lease.View{}, partitions, false), nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			p.kv = kv
+		}
+		kinds, err := readOwners(ctx, p.kv, partitions)
+		if err == nil {
+			return kinds, nil
+		}
+		p.kv = nil
+		if fresh || attempt > 0 || ctx.Err() != nil {
+			return nil, err
+		}
 	}
+}
+
+// readOwners reads the owners in the lease bucket kv.
+func readOwners(ctx context.Context, kv jetstream.KeyValue, partitions int) ([]OwnerKind, error) {
 	st, err := kv.Status(ctx)
 	if err != nil {
 		return nil, err
 	}
-	written := true
+	written, held := true, true
 	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
-		written = bs.StreamInfo().State.LastSeq > 0 // sequences survive expiry and purges
+		state := bs.StreamInfo().State
+		written = state.LastSeq > 0 // sequences survive expiry and purges
+		held = state.Msgs > 0
 	}
-	v, err := lease.Read(ctx, p.js, bucket)
-	if err != nil {
-		return nil, err
+	var v lease.View
+	if held {
+		if v, err = lease.ReadKV(ctx, kv); err != nil {
+			return nil, err
+		}
 	}
 	return ownersOf(v, partitions, written), nil
 }

@@ -3,8 +3,12 @@ package dashboard
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/lease"
 	"github.com/receiptflow/receiptflow/pkg/testenv"
@@ -137,4 +141,79 @@ func TestOwnersOf(t *testing.T) {
 	if ks := ownersOf(lease.View{}, 4, true); ks[1].Mode != ModeNoMember {
 		t.Errorf("a written bucket without members: %+v, want no_member", ks)
 	}
+}
+
+// TestOwnersPollAsksLittle: a poll of a lease bucket with nothing in it
+// is one status request (no watch), a poll of a held one a status and
+// one watch, through a handle kept from one poll to the next; a bucket
+// deleted and made again under the kept handle is read again at once.
+func TestOwnersPollAsksLittle(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, url := testenv.NATS(t)
+	js := testenv.JetStream(t, url)
+	bucket := wire.For("1").LeaseBucket()
+	kvCfg := jetstream.KeyValueConfig{Bucket: bucket, History: 1, LimitMarkerTTL: wire.LeaseMarkerTTL}
+	if _, err := js.CreateKeyValue(ctx, kvCfg); err != nil {
+		t.Fatal(err)
+	}
+	var infos, watches atomic.Int64
+	for subj, n := range map[string]*atomic.Int64{
+		"$JS.API.STREAM.INFO.KV_" + bucket:            &infos,
+		"$JS.API.CONSUMER.CREATE.KV_" + bucket + ".>": &watches,
+	} {
+		sub, err := js.Conn().Subscribe(subj, func(*nats.Msg) { n.Add(1) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+	}
+	p := newOwnersPoller(js, time.Second, time.Now, func() (string, int) { return "1", 4 })
+	polls := func(what string, n int, wantInfos, wantWatches int64, mode string) {
+		t.Helper()
+		if err := js.Conn().Flush(); err != nil {
+			t.Fatal(err)
+		}
+		i0, w0 := infos.Load(), watches.Load()
+		for range n {
+			p.poll(ctx)
+		}
+		if err := js.Conn().Flush(); err != nil {
+			t.Fatal(err)
+		}
+		v := p.snapshot()
+		if v.Status != OwnersOK || len(v.Kinds) == 0 || v.Kinds[len(v.Kinds)-1].Mode != mode {
+			t.Fatalf("%s: owners %+v, want the windower %s", what, v, mode)
+		}
+		if gi, gw := infos.Load()-i0, watches.Load()-w0; gi > wantInfos || gw != wantWatches {
+			t.Fatalf("%s: %d polls asked for %d stream infos and %d watches, want at most %d and %d",
+				what, n, gi, gw, wantInfos, wantWatches)
+		}
+	}
+	polls("first poll, empty bucket", 1, 2, 0, ModeStatic) // the look-up and the status
+	polls("empty bucket", 5, 5, 0, ModeStatic)
+
+	g, err := lease.Join(ctx, js, lease.Config{Bucket: bucket, Kind: "windower", ID: "wa", Partitions: 4, TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gctx, stop := context.WithCancel(ctx)
+	go g.Run(gctx)
+	testenv.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		p.poll(ctx)
+		if v := p.snapshot(); len(v.Kinds) == 0 || v.Kinds[len(v.Kinds)-1].Mode != ModeGroup {
+			return fmt.Errorf("owners %+v, want the windower in a group", v)
+		}
+		return nil
+	})
+	polls("held bucket", 5, 5, 5, ModeGroup)
+	stop()
+
+	if err := js.DeleteKeyValue(ctx, bucket); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateKeyValue(ctx, kvCfg); err != nil {
+		t.Fatal(err)
+	}
+	polls("bucket made again", 1, 2, 0, ModeStatic)
 }

@@ -42,17 +42,23 @@ type View struct {
 // (an empty View when the bucket does not exist). Read only; safe to call
 // concurrently.
 func Read(ctx context.Context, js jetstream.JetStream, bucket string) (View, error) {
-	var v View
 	kv, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return v, nil
+		return View{}, nil
 	}
 	if err != nil {
-		return v, fmt.Errorf("lease: open bucket %s: %w", bucket, err)
+		return View{}, fmt.Errorf("lease: open bucket %s: %w", bucket, err)
 	}
+	return ReadKV(ctx, kv)
+}
+
+// ReadKV is Read of a lease bucket already opened: a reader that looks
+// again and again keeps the handle and saves the stream look-up.
+func ReadKV(ctx context.Context, kv jetstream.KeyValue) (View, error) {
+	var v View
 	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
-		return v, fmt.Errorf("lease: read %s: %w", bucket, err)
+		return v, fmt.Errorf("lease: read %s: %w", kv.Bucket(), err)
 	}
 	defer w.Stop()
 	for {

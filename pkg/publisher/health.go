@@ -154,6 +154,21 @@ type healthCache struct {
 	lateLast             uint64
 	lateListed           time.Time
 	backlogKnown, lateOK bool
+	// quiet: the last tick found nothing in flight (quietBacklog). LATE
+	// and REJECTED grow only from records in flight, so a quiet tick
+	// takes their figures from a read less than relistEvery old
+	// (lateTotal, lateRead; the tally's counted) instead of asking.
+	quiet     bool
+	lateTotal uint64
+	lateRead  time.Time
+}
+
+// settled reports whether output figures read at last are still true: the
+// pipeline is quiet and they are less than relistEvery old.
+func (s *Service) settled(last time.Time) bool {
+	s.hc.mu.Lock()
+	defer s.hc.mu.Unlock()
+	return s.hc.quiet && !last.IsZero() && time.Since(last) < relistEvery
 }
 
 // relistEvery bounds how long a quiet pipeline's backlogs are taken from
@@ -270,11 +285,15 @@ func (s *Service) health(ctx context.Context) (*wire.Health, error) {
 	}
 	h.Stale = now.Sub(last) > s.cfg.StaleAfter
 	s.m.observeSource(h)
-	if b, ok := s.quietBacklog(info.State.LastSeq); ok {
+	b, quiet := s.quietBacklog(info.State.LastSeq)
+	if quiet {
 		h.Backlog = b
 	} else if err := s.listBacklog(ctx, h, info.State.LastSeq); err != nil {
 		return nil, err
 	}
+	s.hc.mu.Lock()
+	s.hc.quiet = quiet
+	s.hc.mu.Unlock()
 	s.lateFigures(ctx, h)
 	return h, nil
 }
@@ -311,6 +330,14 @@ func (s *Service) listBacklog(ctx context.Context, h *wire.Health, rawLast uint6
 // lateFigures sets LATE's total and the correction backlog in h: the
 // backlog listed again only when LATE grew or relistEvery passed.
 func (s *Service) lateFigures(ctx context.Context, h *wire.Health) {
+	s.hc.mu.Lock()
+	lateRead, ok := s.hc.lateRead, s.hc.lateOK
+	total, backlog := s.hc.lateTotal, s.hc.correction
+	s.hc.mu.Unlock()
+	if ok && s.settled(lateRead) {
+		h.LateTotal, h.CorrectionBacklog = total, backlog
+		return
+	}
 	name := s.cfg.Names.Stream(wire.Late)
 	late, err := s.stream(ctx, name)
 	if err != nil {
@@ -325,7 +352,8 @@ func (s *Service) lateFigures(ctx context.Context, h *wire.Health) {
 	h.LateTotal = li.State.Msgs
 	s.hc.mu.Lock()
 	quiet := s.hc.lateOK && li.State.LastSeq == s.hc.lateLast && time.Since(s.hc.lateListed) < relistEvery
-	backlog := s.hc.correction
+	backlog = s.hc.correction
+	s.hc.lateTotal, s.hc.lateRead = li.State.Msgs, time.Now()
 	s.hc.mu.Unlock()
 	if quiet {
 		h.CorrectionBacklog = backlog

@@ -1,8 +1,10 @@
 package publisher
 
 import (
+	"sync/atomic"
 	"testing"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/wire"
@@ -61,4 +63,72 @@ func TestHealthBacklogWhileQuiet(t *testing.T) {
 		t.Fatal(err)
 	}
 	backlog("RAW grew after a quiet tick", 1, true)
+}
+
+// TestHealthQuietAsksNoOutputStream: while nothing is in flight (RAW did
+// not grow and every backlog was zero) the health tick takes LATE's and
+// REJECTED's figures from its last read instead of asking nats-server
+// every tick; once RAW grows it reads them again, and sees what they got.
+func TestHealthQuietAsksNoOutputStream(t *testing.T) {
+	r := newHistoryRig(t, 0)
+	names := wire.For("")
+	nc := r.js.Conn()
+	var asked atomic.Int64
+	for _, s := range []string{wire.Late, wire.Rejected} {
+		sub, err := nc.Subscribe("$JS.API.STREAM.INFO."+names.Stream(s), func(*nats.Msg) { asked.Add(1) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+	}
+	ticks := func(n int) (int64, *wire.Health) {
+		t.Helper()
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		before := asked.Load()
+		var h *wire.Health
+		for range n {
+			if err := r.svc.tick(r.ctx); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			if h, err = r.svc.health(r.ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return asked.Load() - before, h
+	}
+	if n, _ := ticks(1); n == 0 {
+		t.Fatal("the first tick did not read LATE and REJECTED")
+	}
+	if n, _ := ticks(5); n != 0 {
+		t.Fatalf("5 quiet ticks asked for LATE's or REJECTED's info %d times, want 0", n)
+	}
+	// A record in flight: RAW grows, and the validator's and windower's
+	// outputs follow it.
+	if _, err := r.js.Publish(r.ctx, names.Subject(wire.Raw, 0), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.js.Publish(r.ctx, names.Subject(wire.Late, 0), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	msg := nats.NewMsg(names.Subject(wire.Rejected, 0))
+	msg.Header.Set(wire.HdrReason, "bad_json")
+	if _, err := r.js.PublishMsg(r.ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	n, h := ticks(1)
+	if n == 0 {
+		t.Fatal("a tick after RAW grew did not read LATE and REJECTED")
+	}
+	if h.LateTotal != 1 {
+		t.Fatalf("LATE total %d after a late record, want 1", h.LateTotal)
+	}
+	if got := r.svc.rejected.cur.Total; got != 1 {
+		t.Fatalf("rejected tally %d after a rejection, want 1", got)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"reflect"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -37,6 +38,8 @@ type rejectedTally struct {
 	cur   wire.Rejections
 	rev   uint64 // the revision cur was read or written at; 0: the key is absent
 	known bool   // cur and rev were read from the bucket
+	// counted is when cur last reached REJECTED's last message.
+	counted time.Time
 }
 
 // countRejected brings the tally under wire.RejectedKey up to the
@@ -47,17 +50,23 @@ func (s *Service) countRejected(ctx context.Context) (*wire.Rejections, error) {
 	t := &s.rejected
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.known && s.settled(t.counted) {
+		return cloneRejections(t.cur), nil // nothing in flight: REJECTED did not grow
+	}
 	for attempt := 0; attempt < 3; attempt++ {
 		if !t.known {
 			if err := t.load(ctx, s.kv); err != nil {
 				return nil, err
 			}
 		}
-		next, err := s.advanceRejected(ctx, t.cur)
+		next, caughtUp, err := s.advanceRejected(ctx, t.cur)
 		if err != nil {
 			return nil, err
 		}
 		if reflect.DeepEqual(next, t.cur) {
+			if caughtUp {
+				t.counted = time.Now()
+			}
 			return cloneRejections(t.cur), nil
 		}
 		body, err := json.Marshal(next)
@@ -74,6 +83,9 @@ func (s *Service) countRejected(ctx context.Context) (*wire.Rejections, error) {
 			return nil, fmt.Errorf("publisher: put %s: %w", wire.RejectedKey, err)
 		}
 		t.cur, t.rev = next, rev
+		if caughtUp {
+			t.counted = time.Now()
+		}
 		return cloneRejections(next), nil
 	}
 	return nil, fmt.Errorf("publisher: %s: lost the compare-and-set 3 times in a row", wire.RejectedKey)
@@ -109,38 +121,38 @@ func cloneRejections(r wire.Rejections) *wire.Rejections {
 // counted, up to rejectedBatch of them. Messages that left the stream
 // before they were counted are Expired; a stream that went back (it was
 // deleted and created again) is counted again from its start.
-func (s *Service) advanceRejected(ctx context.Context, cur wire.Rejections) (wire.Rejections, error) {
+func (s *Service) advanceRejected(ctx context.Context, cur wire.Rejections) (next wire.Rejections, caughtUp bool, err error) {
 	name := s.cfg.Names.Stream(wire.Rejected)
 	st, err := s.stream(ctx, name)
 	if err != nil {
-		return cur, fmt.Errorf("publisher: stream %s: %w", name, err)
+		return cur, false, fmt.Errorf("publisher: stream %s: %w", name, err)
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
 		s.forget(name)
-		return cur, fmt.Errorf("publisher: stream %s info: %w", name, err)
+		return cur, false, fmt.Errorf("publisher: stream %s info: %w", name, err)
 	}
 	first, last := info.State.FirstSeq, info.State.LastSeq
-	next := *cloneRejections(cur)
+	next = *cloneRejections(cur)
 	if last < next.Through {
 		next = wire.Rejections{ByReason: map[string]uint64{}}
 	}
 	if last == next.Through {
-		return next, nil
+		return next, true, nil
 	}
 	if from := next.Through + 1; first > from {
 		next.Expired += first - from
 		next.Through = first - 1
 	}
 	if next.Through >= last {
-		return next, nil
+		return next, true, nil
 	}
 	stop := min(last, next.Through+rejectedBatch)
 	c, done, err := stream.Ordered(ctx, st, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: next.Through + 1, HeadersOnly: true,
 	})
 	if err != nil {
-		return cur, fmt.Errorf("publisher: read %s: %w", name, err)
+		return cur, false, fmt.Errorf("publisher: read %s: %w", name, err)
 	}
 	defer done()
 	for next.Through < stop {
@@ -155,7 +167,7 @@ func (s *Service) advanceRejected(ctx context.Context, cur wire.Rejections) (wir
 			next.Through = max(next.Through, stop)
 		}
 	}
-	return next, nil
+	return next, next.Through >= last, nil
 }
 
 // fetchRejected counts one fetch of at most n messages into r. drained:
