@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,14 +79,26 @@ func Build(d *Deps) (Runner, error) { return service.Build(d.name, d.Service()) 
 // unregistered first), as a supervisor would restart the process. Secrets
 // (passwords, credentials in URLs) never reach the log. --version prints
 // buildinfo.String to os.Stdout and returns 0.
+// Main leaves the calling process's GOMAXPROCS alone (tests run services
+// in-process); Command is Main for a service's own process.
 func Main(ctx context.Context, name string, args []string, stderr io.Writer, build func(*Deps) (Runner, error)) int {
-	return MainTo(ctx, name, args, os.Stdout, stderr, build)
+	return mainTo(ctx, name, args, os.Stdout, stderr, build, false)
+}
+
+// Command is Main for a service's own process: it also sets the
+// process's GOMAXPROCS from --procs (one thread by default).
+func Command(ctx context.Context, name string, args []string, stderr io.Writer, build func(*Deps) (Runner, error)) int {
+	return mainTo(ctx, name, args, os.Stdout, stderr, build, true)
 }
 
 // MainTo is Main with --version written to stdout.
 func MainTo(ctx context.Context, name string, args []string, stdout, stderr io.Writer, build func(*Deps) (Runner, error)) int {
+	return mainTo(ctx, name, args, stdout, stderr, build, false)
+}
+
+func mainTo(ctx context.Context, name string, args []string, stdout, stderr io.Writer, build func(*Deps) (Runner, error), own bool) int {
 	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("service", name)
-	if err := run(ctx, name, args, log, build); err != nil {
+	if err := run(ctx, name, args, log, build, own); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
@@ -119,10 +132,13 @@ type process struct {
 	roles atomic.Pointer[role]
 }
 
-func run(ctx context.Context, name string, args []string, log *slog.Logger, build func(*Deps) (Runner, error)) error {
+func run(ctx context.Context, name string, args []string, log *slog.Logger, build func(*Deps) (Runner, error), own bool) error {
 	c, o, err := parse(name, args)
 	if err != nil {
 		return err
+	}
+	if own {
+		o.procs.Apply()
 	}
 	natsOpts, err := o.natsSec.Options()
 	if err != nil {
@@ -244,7 +260,7 @@ func (p *process) connect(ctx context.Context) (connected bool, err error) {
 	if p.name == service.Validator || p.name == service.Windower {
 		p.port.Detail(p.h.detail)
 	}
-	log.Info("http listening", "addr", p.port.Addr())
+	log.Info("http listening", "addr", p.port.Addr(), "procs", runtime.GOMAXPROCS(0))
 	log.Info("connecting", "nats", connect.RedactURL(c.NATSURL), "nats_auth", p.o.natsSec,
 		"redis", connect.RedactURL(c.RedisURL), "redis_auth", p.o.redisSec)
 	p.w = waiter{log: log, h: p.h, dialer: p.o.dialer}

@@ -40,6 +40,7 @@ type options struct {
 	stallAfter time.Duration
 	profileDir string
 	dialer     connect.Dialer
+	procs      config.Procs
 }
 
 // DefaultStallAfter is --stall-after's default: /readyz says not ready
@@ -69,6 +70,7 @@ func (o *options) register(fs *flag.FlagSet) {
 		"how long a consumer may make no progress with messages pending, or go without an answer from its leader, before /readyz says not ready (env RECEIPTS_STALL_AFTER)")
 	fs.StringVar(&o.profileDir, "profile-dir", envStr(probe.ProfileEnv, ""),
 		"write a CPU profile of the process's life and, at exit, an allocation profile into this directory as <service>[-<instance>].{cpu,allocs}.pprof (env "+probe.ProfileEnv+"; default none)")
+	o.procs.Register(fs)
 	fs.DurationVar(&o.statsEvery, "stats-interval", envDuration("RECEIPTS_STATS_INTERVAL", 5*time.Second), "how often consumer backlog, state size and Redis health are sampled for /metrics and /readyz (env RECEIPTS_STATS_INTERVAL)")
 }
 
@@ -141,6 +143,8 @@ func parse(name string, args []string) (config.Common, options, error) {
 		return c, o, fmt.Errorf("--lease-ttl must be at least 1s, got %s", o.leaseTTL)
 	case o.stallAfter <= 0:
 		return c, o, errors.New("--stall-after must be positive")
+	case o.procs.Validate() != nil:
+		return c, o, o.procs.Validate()
 	}
 	return c, o, nil
 }

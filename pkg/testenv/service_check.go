@@ -23,6 +23,10 @@ func CheckServiceFlags(t *testing.T, svc string) {
 	if code != 1 || !strings.Contains(out, "flag provided but not defined: -no-such-flag") {
 		t.Fatalf("unknown flag: exit %d, output:\n%s", code, out)
 	}
+	code, out = RunMain(t, "--nats-url", "nats://127.0.0.1:1", "--redis-url", "redis://127.0.0.1:1", "--procs", "-1")
+	if code != 1 || !strings.Contains(out, "--procs must be 0") {
+		t.Fatalf("--procs -1: exit %d, output:\n%s", code, out)
+	}
 	code, out = RunMain(t, "--redis-url", "redis://127.0.0.1:1")
 	if code != 1 || !strings.Contains(out, "--nats-url (or NATS_URL) is required") || !strings.Contains(out, `"service":"`+svc+`"`) {
 		t.Fatalf("no NATS URL: exit %d, output:\n%s", code, out)
@@ -68,6 +72,11 @@ func CheckServiceLifecycle(t *testing.T, svc string) {
 	})
 	if code, body, err := get("/metrics"); err != nil || code != http.StatusOK || !strings.Contains(body, "receiptflow_"+svc+"_") {
 		t.Fatalf("/metrics: %d, %v, no receiptflow_%s_ metric:\n%.2000s", code, err, svc, body)
+	}
+	// Its own process runs on one thread unless --procs or GOMAXPROCS
+	// says otherwise (StartMain passes no GOMAXPROCS).
+	if !regexp.MustCompile(`"msg":"http listening",.*"procs":1[,}]`).MatchString(p.Output()) {
+		t.Fatalf("the process does not say it runs on one thread (--procs' default):\n%s", p.Output())
 	}
 	if !strings.Contains(p.Output(), `"msg":"service started"`) {
 		t.Fatalf("ready without a 'service started' line:\n%s", p.Output())

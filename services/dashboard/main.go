@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/receiptflow/receiptflow/pkg/auth"
 	"github.com/receiptflow/receiptflow/pkg/buildinfo"
+	"github.com/receiptflow/receiptflow/pkg/config"
 	"github.com/receiptflow/receiptflow/pkg/connect"
 	"github.com/receiptflow/receiptflow/pkg/dashboard"
 	"github.com/receiptflow/receiptflow/pkg/explain"
@@ -37,8 +39,13 @@ import (
 	"github.com/receiptflow/receiptflow/pkg/probe"
 )
 
+// ownProcess: run sets the process's GOMAXPROCS from --procs (main
+// only; tests call run in-process).
+var ownProcess bool
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ownProcess = true
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -61,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	version := buildinfo.Flag(fs)
 	var redisSec connect.RedisSecurity
 	redisSec.Register(fs)
+	var procs config.Procs
+	procs.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -70,6 +79,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *version {
 		fmt.Fprintln(stdout, buildinfo.String("dashboard"))
 		return 0
+	}
+	if err := procs.Validate(); err != nil {
+		fmt.Fprintf(stderr, "dashboard: %v\n", err)
+		return 2
+	}
+	if ownProcess {
+		procs.Apply()
 	}
 	var readers *auth.Tokens
 	switch {
@@ -144,7 +160,7 @@ func serve(ctx context.Context, log *slog.Logger, natsURL string, sec connect.NA
 		return probe.ListenHint("--listen", listen, err)
 	}
 	defer port.Close()
-	log.Info("dashboard listening", "url", "http://"+port.Addr())
+	log.Info("dashboard listening", "url", "http://"+port.Addr(), "procs", runtime.GOMAXPROCS(0))
 
 	var conn *connect.Conn
 	err = connect.WaitFor(ctx, func(context.Context) error {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -176,5 +178,36 @@ func TestVersionAndPortInUse(t *testing.T) {
 	if code := run(context.Background(), []string{"--nats-url", "nats://127.0.0.1:1", "--listen", held.Addr().String()}, io.Discard, &log2); code != 1 ||
 		!strings.Contains(log2.String(), "pass --listen with a free address") {
 		t.Errorf("port in use: exit %d, want 1 and a hint naming --listen:\n%s", code, log2.String())
+	}
+}
+
+// TestMain runs the dashboard's main when the test binary is started again
+// as the command (testenv.StartMain).
+func TestMain(m *testing.M) {
+	testenv.RunMainIfChild(main)
+	os.Exit(m.Run())
+}
+
+// TestOneThreadByDefault: the dashboard's own process runs on one thread
+// unless --procs says otherwise; a negative --procs is refused.
+func TestOneThreadByDefault(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{{nil, `"procs":1`}, {[]string{"--procs", "2"}, `"procs":2`}} {
+		p := testenv.StartMain(t, append([]string{"--nats-url", "nats://127.0.0.1:1", "--listen", "127.0.0.1:" + strconv.Itoa(freePort(t))}, c.args...)...)
+		testenv.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+			if !regexp.MustCompile(`"msg":"dashboard listening",.*` + c.want + `[,}]`).MatchString(p.Output()) {
+				return fmt.Errorf("%v: no listening line with %s:\n%s", c.args, c.want, p.Output())
+			}
+			return nil
+		})
+		p.Terminate(t)
+		p.Wait(t, 10*time.Second)
+	}
+	var log syncBuf
+	if code := run(context.Background(), []string{"--nats-url", "nats://127.0.0.1:1", "--procs", "-1"}, io.Discard, &log); code != 2 ||
+		!strings.Contains(log.String(), "--procs must be 0") {
+		t.Errorf("--procs -1: exit %d, want 2 and a reason:\n%s", code, log.String())
 	}
 }

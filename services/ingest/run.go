@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -40,7 +39,7 @@ type options struct {
 	sourceID                       string
 	beatInterval, retryFor, drain  time.Duration
 	profileDir                     string
-	procs                          int
+	procs                          config.Procs
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -67,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.retryFor, "retry-for", 10*time.Second, "how long a batch RAW does not confirm is retried before its records are answered 503")
 	fs.DurationVar(&o.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long the requests in flight may take to be answered")
 	fs.StringVar(&o.profileDir, "profile-dir", os.Getenv(probe.ProfileEnv), "write a CPU profile of the process's life and, at exit, an allocation profile into this directory as ingest.{cpu,allocs}.pprof (env "+probe.ProfileEnv+"; default none)")
-	fs.IntVar(&o.procs, "procs", 1, "how many threads run the service's Go code at once (GOMAXPROCS); 0: as Go decides (the CPUs, or the container's CPU limit). One is enough for RAW's rate and costs less per request; more instances, not more threads, take more load (docs/deployment.md). A GOMAXPROCS variable is kept when this flag is not given")
+	o.procs.Register(fs)
 	version := buildinfo.Flag(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -83,9 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ingest: %v\n", err)
 		return 2
 	}
-	if n := procsFor(config.Explicit(fs)("procs"), o.procs, os.Getenv("GOMAXPROCS")); n > 0 {
-		runtime.GOMAXPROCS(n)
-	}
+	o.procs.Apply()
 	if o.profileDir != "" {
 		stop, err := probe.StartProfiles(o.profileDir, "ingest")
 		if err != nil {
@@ -114,8 +111,8 @@ func (o *options) check(c *config.Common) error {
 		return errors.New("--max-request-bytes, --max-request-events, --max-inflight-events and --max-connections must be positive")
 	case o.maxInflight < o.maxEvents:
 		return fmt.Errorf("--max-inflight-events %d is below --max-request-events %d: no full request could be admitted", o.maxInflight, o.maxEvents)
-	case o.procs < 0:
-		return errors.New("--procs must be 0 (as Go decides) or more")
+	case o.procs.Validate() != nil:
+		return o.procs.Validate()
 	case o.beatInterval <= 0 || o.retryFor <= 0 || o.drain <= 0:
 		return errors.New("--heartbeat-interval, --retry-for and --drain-timeout must be positive")
 	case (o.tlsCert == "") != (o.tlsKey == ""):
@@ -335,16 +332,4 @@ func envStr(k, def string) string {
 		return v
 	}
 	return def
-}
-
-// procsFor is the GOMAXPROCS the service sets (0: it leaves Go's): the
-// --procs flag when given, else a GOMAXPROCS variable's value (kept as Go
-// read it), else --procs's default. One thread runs the door's requests
-// for about 15% less CPU than two (docs/performance.md), and one instance
-// on one thread outruns RAW's single-stream ceiling.
-func procsFor(flagGiven bool, flagValue int, env string) int {
-	if !flagGiven && env != "" {
-		return 0
-	}
-	return flagValue
 }

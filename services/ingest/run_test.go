@@ -40,26 +40,6 @@ func TestFlagsRefused(t *testing.T) {
 	}
 }
 
-// TestProcsFor: --procs when given, else a GOMAXPROCS variable as Go
-// read it, else one thread.
-func TestProcsFor(t *testing.T) {
-	for _, c := range []struct {
-		given bool
-		flag  int
-		env   string
-		want  int
-	}{
-		{false, 1, "", 1},  // the default
-		{false, 1, "4", 0}, // GOMAXPROCS=4 kept
-		{true, 2, "4", 2},  // the flag over the variable
-		{true, 0, "", 0},   // as Go decides
-	} {
-		if got := procsFor(c.given, c.flag, c.env); got != c.want {
-			t.Errorf("procsFor(%v, %d, %q) = %d, want %d", c.given, c.flag, c.env, got, c.want)
-		}
-	}
-}
-
 // TestServeAndDrain (docs/spec.md §10): the service serves both doors, and
 // on SIGTERM (its context ends) answers the requests in flight, leaves as
 // a source and exits 0.

@@ -12,7 +12,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := daemon.Main(ctx, "validator", os.Args[1:], os.Stderr, daemon.Build)
+	code := daemon.Command(ctx, "validator", os.Args[1:], os.Stderr, daemon.Build)
 	stop()
 	os.Exit(code)
 }

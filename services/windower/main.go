@@ -13,7 +13,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := daemon.Main(ctx, "windower", os.Args[1:], os.Stderr, daemon.Build)
+	code := daemon.Command(ctx, "windower", os.Args[1:], os.Stderr, daemon.Build)
 	stop()
 	os.Exit(code)
 }
