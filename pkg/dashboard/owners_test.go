@@ -3,11 +3,9 @@ package dashboard
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/receiptflow/receiptflow/pkg/lease"
@@ -157,35 +155,20 @@ func TestOwnersPollAsksLittle(t *testing.T) {
 	if _, err := js.CreateKeyValue(ctx, kvCfg); err != nil {
 		t.Fatal(err)
 	}
-	var infos, watches atomic.Int64
-	for subj, n := range map[string]*atomic.Int64{
-		"$JS.API.STREAM.INFO.KV_" + bucket:            &infos,
-		"$JS.API.CONSUMER.CREATE.KV_" + bucket + ".>": &watches,
-	} {
-		sub, err := js.Conn().Subscribe(subj, func(*nats.Msg) { n.Add(1) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sub.Unsubscribe()
-	}
+	counts := testenv.CountRequests(t, js.Conn(), "$JS.API.STREAM.INFO.KV_"+bucket, "$JS.API.CONSUMER.CREATE.KV_"+bucket+".>")
 	p := newOwnersPoller(js, time.Second, time.Now, func() (string, int) { return "1", 4 })
 	polls := func(what string, n int, wantInfos, wantWatches int64, mode string) {
 		t.Helper()
-		if err := js.Conn().Flush(); err != nil {
-			t.Fatal(err)
-		}
-		i0, w0 := infos.Load(), watches.Load()
+		counts.Take(t)
 		for range n {
 			p.poll(ctx)
 		}
-		if err := js.Conn().Flush(); err != nil {
-			t.Fatal(err)
-		}
+		got := counts.Take(t)
 		v := p.snapshot()
 		if v.Status != OwnersOK || len(v.Kinds) == 0 || v.Kinds[len(v.Kinds)-1].Mode != mode {
 			t.Fatalf("%s: owners %+v, want the windower %s", what, v, mode)
 		}
-		if gi, gw := infos.Load()-i0, watches.Load()-w0; gi > wantInfos || gw != wantWatches {
+		if gi, gw := int64(got[0]), int64(got[1]); gi > wantInfos || gw != wantWatches {
 			t.Fatalf("%s: %d polls asked for %d stream infos and %d watches, want at most %d and %d",
 				what, n, gi, gw, wantInfos, wantWatches)
 		}
@@ -198,7 +181,11 @@ func TestOwnersPollAsksLittle(t *testing.T) {
 		t.Fatal(err)
 	}
 	gctx, stop := context.WithCancel(ctx)
-	go g.Run(gctx)
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		_ = g.Run(gctx)
+	}()
 	testenv.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		p.poll(ctx)
 		if v := p.snapshot(); len(v.Kinds) == 0 || v.Kinds[len(v.Kinds)-1].Mode != ModeGroup {
@@ -208,6 +195,7 @@ func TestOwnersPollAsksLittle(t *testing.T) {
 	})
 	polls("held bucket", 5, 5, 5, ModeGroup)
 	stop()
+	<-ran // nothing of the group writes to the bucket while it is deleted
 
 	if err := js.DeleteKeyValue(ctx, bucket); err != nil {
 		t.Fatal(err)

@@ -1,12 +1,12 @@
 package publisher
 
 import (
-	"sync/atomic"
 	"testing"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/receiptflow/receiptflow/pkg/testenv"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
 
@@ -73,20 +73,10 @@ func TestHealthQuietAsksNoOutputStream(t *testing.T) {
 	r := newHistoryRig(t, 0)
 	names := wire.For("")
 	nc := r.js.Conn()
-	var asked atomic.Int64
-	for _, s := range []string{wire.Late, wire.Rejected} {
-		sub, err := nc.Subscribe("$JS.API.STREAM.INFO."+names.Stream(s), func(*nats.Msg) { asked.Add(1) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sub.Unsubscribe()
-	}
-	ticks := func(n int) (int64, *wire.Health) {
+	counts := testenv.CountRequests(t, nc, "$JS.API.STREAM.INFO."+names.Stream(wire.Late), "$JS.API.STREAM.INFO."+names.Stream(wire.Rejected))
+	ticks := func(n int) (int, *wire.Health) {
 		t.Helper()
-		if err := nc.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		before := asked.Load()
+		counts.Take(t)
 		var h *wire.Health
 		for range n {
 			if err := r.svc.tick(r.ctx); err != nil {
@@ -97,10 +87,8 @@ func TestHealthQuietAsksNoOutputStream(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := nc.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		return asked.Load() - before, h
+		got := counts.Take(t)
+		return got[0] + got[1], h
 	}
 	if n, _ := ticks(1); n == 0 {
 		t.Fatal("the first tick did not read LATE and REJECTED")

@@ -85,3 +85,47 @@ func JetStream(t testing.TB, url string) jetstream.JetStream {
 	}
 	return js
 }
+
+// Requests counts the messages published on some subjects (JetStream API
+// requests, say) that a plain subscriber on the connection nc sees.
+type Requests struct {
+	nc   *nats.Conn
+	subs []*nats.Subscription
+}
+
+// CountRequests subscribes on nc to subjects; the subscriptions end with
+// the test.
+func CountRequests(t testing.TB, nc *nats.Conn, subjects ...string) *Requests {
+	t.Helper()
+	r := &Requests{nc: nc}
+	for _, s := range subjects {
+		sub, err := nc.SubscribeSync(s)
+		if err != nil {
+			t.Fatalf("testenv: subscribe %s: %v", s, err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+		r.subs = append(r.subs, sub)
+	}
+	return r
+}
+
+// Take returns how many messages arrived on each subject (in CountRequests'
+// order) since the last Take. It flushes nc first: the server hands the
+// copy of a request sent on nc to the subscriber before it answers the
+// flush, so every request nc sent before Take is counted.
+func (r *Requests) Take(t testing.TB) []int {
+	t.Helper()
+	if err := r.nc.Flush(); err != nil {
+		t.Fatalf("testenv: flush: %v", err)
+	}
+	out := make([]int, len(r.subs))
+	for i, sub := range r.subs {
+		for {
+			if _, err := sub.NextMsg(0); err != nil {
+				break
+			}
+			out[i]++
+		}
+	}
+	return out
+}
