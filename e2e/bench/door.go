@@ -219,7 +219,6 @@ func (b *bencher) runDoor(ctx context.Context, ds *dataset) (*doorResult, error)
 // answers each with the status header and a fixed body, and measures the
 // CPU of nats-server and of the responder.
 func routeOnly(ctx context.Context, ns *natsProcess, producers int, recs [][]byte) (*doorRun, error) {
-	const subject = routeSubject
 	rp, err := startResponder(ctx, ns.url)
 	if err != nil {
 		return nil, err
@@ -243,7 +242,7 @@ func routeOnly(ctx context.Context, ns *natsProcess, producers int, recs [][]byt
 		go func() {
 			defer wg.Done()
 			for _, rec := range recs[min(p*share, len(recs)):min((p+1)*share, len(recs))] {
-				m := nats.NewMsg(subject)
+				m := nats.NewMsg(routeSubject)
 				m.Data = rec
 				m.Header.Set("Content-Type", frontdoor.TypeNDJSON)
 				if _, err := conns[p].RequestMsgWithContext(ctx, m); err != nil {

@@ -7,8 +7,8 @@ import (
 	"runtime"
 )
 
-// ProcsUsage is the help of a service's --procs flag.
-const ProcsUsage = "how many threads run the service's Go code at once (GOMAXPROCS); 0: as Go decides (the CPUs, or the container's CPU limit). One costs less per event and per wake-up than several; more instances, not more threads, take more load (docs/deployment.md). A GOMAXPROCS variable is kept when this flag is not given"
+// procsUsage is the help of a service's --procs flag.
+const procsUsage = "how many threads run the service's Go code at once (GOMAXPROCS); 0: as Go decides (the CPUs, or the container's CPU limit). One costs less per event and per wake-up than several; more instances, not more threads, take more load (docs/deployment.md). A GOMAXPROCS variable is kept when this flag is not given"
 
 // Procs is a service's --procs flag (default 1).
 type Procs struct {
@@ -19,7 +19,7 @@ type Procs struct {
 // Register adds --procs to fs.
 func (p *Procs) Register(fs *flag.FlagSet) {
 	p.fs = fs
-	fs.IntVar(&p.n, "procs", 1, ProcsUsage)
+	fs.IntVar(&p.n, "procs", 1, procsUsage)
 }
 
 // Validate refuses a negative --procs.
@@ -33,9 +33,7 @@ func (p *Procs) Validate() error {
 // Apply sets the process's GOMAXPROCS (ProcsFor); call it only in the
 // service's own process, after the flags are parsed.
 func (p *Procs) Apply() {
-	given := false
-	p.fs.Visit(func(f *flag.Flag) { given = given || f.Name == "procs" })
-	if n := ProcsFor(given, p.n, os.Getenv("GOMAXPROCS")); n > 0 {
+	if n := ProcsFor(Explicit(p.fs)("procs"), p.n, os.Getenv("GOMAXPROCS")); n > 0 {
 		runtime.GOMAXPROCS(n)
 	}
 }

@@ -168,7 +168,12 @@ type healthCache struct {
 func (s *Service) settled(last time.Time) bool {
 	s.hc.mu.Lock()
 	defer s.hc.mu.Unlock()
-	return s.hc.quiet && !last.IsZero() && time.Since(last) < relistEvery
+	return s.hc.settledLocked(last)
+}
+
+// settledLocked is settled with hc.mu held.
+func (hc *healthCache) settledLocked(last time.Time) bool {
+	return hc.quiet && !last.IsZero() && time.Since(last) < relistEvery
 }
 
 // relistEvery bounds how long a quiet pipeline's backlogs are taken from
@@ -331,10 +336,10 @@ func (s *Service) listBacklog(ctx context.Context, h *wire.Health, rawLast uint6
 // backlog listed again only when LATE grew or relistEvery passed.
 func (s *Service) lateFigures(ctx context.Context, h *wire.Health) {
 	s.hc.mu.Lock()
-	lateRead, ok := s.hc.lateRead, s.hc.lateOK
+	cached := s.hc.lateOK && s.hc.settledLocked(s.hc.lateRead)
 	total, backlog := s.hc.lateTotal, s.hc.correction
 	s.hc.mu.Unlock()
-	if ok && s.settled(lateRead) {
+	if cached {
 		h.LateTotal, h.CorrectionBacklog = total, backlog
 		return
 	}
