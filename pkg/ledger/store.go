@@ -391,17 +391,44 @@ type Checkpoint struct {
 
 // Checkpoint reads partition p's checkpoint (zero for a new partition).
 func (s *Store) Checkpoint(ctx context.Context, p int) (Checkpoint, error) {
-	v, err := s.rdb.HMGet(ctx, s.keys.Checkpoint(p), "seq", "wm", "retired", "entries", "pub").Result()
+	v, err := s.rdb.HMGet(ctx, s.keys.Checkpoint(p), checkpointFields...).Result()
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("ledger: checkpoint %d: %w", p, err)
 	}
+	return checkpointOf(v), nil
+}
+
+// Checkpoints reads the checkpoints of partitions ps in one round trip
+// (one per node on Redis Cluster); out[i] is partition ps[i]'s.
+func (s *Store) Checkpoints(ctx context.Context, ps []int) ([]Checkpoint, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(ps))
+	for i, p := range ps {
+		cmds[i] = pipe.HMGet(ctx, s.keys.Checkpoint(p), checkpointFields...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("ledger: checkpoints %v: %w", ps, err)
+	}
+	out := make([]Checkpoint, len(ps))
+	for i, c := range cmds {
+		out[i] = checkpointOf(c.Val())
+	}
+	return out, nil
+}
+
+// checkpointFields are the checkpoint hash's fields checkpointOf reads.
+var checkpointFields = []string{"seq", "wm", "retired", "entries", "pub"}
+
+// checkpointOf is a checkpoint from the values of checkpointFields; an
+// absent field reads as zero.
+func checkpointOf(v []any) Checkpoint {
 	var c Checkpoint
 	c.Seq, _ = strconv.ParseUint(str(v[0]), 10, 64)
 	c.Watermark, _ = strconv.ParseInt(str(v[1]), 10, 64)
 	c.Retired, _ = strconv.ParseInt(str(v[2]), 10, 64)
 	c.Entries, _ = strconv.ParseInt(str(v[3]), 10, 64)
 	c.Published, _ = strconv.ParseUint(str(v[4]), 10, 64)
-	return c, nil
+	return c
 }
 
 // str is a Redis reply value as text.
@@ -593,11 +620,18 @@ func (s *Store) Sources(ctx context.Context, p int) ([]SourceState, int64, error
 	if v := clk.Val(); len(v) == 1 {
 		clock, _ = strconv.ParseInt(str(v[0]), 10, 64)
 	}
-	out := make([]SourceState, 0, len(all.Val()))
-	for id, v := range all.Val() {
+	out, err := s.sourcesOf(p, all.Val(), clock)
+	return out, clock, err
+}
+
+// sourcesOf reads partition p's sources hash all at broker clock clock,
+// ordered by id.
+func (s *Store) sourcesOf(p int, all map[string]string, clock int64) ([]SourceState, error) {
+	out := make([]SourceState, 0, len(all))
+	for id, v := range all {
 		f := strings.Split(v, ",")
 		if len(f) != 4 {
-			return nil, 0, fmt.Errorf("ledger: sources %d: source %q holds %q", p, id, v)
+			return nil, fmt.Errorf("ledger: sources %d: source %q holds %q", p, id, v)
 		}
 		st := SourceState{ID: id, Busy: f[2] == "1"}
 		st.Progress, _ = strconv.ParseInt(f[0], 10, 64)
@@ -607,5 +641,46 @@ func (s *Store) Sources(ctx context.Context, p int) ([]SourceState, int64, error
 		out = append(out, st)
 	}
 	slices.SortFunc(out, func(a, b SourceState) int { return strings.Compare(a.ID, b.ID) })
-	return out, clock, nil
+	return out, nil
+}
+
+// PartitionState is what a health report reads of one partition: its
+// checkpoint, the number of windows it holds and its sources (as Sources).
+type PartitionState struct {
+	Checkpoint Checkpoint
+	Windows    int64
+	Sources    []SourceState
+}
+
+// States reads the PartitionState of partitions 0..n-1 in one round trip
+// (one per node on Redis Cluster); it is not one snapshot: each
+// partition's parts may be read between two of its writes.
+func (s *Store) States(ctx context.Context, n int) ([]PartitionState, error) {
+	pipe := s.rdb.Pipeline()
+	cks := make([]*redis.SliceCmd, n)
+	wins := make([]*redis.IntCmd, n)
+	srcs := make([]*redis.MapStringStringCmd, n)
+	fields := append(slices.Clone(checkpointFields), "clk")
+	for p := range n {
+		cks[p] = pipe.HMGet(ctx, s.keys.Checkpoint(p), fields...)
+		wins[p] = pipe.ZCard(ctx, s.keys.Index(p))
+		srcs[p] = pipe.HGetAll(ctx, s.keys.Sources(p))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("ledger: partition states: %w", err)
+	}
+	out := make([]PartitionState, n)
+	for p := range n {
+		v := cks[p].Val()
+		if len(v) != len(fields) {
+			return nil, fmt.Errorf("ledger: partition %d checkpoint: %d values for %d fields", p, len(v), len(fields))
+		}
+		clock, _ := strconv.ParseInt(str(v[len(fields)-1]), 10, 64)
+		sources, err := s.sourcesOf(p, srcs[p].Val(), clock)
+		if err != nil {
+			return nil, err
+		}
+		out[p] = PartitionState{Checkpoint: checkpointOf(v), Windows: wins[p].Val(), Sources: sources}
+	}
+	return out, nil
 }

@@ -235,27 +235,20 @@ func (s *Service) health(ctx context.Context) (*wire.Health, error) {
 		Grace: s.cfg.Grace.String()}
 	global := int64(-1)
 	live := map[string]bool{}
-	for p := 0; p < s.cfg.Partitions; p++ {
-		ck, err := s.store.Checkpoint(ctx, p)
-		if err != nil {
-			return nil, err
-		}
+	states, err := s.store.States(ctx, s.cfg.Partitions)
+	if err != nil {
+		return nil, err
+	}
+	for p, state := range states {
+		ck := state.Checkpoint
 		h.Watermarks = append(h.Watermarks, window.Time(ck.Watermark))
 		h.LedgerEntries += ck.Entries
 		if global < 0 || ck.Watermark < global {
 			global = ck.Watermark
 		}
-		ids, err := s.store.Windows(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		h.Windows += len(ids)
-		srcs, _, err := s.store.Sources(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		ps := wire.PartitionSources{Partition: p, Sources: make([]wire.SourceState, len(srcs))}
-		for i, st := range srcs {
+		h.Windows += int(state.Windows)
+		ps := wire.PartitionSources{Partition: p, Sources: make([]wire.SourceState, len(state.Sources))}
+		for i, st := range state.Sources {
 			ps.Sources[i] = wire.SourceState{ID: st.ID, Progress: window.Time(st.Progress), LastSeen: window.Time(st.Last), Live: st.Live}
 			if st.Live {
 				live[st.ID] = true

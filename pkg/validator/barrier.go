@@ -642,6 +642,16 @@ func (s *Service) trackIdle(ctx context.Context, p int, spec stream.ConsumerSpec
 	}
 }
 
+// slotBase is where alignedWait's slots begin.
+var slotBase = time.Now()
+
+// alignedWait is the time until the next multiple of d since slotBase:
+// the quiet partitions of an instance wake at the same instants, one
+// wake-up of the process per slow tick instead of one per partition.
+func alignedWait(d time.Duration) time.Duration {
+	return d - time.Since(slotBase)%d
+}
+
 // idleProgress advances partition p's claim progress while its consumer
 // has nothing to do, so that other partitions need not wait for a batch
 // that will not come. RAW's last sequence L is read first; if the consumer
@@ -680,7 +690,7 @@ func (s *Service) idleProgress(ctx context.Context, p int, spec stream.ConsumerS
 		if time.Now().Before(fastUntil) {
 			t.Reset(s.cfg.IdleEvery)
 		} else {
-			t.Reset(max(idleSlow, s.cfg.IdleEvery))
+			t.Reset(alignedWait(max(idleSlow, s.cfg.IdleEvery)))
 			maxAge = max(idleSlow, s.cfg.IdleEvery) / 2
 		}
 		// Claims Redis lost are found here too, on a partition that has

@@ -162,19 +162,23 @@ func (s *Service) watchCheckpoints(ctx context.Context, owned []int, parts map[i
 			return
 		case <-t.C:
 		}
-		for _, p := range owned {
-			// What the run applied is read first: the checkpoint is
-			// written before it, and only grows while Redis keeps it.
-			run, applied := parts[p].snapshot()
-			ck, err := s.store.Checkpoint(ctx, p)
-			if err != nil {
-				if ctx.Err() == nil {
-					s.cfg.Logger.Warn("checkpoint check", "partition", p, "err", err)
-				}
-				continue
+		// What the runs applied is read first: a checkpoint is written
+		// before it, and only grows while Redis keeps it. All owned
+		// checkpoints come in one round trip.
+		runs, applied := make([]int, len(owned)), make([]uint64, len(owned))
+		for i, p := range owned {
+			runs[i], applied[i] = parts[p].snapshot()
+		}
+		cks, err := s.store.Checkpoints(ctx, owned)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.cfg.Logger.Warn("checkpoint check", "partitions", owned, "err", err)
 			}
-			if ck.Seq < applied {
-				parts[p].stop(run, fmt.Errorf("%w: partition %d checkpoint %d is behind %d, the last sequence applied", ledger.ErrRegressed, p, ck.Seq, applied))
+			continue
+		}
+		for i, p := range owned {
+			if cks[i].Seq < applied[i] {
+				parts[p].stop(runs[i], fmt.Errorf("%w: partition %d checkpoint %d is behind %d, the last sequence applied", ledger.ErrRegressed, p, cks[i].Seq, applied[i]))
 			}
 		}
 	}

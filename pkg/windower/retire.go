@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/receiptflow/receiptflow/pkg/ledger"
 	"github.com/receiptflow/receiptflow/pkg/window"
 	"github.com/receiptflow/receiptflow/pkg/wire"
 )
@@ -19,15 +20,56 @@ import (
 // the KV bucket (so the publisher no longer needs the partial). Windows are retired oldest first; the first one whose
 // final snapshot is not yet in KV stops the pass.
 func (s *Service) retire(ctx context.Context, p int) error {
-	mu, _ := s.retiring.LoadOrStore(p, &sync.Mutex{})
-	mu.(*sync.Mutex).Lock()
-	defer mu.(*sync.Mutex).Unlock()
 	global, err := s.store.GlobalWatermark(ctx, s.cfg.Partitions)
 	if err != nil {
 		return err
 	}
-	cutoff := global - s.store.Grace() - s.store.Horizon()
-	mark := window.StartMs(cutoff) // every window ending at or before it qualifies
+	return s.retireAt(ctx, p, s.retireMark(global))
+}
+
+// retireMark is the window start up to which windows may retire at the
+// global watermark global: every window ending at or before it qualifies.
+func (s *Service) retireMark(global int64) int64 {
+	return window.StartMs(global - s.store.Grace() - s.store.Horizon())
+}
+
+// retirePass is the wall-clock retirement pass over the owned partitions:
+// the global watermark and their checkpoints are read once for all (a
+// round trip each), and only a partition that has windows to retire goes
+// on, so an idle windower asks Redis twice a pass, not twice a partition.
+func (s *Service) retirePass(ctx context.Context, owned []int) error {
+	global, err := s.store.GlobalWatermark(ctx, s.cfg.Partitions)
+	if err != nil {
+		return err
+	}
+	mark := s.retireMark(global)
+	if mark <= 0 {
+		return nil
+	}
+	cks, err := s.store.Checkpoints(ctx, owned)
+	if err != nil {
+		return err
+	}
+	for i, p := range owned {
+		if mark <= cks[i].Retired {
+			continue
+		}
+		err := s.retireAt(ctx, p, mark)
+		if errors.Is(err, ledger.ErrFenced) {
+			return err
+		}
+		if err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("retirement pass failed", "partition", p, "err", err)
+		}
+	}
+	return nil
+}
+
+// retireAt is retire with the mark of a global watermark already read.
+func (s *Service) retireAt(ctx context.Context, p int, mark int64) error {
+	mu, _ := s.retiring.LoadOrStore(p, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
 	if mark <= 0 {
 		return nil
 	}

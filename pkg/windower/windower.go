@@ -170,14 +170,12 @@ func (s *Service) Run(ctx context.Context) error {
 					return nil
 				case <-t.C:
 				}
-				for _, p := range owned {
-					err := s.retire(ctx, p)
-					if errors.Is(err, ledger.ErrFenced) {
-						return err
-					}
-					if err != nil && ctx.Err() == nil {
-						s.cfg.Logger.Warn("retirement pass failed", "partition", p, "err", err)
-					}
+				err := s.retirePass(ctx, owned)
+				if errors.Is(err, ledger.ErrFenced) {
+					return err
+				}
+				if err != nil && ctx.Err() == nil {
+					s.cfg.Logger.Warn("retirement pass failed", "err", err)
 				}
 			}
 		})
@@ -451,12 +449,12 @@ func anyReplayed(res *ledger.Result) bool {
 // checkStream compares the owned partitions' checkpoints with VALID's last
 // sequence (checkpoints first: the stream only grows while it is healthy).
 func (s *Service) checkStream(ctx context.Context, owned []int) error {
+	all, err := s.store.Checkpoints(ctx, owned)
+	if err != nil {
+		return err
+	}
 	cks := make([]uint64, len(owned))
-	for i, p := range owned {
-		ck, err := s.store.Checkpoint(ctx, p)
-		if err != nil {
-			return err
-		}
+	for i, ck := range all {
 		cks[i] = ck.Seq
 	}
 	return s.verify(ctx, owned, cks)
