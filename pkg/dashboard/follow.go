@@ -24,9 +24,14 @@ const (
 	reasonError       = "error"            // the pointer or the bucket could not be read
 )
 
-// pollEvery is how often a watch session checks its connection, its
-// silence and the generation pointer.
+// pollEvery paces the restarts of watch sessions and bounds their
+// look-ups.
 const pollEvery = 250 * time.Millisecond
+
+// checkEvery is how often a watch session checks its silence and the
+// generation pointer; its connection it checks on every status change
+// nats.go reports, and on these ticks too.
+const checkEvery = time.Second
 
 // follow runs watch sessions until ctx ends, starting a new one (a full
 // reload) whenever a session ends.
@@ -159,8 +164,18 @@ func (s *Service) session(ctx context.Context, silence time.Duration) (string, e
 	loaded := false
 	var lastRev uint64 // the latest revision the watch delivered
 	lastSeen := time.Now()
-	lastPointer := time.Now()
-	tick := time.NewTicker(pollEvery)
+	statuses := s.nc.StatusChanged()
+	defer s.nc.RemoveStatusListener(statuses)
+	// connection follows the connection: false when the session must end
+	// (it reconnected), and whether it is connected now.
+	connection := func() (goOn, connected bool) {
+		connected = s.nc.Status() == nats.CONNECTED
+		if s.st.setConnected(connected) {
+			s.hub.notify()
+		}
+		return s.nc.Stats().Reconnects == reconnects, connected
+	}
+	tick := time.NewTicker(checkEvery)
 	defer tick.Stop()
 	for {
 		select {
@@ -197,12 +212,15 @@ func (s *Service) session(ctx context.Context, silence time.Duration) (string, e
 					s.hub.notify()
 				}
 			}
-		case <-tick.C:
-			connected := s.nc.Status() == nats.CONNECTED
-			if s.st.setConnected(connected) {
-				s.hub.notify()
+		case <-statuses:
+			if goOn, connected := connection(); !goOn {
+				return reasonReconnected, nil
+			} else if !connected {
+				lastSeen = time.Now() // nothing to expect until reconnected
 			}
-			if s.nc.Stats().Reconnects != reconnects {
+		case <-tick.C:
+			goOn, connected := connection()
+			if !goOn {
 				return reasonReconnected, nil
 			}
 			if !connected {
@@ -221,8 +239,7 @@ func (s *Service) session(ctx context.Context, silence time.Duration) (string, e
 				s.st.noteQuiet()
 				s.m.quietChecks.Inc()
 			}
-			if s.cfg.Generation == "" && time.Since(lastPointer) >= time.Second {
-				lastPointer = time.Now()
+			if s.cfg.Generation == "" {
 				if s.pointerMoved(ctx, &ctrl, gen) {
 					return reasonSwitched, nil
 				}
