@@ -161,6 +161,35 @@ type healthCache struct {
 	quiet     bool
 	lateTotal uint64
 	lateRead  time.Time
+	// idle: the last report found RAW where the one before it did and
+	// every backlog zero; rawSeen is RAW's last sequence it saw, staleIn
+	// how long until the source turns stale (< 0: stale already).
+	idle    bool
+	rawSeen uint64
+	staleIn time.Duration
+}
+
+// quietTicks is how many Ticks apart the health reports of an idle
+// pipeline are (nextTick).
+const quietTicks = 5
+
+// nextTick is the wait before the next health report: Tick while anything
+// is in flight, quietTicks Ticks once a report found the pipeline idle —
+// but no longer than KeepAlive, nor past the moment the source turns
+// stale, so that both are still told within a Tick. A change notice ends
+// the slow wait (Service.wake).
+func (s *Service) nextTick() time.Duration {
+	s.hc.mu.Lock()
+	idle, staleIn := s.hc.idle, s.hc.staleIn
+	s.hc.mu.Unlock()
+	if !idle {
+		return s.cfg.Tick
+	}
+	d := min(quietTicks*s.cfg.Tick, s.cfg.KeepAlive)
+	if staleIn >= 0 {
+		d = min(d, staleIn+time.Millisecond) // just past the moment
+	}
+	return max(d, s.cfg.Tick)
 }
 
 // settled reports whether output figures read at last are still true: the
@@ -289,8 +318,15 @@ func (s *Service) health(ctx context.Context) (*wire.Health, error) {
 	} else if err := s.listBacklog(ctx, h, info.State.LastSeq); err != nil {
 		return nil, err
 	}
+	idle := true
+	for _, n := range h.Backlog {
+		idle = idle && n == 0
+	}
 	s.hc.mu.Lock()
 	s.hc.quiet = quiet
+	s.hc.idle = idle && info.State.LastSeq == s.hc.rawSeen
+	s.hc.rawSeen = info.State.LastSeq
+	s.hc.staleIn = last.Add(s.cfg.StaleAfter).Sub(now)
 	s.hc.mu.Unlock()
 	s.lateFigures(ctx, h)
 	return h, nil

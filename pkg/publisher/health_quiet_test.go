@@ -1,7 +1,9 @@
 package publisher
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -144,5 +146,61 @@ func TestHealthReadsRedisOnce(t *testing.T) {
 	}
 	if h.Windows != 2 || len(h.Watermarks) != 2 || len(h.Sources) != 2 {
 		t.Errorf("health: %d windows, %d watermarks, %d partitions' sources; want 2, 2, 2", h.Windows, len(h.Watermarks), len(h.Sources))
+	}
+}
+
+// TestIdleHealthReportsSlowDown: once a report finds the pipeline idle
+// (RAW where it was, every backlog zero) the next comes quietTicks Ticks
+// later, not every Tick; RAW's info is asked that much less (every Tick
+// before: 50 times a second at a 20 ms Tick).
+func TestIdleHealthReportsSlowDown(t *testing.T) {
+	r := newHistoryRig(t, 0)
+	const tick = 20 * time.Millisecond
+	r.svc.cfg.Tick = tick
+	counts := testenv.CountRequests(t, r.js.Conn(), "$JS.API.STREAM.INFO."+wire.For("").Stream(wire.Raw))
+	ctx, cancel := context.WithCancel(r.ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.svc.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("publisher: %v", err)
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	counts.Take(t)
+	began := time.Now()
+	time.Sleep(time.Second)
+	got := counts.Take(t)[0]
+	took := time.Since(began)
+	if want := int(took/(quietTicks*tick)) + 2; got > want {
+		t.Errorf("%d RAW infos in %v of an idle pipeline, want at most %d (a report every %v)", got, took, want, quietTicks*tick)
+	}
+	if got == 0 {
+		t.Error("no health report in a second")
+	}
+}
+
+// TestNextTick: Tick while anything is in flight; quietTicks Ticks once
+// idle, bounded by KeepAlive and by the moment the source turns stale.
+func TestNextTick(t *testing.T) {
+	s := New(nil, nil, Config{Names: wire.For(""), Partitions: 1, Tick: time.Second, KeepAlive: 30 * time.Second, StaleAfter: 2 * time.Minute})
+	for _, c := range []struct {
+		idle    bool
+		staleIn time.Duration
+		keep    time.Duration
+		want    time.Duration
+	}{
+		{false, time.Minute, 30 * time.Second, time.Second},
+		{true, time.Minute, 30 * time.Second, 5 * time.Second},
+		{true, 2500 * time.Millisecond, 30 * time.Second, 2501 * time.Millisecond},
+		{true, 100 * time.Millisecond, 30 * time.Second, time.Second},
+		{true, -time.Second, 30 * time.Second, 5 * time.Second},
+		{true, time.Minute, 3 * time.Second, 3 * time.Second},
+	} {
+		s.hc.idle, s.hc.staleIn, s.cfg.KeepAlive = c.idle, c.staleIn, c.keep
+		if got := s.nextTick(); got != c.want {
+			t.Errorf("idle %v, stale in %v, keep-alive %v: next tick in %v, want %v", c.idle, c.staleIn, c.keep, got, c.want)
+		}
 	}
 }

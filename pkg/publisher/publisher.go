@@ -131,6 +131,9 @@ type Service struct {
 	rejected rejectedTally
 	// hc is what the health tick keeps between ticks (health.go).
 	hc healthCache
+	// wake is signalled by every batch of change notices: a quiet
+	// pipeline's slow health ticks go back to Tick (nextTick).
+	wake chan struct{}
 }
 
 type metaWritten struct {
@@ -154,7 +157,7 @@ func New(js jetstream.JetStream, store *ledger.Store, cfg Config) *Service {
 	return &Service{js: js, store: store, cfg: cfg, m: newMetrics(cfg.Registerer),
 		stored: map[string]stored{}, known: map[string]bool{}, wms: make([]int64, cfg.Partitions),
 		parts: parts, kvPrefix: "$KV." + cfg.Names.Bucket() + ".", meta: map[string]metaWritten{},
-		days: map[string]storedDay{}}
+		days: map[string]storedDay{}, wake: make(chan struct{}, 1)}
 }
 
 func (s *Service) durable() string {
@@ -219,21 +222,34 @@ func (s *Service) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(s.cfg.Tick)
+		t := time.NewTimer(s.cfg.Tick)
 		defer t.Stop()
+		slow := false
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
-				// Bounded, so a request lost in a server restart does not
-				// hold health reports back for the client's default timeout.
-				tctx, cancel := context.WithTimeout(ctx, max(s.cfg.Tick, time.Second))
-				if err := s.tick(tctx); err != nil && ctx.Err() == nil {
-					s.cfg.Logger.Warn("publisher tick failed", "err", err)
+			case <-s.wake:
+				if slow {
+					slow = false
+					t.Reset(s.cfg.Tick)
 				}
-				cancel()
+				continue
+			case <-t.C:
 			}
+			// Bounded, so a request lost in a server restart does not
+			// hold health reports back for the client's default timeout.
+			tctx, cancel := context.WithTimeout(ctx, max(s.cfg.Tick, time.Second))
+			err := s.tick(tctx)
+			cancel()
+			next := s.cfg.Tick
+			if err != nil && ctx.Err() == nil {
+				s.cfg.Logger.Warn("publisher tick failed", "err", err)
+			} else if err == nil {
+				next = s.nextTick()
+			}
+			slow = next > s.cfg.Tick
+			t.Reset(next)
 		}
 	}()
 	err = stream.Consume(ctx, s.js, spec, stream.BatchConfig{Max: 2000, Linger: s.cfg.Linger, Logger: s.cfg.Logger}, s.handle)
@@ -246,6 +262,10 @@ func (s *Service) Run(ctx context.Context) error {
 // consume loop acks the notices once it returned nil (each one: the
 // consumer acks explicitly) and terminates the bad ones.
 func (s *Service) handle(ctx context.Context, batch []jetstream.Msg) (stream.Outcome, error) {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
 	if md, err := batch[0].Metadata(); err == nil && !md.Timestamp.IsZero() {
 		s.m.step.Since(stepWait, md.Timestamp)
 	}
