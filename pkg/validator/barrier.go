@@ -649,7 +649,13 @@ var slotBase = time.Now()
 // the quiet partitions of an instance wake at the same instants, one
 // wake-up of the process per slow tick instead of one per partition.
 func alignedWait(d time.Duration) time.Duration {
-	return d - time.Since(slotBase)%d
+	return waitToSlot(time.Since(slotBase), d)
+}
+
+// waitToSlot is the wait from since (after slotBase) to the next multiple
+// of d: in (0, d].
+func waitToSlot(since, d time.Duration) time.Duration {
+	return d - since%d
 }
 
 // idleProgress advances partition p's claim progress while its consumer
