@@ -27,18 +27,19 @@
 --                  (ledger.Fence; 0: not fenced), ARGV[8+2W] source idle
 --                  ms, ARGV[9+2W] source forget ms, ARGV[10+2W] source
 --                  count S, ARGV[11+2W..10+2W+S] the source ids, then
---                  ARGV[11+2W+S] record count N, then N records of 14
---                  fields:
---                  seq, kind (s submission | o other type | h heartbeat),
---                  event IDKey, window index j (1-based, 0 for h), ledger
---                  shard index k (1-based, 0 unless s), time ms (event
---                  time; for h the source progress), and the digest
---                  halves h1, h2 of the event id, the RAW sequence
---                  (0: unknown), the store (a submission's partition_key;
---                  "" unknown), its amount in cents ("" unpriced) and
---                  the event id ("" unless s), the source index (1..S)
---                  and the broker time ms of the RAW message (0: unknown).
---                  Kind H is a heartbeat with which its source leaves.
+--                  ARGV[11+2W+S] record count N, then N records of 4
+--                  arguments: the record line, the event IDKey, the store
+--                  (a submission's partition_key; "" unknown) and the
+--                  event id ("" unless s). The record line is 11 fields
+--                  joined by commas: seq, kind (s submission | o other
+--                  type | h heartbeat | H a heartbeat with which its
+--                  source leaves), window index j (1-based, 0 for h),
+--                  ledger shard index k (1-based, 0 unless s), time ms
+--                  (event time; for h the source progress), the digest
+--                  halves h1, h2 of the event id, the RAW sequence (0:
+--                  unknown), the amount in cents ("" unpriced), the
+--                  source index (1..S) and the broker time ms of the RAW
+--                  message (0: unknown).
 --
 -- The explain record (receiptctl explain) is written in the same step as
 -- the count it explains: a correction's id with the version it produced,
@@ -92,7 +93,7 @@ local forget = tonumber(ARGV[9 + 2 * nw])
 local ns = tonumber(ARGV[10 + 2 * nw])
 local base = 11 + 2 * nw + ns
 local n = tonumber(ARGV[base])
-local F = 14
+local F = 4
 
 -- The fence (fence.go): a later owner's epoch refuses this writer before
 -- anything is written; a larger epoch raises it. Epoch 0: not checked.
@@ -184,13 +185,14 @@ end
 local out = {}
 for i = 0, n - 1 do
   local o = base + 1 + i * F
-  local s = tonumber(ARGV[o])
-  local kind = ARGV[o + 1]
-  local id = ARGV[o + 2]
-  local j = tonumber(ARGV[o + 3])
-  local k = tonumber(ARGV[o + 4])
-  local t = tonumber(ARGV[o + 5])
-  local raw = tonumber(ARGV[o + 8])
+  local fs, kind, fj, fk, ft, fh1, fh2, fraw, amount, fsi, frecv = string.match(ARGV[o],
+    '^(%d+),(%a),(%d+),(%d+),(%-?%d+),(%d+),(%d+),(%d+),([^,]*),(%d+),(%-?%d+)$')
+  local s = tonumber(fs)
+  local id = ARGV[o + 1]
+  local j = tonumber(fj)
+  local k = tonumber(fk)
+  local t = tonumber(ft)
+  local raw = tonumber(fraw)
   local d
   if s <= seq0 or (raw > 0 and raw <= rawhw) then
     d = 'R'
@@ -201,7 +203,7 @@ for i = 0, n - 1 do
     end
   elseif kind == 'h' or kind == 'H' then
     d = 'h'
-    local st = source(tonumber(ARGV[o + 12]), tonumber(ARGV[o + 13]))
+    local st = source(tonumber(fsi), tonumber(frecv))
     if st.b == 0 or t >= EOS then raise(st, t) end
     st.b = 0
     if t >= EOS and t - lateness > wm then wm = t - lateness end
@@ -240,23 +242,22 @@ for i = 0, n - 1 do
           local p = partial(j)
           p.n = p.n + 1
           p.ver = p.ver + 1
-          p.d1 = (p.d1 + tonumber(ARGV[o + 6])) % M
-          p.d2 = (p.d2 + tonumber(ARGV[o + 7])) % M
+          p.d1 = (p.d1 + tonumber(fh1)) % M
+          p.d2 = (p.d2 + tonumber(fh2)) % M
           p.dirty = true
-          local store = ARGV[o + 9]
+          local store = ARGV[o + 2]
           local b = p.stores[store]
           if b == nil then
             b = {c = 0, a = 0, u = 0}
             p.stores[store] = b
           end
           b.c = b.c + 1
-          local amount = ARGV[o + 10]
           if amount == '' then b.u = b.u + 1 else b.a = b.a + tonumber(amount) end
           added = added + 1
           if wm >= e then
             p.corr = p.corr + 1
             d = 'k:' .. p.ver
-            redis.call('HSET', KEYS[2 + nw + j], ARGV[o + 11], p.ver)
+            redis.call('HSET', KEYS[2 + nw + j], ARGV[o + 3], p.ver)
           else
             p.otv = p.otv + 1
             d = 'c:' .. p.ver
@@ -267,7 +268,7 @@ for i = 0, n - 1 do
         end
       end
     end
-    local st = source(tonumber(ARGV[o + 12]), tonumber(ARGV[o + 13]))
+    local st = source(tonumber(fsi), tonumber(frecv))
     if kind ~= 's' or (d ~= 'd' and string.sub(d, 1, 1) ~= 'x') then st.b = 1 end
     raise(st, t)
     settle(st)

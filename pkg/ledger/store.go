@@ -247,7 +247,7 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, publish
 		}
 		recSource[i] = j + 1
 	}
-	args := make([]any, 0, 11+2*len(wids)+len(sources)+14*len(recs))
+	args := make([]any, 0, 11+2*len(wids)+len(sources)+4*len(recs))
 	args = append(args, s.lateness, s.grace, s.horizon, len(wids))
 	for _, st := range starts {
 		args = append(args, st)
@@ -260,6 +260,7 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, publish
 		args = append(args, id)
 	}
 	args = append(args, len(recs))
+	var buf []byte
 	for i, r := range recs {
 		var h1, h2 uint32
 		eventID := ""
@@ -267,16 +268,34 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, publish
 			h1, h2 = digest.Halves(r.EventID)
 			eventID = r.EventID
 		}
-		amount := ""
-		if r.Priced {
-			amount = strconv.FormatInt(r.AmountCents, 10)
-		}
-		kind := string(rune(r.Kind))
+		kind := byte(r.Kind)
 		if r.Kind == Heartbeat && r.Leave {
-			kind = "H"
+			kind = 'H'
 		}
-		args = append(args, r.Seq, kind, hids[i], recWin[i], recShard[i], r.Time, h1, h2, r.RawSeq, r.Store, amount, eventID,
-			recSource[i], r.Received)
+		// The numbers and the kind go as one argument (apply.lua's
+		// record line): a call carries 4 arguments a record, not 14.
+		buf = strconv.AppendUint(buf[:0], r.Seq, 10)
+		buf = append(buf, ',', kind, ',')
+		buf = strconv.AppendInt(buf, int64(recWin[i]), 10)
+		buf = append(buf, ',')
+		buf = strconv.AppendInt(buf, int64(recShard[i]), 10)
+		buf = append(buf, ',')
+		buf = strconv.AppendInt(buf, r.Time, 10)
+		buf = append(buf, ',')
+		buf = strconv.AppendUint(buf, uint64(h1), 10)
+		buf = append(buf, ',')
+		buf = strconv.AppendUint(buf, uint64(h2), 10)
+		buf = append(buf, ',')
+		buf = strconv.AppendUint(buf, r.RawSeq, 10)
+		buf = append(buf, ',')
+		if r.Priced {
+			buf = strconv.AppendInt(buf, r.AmountCents, 10)
+		}
+		buf = append(buf, ',')
+		buf = strconv.AppendInt(buf, int64(recSource[i]), 10)
+		buf = append(buf, ',')
+		buf = strconv.AppendInt(buf, r.Received, 10)
+		args = append(args, string(buf), hids[i], r.Store, eventID)
 	}
 	raw, err := applyScript.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
