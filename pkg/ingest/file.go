@@ -51,38 +51,93 @@ func Rate(rate int) Pace {
 }
 
 // FilePaced is File with pace (nil: none) called before each line.
+//
+// Lines are read in a goroutine of their own, so that the end of ctx
+// stops the file even while a read waits for input (a quiet pipe, as
+// `tail -f | receiptctl ingest` has): that read is left to return by
+// itself, its line unread.
 func FilePaced(ctx context.Context, in *Ingester, r io.Reader, pace Pace, progress func(Stats)) (Stats, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	if head, _ := br.Peek(len(bom)); bytes.Equal(head, bom) {
 		br.Discard(len(bom))
 	}
-	for n := 0; ; n++ {
-		if pace != nil {
-			if err := pace(ctx, n); err != nil {
-				return in.Stats(), closeAfter(ctx, in, fmt.Errorf("ingest: paced: %w", err))
-			}
+	chunks := make(chan lineChunk, 1)
+	done := make(chan struct{})
+	defer close(done)
+	go readLines(br, chunks, done)
+	n := 0
+	for {
+		var c lineChunk
+		select {
+		case <-ctx.Done():
+			return in.Stats(), closeAfter(ctx, in, ctx.Err())
+		case c = <-chunks:
 		}
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
+		for _, line := range c.lines {
+			if pace != nil {
+				if err := pace(ctx, n); err != nil {
+					return in.Stats(), closeAfter(ctx, in, fmt.Errorf("ingest: paced: %w", err))
+				}
+			}
+			n++
 			if perr := in.Publish(ctx, line); perr != nil {
 				return in.Stats(), closeAfter(ctx, in, perr)
 			}
 			if st := in.Stats(); progress != nil && st.Records%10000 == 0 {
 				progress(st)
 			}
+			if ctx.Err() != nil {
+				return in.Stats(), closeAfter(ctx, in, ctx.Err())
+			}
 		}
-		if err == io.EOF {
+		if c.err == io.EOF {
 			break
 		}
-		if err != nil {
-			return in.Stats(), closeAfter(ctx, in, fmt.Errorf("ingest: read: %w", err))
-		}
-		if ctx.Err() != nil {
-			return in.Stats(), closeAfter(ctx, in, ctx.Err())
+		if c.err != nil {
+			return in.Stats(), closeAfter(ctx, in, fmt.Errorf("ingest: read: %w", c.err))
 		}
 	}
 	err := in.Close(ctx)
 	return in.Stats(), err
+}
+
+// lineChunk is lines read in a row, and the error that ended them (nil:
+// more follow).
+type lineChunk struct {
+	lines [][]byte
+	err   error
+}
+
+// chunkLines bounds the lines of a chunk.
+const chunkLines = 256
+
+// readLines reads br's lines into chunks (what is buffered, up to
+// chunkLines a chunk) until a read fails, or done is closed.
+func readLines(br *bufio.Reader, chunks chan<- lineChunk, done <-chan struct{}) {
+	for {
+		var c lineChunk
+		for len(c.lines) < chunkLines {
+			line, err := br.ReadBytes('\n')
+			if len(line) > 0 {
+				c.lines = append(c.lines, line)
+			}
+			if err != nil {
+				c.err = err
+				break
+			}
+			if br.Buffered() == 0 {
+				break // send what there is before waiting for more
+			}
+		}
+		select {
+		case chunks <- c:
+		case <-done:
+			return
+		}
+		if c.err != nil {
+			return
+		}
+	}
 }
 
 // closeAfter closes in after err stopped the file, and returns err with

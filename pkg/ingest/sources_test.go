@@ -3,7 +3,10 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,5 +113,64 @@ func TestSourcesNameTheirMessagesAndLeave(t *testing.T) {
 	if tm.records != stored || stored < 600 || tm.heartbeats != testPartitions || len(tm.left) != testPartitions {
 		t.Errorf("terminated source: %d records in RAW (%d confirmed), %d heartbeats, left %d partitions; want what it queued of its 700 lines stored, its heartbeat after 500 records, and a leave to each of %d",
 			tm.records, stored, tm.heartbeats, len(tm.left), testPartitions)
+	}
+}
+
+// TestFileStopsOnAQuietPipe: the end of the context stops File while it
+// waits for input that does not come (a quiet pipe, as `tail -f |
+// receiptctl ingest` has at SIGTERM); what was read is stored. It waited
+// for the next line or the pipe's end before (1 in 4 runs of
+// TestSourcesNameTheirMessagesAndLeave under -race hung so, until its
+// one-minute deadline).
+func TestFileStopsOnAQuietPipe(t *testing.T) {
+	data := fixture(t, 30)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, url := testenv.NATS(t)
+	_, js := dial(t, url, 0)
+	ensure(t, ctx, js)
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	var mu sync.Mutex
+	stored := 0
+	in := newTestIngester(t, js, func(c *Config) {
+		c.SourceID, c.EndOfStream = "quiet", false
+		c.OnAck = func(_ string, _ uint64, dup bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if !dup {
+				stored++
+			}
+		}
+	})
+	fctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := File(fctx, in, pr, nil)
+		done <- err
+	}()
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	for _, l := range lines[:10] {
+		if _, err := pw.Write(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The pipe stays open and quiet; once the ten are stored, stop.
+	testenv.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if stored < 10 {
+			return fmt.Errorf("%d of 10 records stored", stored)
+		}
+		return nil
+	})
+	stop()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("File returned %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("File did not return within 30 s of its context's end, its pipe open and quiet")
 	}
 }
