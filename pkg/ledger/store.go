@@ -54,6 +54,8 @@ type Store struct {
 	// times (ms).
 	idle, forget int64
 	copies       *progressCopies
+	// names keeps the claims hash names built (claimBucket).
+	names *claimNames
 	// epochs are the fencing tokens of the partitions the caller owns
 	// (Fence; nil: not fenced).
 	epochs map[int]uint64
@@ -83,7 +85,7 @@ func NewStore(rdb Client, c Config) *Store {
 	}
 	return &Store{rdb: rdb, keys: c.Keys, lateness: c.Lateness.Milliseconds(), grace: c.Grace.Milliseconds(),
 		horizon: c.Horizon.Milliseconds(), idle: idle.Milliseconds(), forget: max(window.SourceForget, idle).Milliseconds(),
-		copies: &progressCopies{}}
+		copies: &progressCopies{}, names: &claimNames{days: map[int64][]string{}}}
 }
 
 // Horizon returns the replay horizon in ms (0: never retire).
@@ -308,8 +310,8 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, publish
 		return nil, fmt.Errorf("ledger: apply partition %d: %d replies for %d records", p, len(raw), len(recs))
 	}
 	res := &Result{Decisions: make([]Decision, len(recs))}
-	seq, err1 := strconv.ParseUint(fmt.Sprint(raw[0]), 10, 64)
-	wm, err2 := strconv.ParseInt(fmt.Sprint(raw[1]), 10, 64)
+	seq, err1 := strconv.ParseUint(str(raw[0]), 10, 64)
+	wm, err2 := strconv.ParseInt(str(raw[1]), 10, 64)
 	if err1 != nil || err2 != nil {
 		return nil, fmt.Errorf("ledger: apply partition %d: bad checkpoint reply %v %v", p, raw[0], raw[1])
 	}
@@ -317,7 +319,7 @@ func (s *Store) Apply(ctx context.Context, p int, recs []Record, expect, publish
 	res.Added, _ = raw[2].(int64)
 	changed := map[string]bool{}
 	for i := range recs {
-		d, err := parseDecision(fmt.Sprint(raw[3+i]))
+		d, err := parseDecision(str(raw[3+i]))
 		if err != nil {
 			return nil, fmt.Errorf("ledger: apply partition %d: %w", p, err)
 		}
