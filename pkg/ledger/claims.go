@@ -6,11 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -194,9 +191,9 @@ func (s *Store) groupClaims(claims []Claim, split claimSplit, owner []string) *c
 		var part string
 		switch split {
 		case splitSlot:
-			part = strconv.Itoa(keySlot(s.claimBucket(g.bucket, g.day)))
+			part = strconv.Itoa(keySlot(s.keys.ClaimBucket(g.bucket, g.day)))
 		case splitNode:
-			part = owner[keySlot(s.claimBucket(g.bucket, g.day))]
+			part = owner[keySlot(s.keys.ClaimBucket(g.bucket, g.day))]
 		}
 		call := calls[part]
 		if call == nil || len(call.send) == claimsPerCall {
@@ -211,7 +208,7 @@ func (s *Store) groupClaims(claims []Claim, split claimSplit, owner []string) *c
 			k = len(call.keys) + 1
 			call.groups[g] = k
 			for j := int64(0); j < n; j++ {
-				call.keys = append(call.keys, s.claimBucket(g.bucket, g.day-j))
+				call.keys = append(call.keys, s.keys.ClaimBucket(g.bucket, g.day-j))
 			}
 		}
 		if g.day != atDay {
@@ -571,39 +568,4 @@ func claimSeq(v string) uint64 {
 		return 0
 	}
 	return sq
-}
-
-// claimNames keeps the names of the claims hashes of the last few ingest
-// days: a batch names ClaimDays hashes per claim, and building each name
-// anew was 7% of a validator's CPU.
-type claimNames struct {
-	mu   sync.Mutex
-	days map[int64][]string // by day, then bucket ("": not built yet)
-}
-
-// namedDays bounds the days claimNames keeps: the kept claim days and
-// one being started.
-const namedDays = 8
-
-// claimBucket is s.keys.ClaimBucket(b, day), built once per bucket and
-// day.
-func (s *Store) claimBucket(b int, day int64) string {
-	c := s.names
-	if c == nil {
-		return s.keys.ClaimBucket(b, day)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	names := c.days[day]
-	if names == nil {
-		if len(c.days) >= namedDays {
-			delete(c.days, slices.Min(slices.Collect(maps.Keys(c.days))))
-		}
-		names = make([]string, ClaimBuckets)
-		c.days[day] = names
-	}
-	if names[b] == "" {
-		names[b] = s.keys.ClaimBucket(b, day)
-	}
-	return names[b]
 }

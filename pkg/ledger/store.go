@@ -54,8 +54,6 @@ type Store struct {
 	// times (ms).
 	idle, forget int64
 	copies       *progressCopies
-	// names keeps the claims hash names built (claimBucket).
-	names *claimNames
 	// epochs are the fencing tokens of the partitions the caller owns
 	// (Fence; nil: not fenced).
 	epochs map[int]uint64
@@ -85,7 +83,7 @@ func NewStore(rdb Client, c Config) *Store {
 	}
 	return &Store{rdb: rdb, keys: c.Keys, lateness: c.Lateness.Milliseconds(), grace: c.Grace.Milliseconds(),
 		horizon: c.Horizon.Milliseconds(), idle: idle.Milliseconds(), forget: max(window.SourceForget, idle).Milliseconds(),
-		copies: &progressCopies{}, names: &claimNames{days: map[int64][]string{}}}
+		copies: &progressCopies{}}
 }
 
 // Horizon returns the replay horizon in ms (0: never retire).
