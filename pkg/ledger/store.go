@@ -626,23 +626,6 @@ type SourceState struct {
 	Live bool
 }
 
-// Sources reads what partition p knows of its sources, ordered by id,
-// and the partition's broker clock (ms).
-func (s *Store) Sources(ctx context.Context, p int) ([]SourceState, int64, error) {
-	pipe := s.rdb.Pipeline()
-	all := pipe.HGetAll(ctx, s.keys.Sources(p))
-	clk := pipe.HMGet(ctx, s.keys.Checkpoint(p), "clk")
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, 0, fmt.Errorf("ledger: sources %d: %w", p, err)
-	}
-	var clock int64
-	if v := clk.Val(); len(v) == 1 {
-		clock, _ = strconv.ParseInt(str(v[0]), 10, 64)
-	}
-	out, err := s.sourcesOf(p, all.Val(), clock)
-	return out, clock, err
-}
-
 // sourcesOf reads partition p's sources hash all at broker clock clock,
 // ordered by id.
 func (s *Store) sourcesOf(p int, all map[string]string, clock int64) ([]SourceState, error) {
